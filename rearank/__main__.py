@@ -1,0 +1,5 @@
+import sys
+
+from rearank.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Generation backends behind one protocol (see :mod:`rearank.backends.base`)."""
