@@ -1,0 +1,117 @@
+"""Compare two suite result folders per dataset with paired significance tests on per-query nDCG@10.
+
+``python -m eval.compare A B [--measure ndcg_cut_10] [--permutations 10000] [--seed 0]`` prints, per
+dataset both folders finished, the mean of A and B, delta (B - A), the paired t-test p-value (scipy),
+the paired randomization (sign-flip) test p-value and B's wins/ties/losses against A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+from eval.report import fmt, markdown_table
+from eval.results import MAIN_MEASURE, MEASURES, SuiteResult, load_suite
+from rearank.errors import RearankError
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired comparison of B against A on one dataset (scores are raw, not x 100)."""
+
+    dataset: str
+    queries: int
+    mean_a: float
+    mean_b: float
+    t_p: float
+    randomization_p: float
+    wins: int
+    ties: int
+    losses: int
+
+    @property
+    def delta(self) -> float:
+        return self.mean_b - self.mean_a
+
+
+def paired_t_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided paired t-test p-value; 1.0 when every difference is 0, 0.0 when all equal another constant."""
+    diff = b - a
+    if np.all(diff == diff[0]):
+        return 1.0 if diff[0] == 0 else 0.0
+    return float(stats.ttest_rel(b, a).pvalue)
+
+
+def randomization_p(a: np.ndarray, b: np.ndarray, permutations: int = 10000, seed: int = 0) -> float:
+    """Two-sided paired randomization test: random sign flips of the per-query differences.
+
+    p = (1 + #{|mean of flipped differences| >= |observed mean|}) / (1 + permutations).
+    """
+    diff = b - a
+    observed = abs(diff.mean())
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, permutations, 1000):
+        signs = rng.choice((-1.0, 1.0), size=(min(1000, permutations - start), diff.size))
+        hits += int(np.sum(np.abs((signs * diff).mean(axis=1)) >= observed - 1e-12))
+    return (1 + hits) / (1 + permutations)
+
+
+def compare(a: SuiteResult, b: SuiteResult, measure: str = MAIN_MEASURE, permutations: int = 10000,
+            seed: int = 0) -> list[Comparison]:
+    """Per dataset finished in both folders, paired on the queries both evaluated."""
+    out = []
+    for name in a.datasets:
+        if name not in b.datasets:
+            continue
+        qa, qb = a.datasets[name].per_query(measure=measure), b.datasets[name].per_query(measure=measure)
+        qids = sorted(set(qa) & set(qb))
+        if not qids:
+            continue
+        va, vb = np.array([qa[q] for q in qids]), np.array([qb[q] for q in qids])
+        out.append(Comparison(
+            name, len(qids), float(va.mean()), float(vb.mean()), paired_t_p(va, vb),
+            randomization_p(va, vb, permutations, seed),
+            int(np.sum(vb > va)), int(np.sum(vb == va)), int(np.sum(vb < va)),
+        ))
+    return out
+
+
+def comparison_table(rows: Sequence[Comparison], a: str, b: str, measure: str = MAIN_MEASURE) -> str:
+    """Markdown table of comparisons, scores x 100."""
+    label = MEASURES.get(measure, measure)
+    header = ["Dataset", "Queries", f"{label} A", f"{label} B", "Delta (B-A)", "t-test p", "randomization p",
+              "B wins/ties/losses"]
+    body = [[r.dataset, str(r.queries), fmt(100 * r.mean_a), fmt(100 * r.mean_b), f"{100 * r.delta:+.2f}",
+             f"{r.t_p:.4f}", f"{r.randomization_p:.4f}", f"{r.wins}/{r.ties}/{r.losses}"] for r in rows]
+    return f"A = {a}\nB = {b}\n\n" + markdown_table(header, body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: print the comparison table of two result folders."""
+    parser = argparse.ArgumentParser(prog="python -m eval.compare", description=__doc__.splitlines()[0])
+    parser.add_argument("a", help="baseline result folder (A)")
+    parser.add_argument("b", help="result folder compared against it (B)")
+    parser.add_argument("--measure", default=MAIN_MEASURE, help="trec_eval measure name (default ndcg_cut_10)")
+    parser.add_argument("--permutations", type=int, default=10000, help="randomization test samples")
+    parser.add_argument("--seed", type=int, default=0, help="randomization test seed")
+    args = parser.parse_args(argv)
+    try:
+        a, b = load_suite(args.a), load_suite(args.b)
+        rows = compare(a, b, args.measure, args.permutations, args.seed)
+        if not rows:
+            raise RearankError(f"{args.a} and {args.b} have no finished dataset in common")
+    except RearankError as err:
+        print(f"eval.compare: error: {err}", file=sys.stderr)
+        return 2
+    print(comparison_table(rows, f"{a.label} ({args.a})", f"{b.label} ({args.b})", args.measure))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

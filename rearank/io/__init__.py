@@ -1,0 +1,10 @@
+"""Readers and writers for the standard IR formats; a ``.gz`` suffix means gzip, in and out.
+
+- :mod:`rearank.io.trec`: TREC runs and qrels
+- :mod:`rearank.io.topics`: ``qid TAB text`` topics and ``docid TAB text`` documents
+- :mod:`rearank.io.beir`: BEIR ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``
+- :mod:`rearank.io.requests_jsonl`: RankLLM request JSONL (Anserini ``-outputRerankerRequests``)
+
+Malformed input raises :class:`rearank.errors.FormatError` naming the file and line; every writer writes a
+temporary file beside the target and renames it into place.
+"""

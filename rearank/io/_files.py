@@ -1,0 +1,117 @@
+"""Shared file plumbing for the readers and writers: gzip by suffix, numbered lines, atomic writes."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from rearank.errors import FormatError, MissingDataError, RearankError
+
+PathLike = str | os.PathLike
+
+log = logging.getLogger("rearank.io")
+
+
+def is_gzip(path: PathLike) -> bool:
+    """True when the file name ends in ``.gz`` (the only switch for compression)."""
+    return str(path).endswith(".gz")
+
+
+def _open_binary(path: PathLike) -> IO[bytes]:
+    try:
+        return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+    except FileNotFoundError:
+        raise MissingDataError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise FormatError(path, None, "is a directory, expected a file") from None
+
+
+def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` (1-based, newline stripped) of a UTF-8 text file, ``.gz`` transparent.
+
+    Undecodable bytes or a corrupt gzip stream raise :class:`FormatError` naming the line.
+    """
+    number = 0
+    with _open_binary(path) as handle:
+        try:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise FormatError(path, number, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+                yield number, line.rstrip("\n").rstrip("\r")
+        except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+            raise FormatError(path, number + 1, f"cannot read compressed data ({err})") from None
+
+
+def iter_data_lines(path: PathLike) -> Iterator[tuple[int, str]]:
+    """Like :func:`iter_lines` but skipping blank lines."""
+    for number, line in iter_lines(path):
+        if line.strip():
+            yield number, line
+
+
+def iter_json_lines(path: PathLike) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, object)`` for each non-blank line of a JSON Lines file; each must be an object."""
+    for number, line in iter_data_lines(path):
+        try:
+            obj = json.loads(line)
+        except ValueError as err:
+            raise FormatError(path, number, f"invalid JSON ({err})") from None
+        if not isinstance(obj, dict):
+            raise FormatError(path, number, f"expected a JSON object, got {type(obj).__name__}")
+        yield number, obj
+
+
+@contextlib.contextmanager
+def atomic_write(path: PathLike) -> Iterator[IO[str]]:
+    """Open a text handle to a temp file beside ``path``; on success it replaces ``path`` (gzip if ``.gz``).
+
+    If the block raises, the temp file is removed and ``path`` is left untouched.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        if is_gzip(target):
+            with os.fdopen(fd, "wb") as raw, gzip.open(raw, "wt", encoding="utf-8", newline="\n") as handle:
+                yield handle
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                yield handle
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def check_field(value: object, what: str) -> str:
+    """Return ``value`` as a string fit for a whitespace-separated column, or raise RearankError."""
+    text = str(value)
+    if not text or any(ch.isspace() for ch in text):
+        raise RearankError(f"{what} {text!r} is empty or contains whitespace; it cannot be written as a column")
+    return text
+
+
+def check_tsv_key(value: object, what: str) -> str:
+    """Return ``value`` as a string fit for the first column of a TSV file, or raise RearankError."""
+    text = str(value)
+    if not text or text != text.strip() or any(ch in text for ch in "\t\n\r"):
+        raise RearankError(f"{what} {text!r} is empty, has surrounding spaces or contains a tab/newline")
+    return text
+
+
+def one_line(text: str) -> str:
+    """Turn tabs and line breaks into spaces, so a text fits one TSV field."""
+    return text.translate(_TSV_BREAKS)
+
+
+_TSV_BREAKS = str.maketrans({"\t": " ", "\n": " ", "\r": " "})

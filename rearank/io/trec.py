@@ -1,0 +1,115 @@
+"""TREC run files (``qid Q0 docid rank score tag``) and TREC qrels (``qid iter docid rel``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import IO
+
+from rearank.errors import FormatError
+from rearank.io._files import PathLike, atomic_write, check_field, iter_data_lines, log
+
+Run = dict[str, list[tuple[str, float]]]
+Qrels = dict[str, dict[str, int]]
+
+
+def trec_order(ranked: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Sort ``(docid, score)`` pairs as trec_eval ranks them: score descending, ties by docid descending."""
+    return sorted(ranked, key=lambda pair: (pair[1], pair[0]), reverse=True)
+
+
+def read_run(path: PathLike) -> Run:
+    """Read a TREC run into ``qid -> [(docid, score)]`` in trec_eval order (score desc, ties by docid desc).
+
+    The rank column must be an integer but is otherwise ignored, as trec_eval does. A docid repeated within
+    a query keeps its first line; the repeats are dropped with one warning giving their count.
+    Queries appear in the order of their first line.
+    """
+    run: dict[str, dict[str, float]] = {}
+    duplicates = 0
+    for number, line in iter_data_lines(path):
+        fields = line.split()
+        if len(fields) != 6:
+            raise FormatError(path, number, f"expected 6 columns 'qid Q0 docid rank score tag', got {len(fields)}")
+        qid, _, docid, rank, score_text, _ = fields
+        try:
+            int(rank)
+        except ValueError:
+            raise FormatError(path, number, f"rank {rank!r} is not an integer") from None
+        score = _finite(score_text, path, number, "score")
+        ranked = run.setdefault(qid, {})
+        if docid in ranked:
+            duplicates += 1
+            continue
+        ranked[docid] = score
+    if duplicates:
+        log.warning("%s: %d duplicate (qid, docid) lines ignored (the first of each was kept)", path, duplicates)
+    return {qid: trec_order(ranked.items()) for qid, ranked in run.items()}
+
+
+def _finite(text: str, path: PathLike, number: int, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise FormatError(path, number, f"{what} {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise FormatError(path, number, f"{what} {text!r} is not a finite number")
+    return value
+
+
+def format_run_lines(qid: str, ranked: Sequence[tuple[str, float]], tag: str = "rearank") -> str:
+    """Render one query's ranking (list order = rank order) as TREC run lines."""
+    qid = check_field(qid, "qid")
+    tag = check_field(tag, "run tag")
+    return "".join(
+        f"{qid} Q0 {check_field(docid, 'docid')} {rank} {float(score)!r} {tag}\n"
+        for rank, (docid, score) in enumerate(ranked, start=1)
+    )
+
+
+def append_run(handle: IO[str], qid: str, ranked: Sequence[tuple[str, float]], tag: str = "rearank") -> None:
+    """Write one query's ranking to an open run file and flush, for incremental output."""
+    handle.write(format_run_lines(qid, ranked, tag))
+    handle.flush()
+
+
+def write_run(path: PathLike, run: Mapping[str, Sequence[tuple[str, float]]], tag: str = "rearank") -> None:
+    """Write a run (list order = rank order) as ``qid Q0 docid rank score tag`` lines, write-then-rename."""
+    with atomic_write(path) as handle:
+        for qid, ranked in run.items():
+            handle.write(format_run_lines(qid, ranked, tag))
+
+
+def read_qrels(path: PathLike) -> Qrels:
+    """Read TREC qrels ``qid iter docid rel`` into ``qid -> {docid: rel}`` (integer, possibly negative, grades).
+
+    A (qid, docid) judged twice keeps its first grade; repeats are dropped with one warning giving their count.
+    """
+    qrels: Qrels = {}
+    duplicates = 0
+    for number, line in iter_data_lines(path):
+        fields = line.split()
+        if len(fields) != 4:
+            raise FormatError(path, number, f"expected 4 columns 'qid iter docid rel', got {len(fields)}")
+        qid, _, docid, rel = fields
+        try:
+            grade = int(rel)
+        except ValueError:
+            raise FormatError(path, number, f"relevance {rel!r} is not an integer") from None
+        judged = qrels.setdefault(qid, {})
+        if docid in judged:
+            duplicates += 1
+            continue
+        judged[docid] = grade
+    if duplicates:
+        log.warning("%s: %d duplicate (qid, docid) judgments ignored (the first of each was kept)", path, duplicates)
+    return qrels
+
+
+def write_qrels(path: PathLike, qrels: Mapping[str, Mapping[str, int]]) -> None:
+    """Write qrels as ``qid 0 docid rel`` lines, write-then-rename."""
+    with atomic_write(path) as handle:
+        for qid, judged in qrels.items():
+            qid = check_field(qid, "qid")
+            for docid, rel in judged.items():
+                handle.write(f"{qid} 0 {check_field(docid, 'docid')} {int(rel)}\n")

@@ -1,0 +1,164 @@
+"""The RL reward of a listwise reranking completion, in verl's custom reward function signature.
+
+``r = rank_weight * r_rank + tags_weight * r_format1 + answer_weight * r_format2`` (paper: 0.8 / 0.1 / 0.1):
+
+* ``r_rank`` (``rank_reward="normalized"``, the paper's choice) =
+  ``(NDCG@10(σ) - NDCG@10(τ)) / (NDCG@10* - NDCG@10(τ))`` clipped to ``[-1, 1]``, where σ is the model's
+  permutation (parsed and repaired by :func:`rearank.answer.parse_answer`), τ the presented order and
+  NDCG@10* the best nDCG@10 achievable on the presented passages (1.0 when any label is positive).
+  ``"absolute"`` = NDCG@10(σ) in ``[0, 1]``; ``"difference"`` = NDCG@10(σ) - NDCG@10(τ) in ``[-1, 1]``.
+* ``r_format1`` = 1 when ``<think>…</think>`` then ``<answer>…</answer>`` are present (``has_tags``).
+* ``r_format2`` = 1 when the answer reads exactly ``[i] > [j] > …`` with distinct in-range ids
+  (``strict_format``).
+
+Edge cases (all documented in docs/training.md):
+
+* Every completion is scored through the parser's repaired permutation, the same one inference applies:
+  duplicates keep their first place, out-of-range ids are dropped, missing ids are appended in presented
+  order; a truncated answer keeps the ids it got to. Such answers earn the r_rank of that permutation and
+  lose r_format2 (and r_format1 when a tag is missing). No id at all leaves σ = τ, so r_rank = 0.
+* The presented order is already ideal (zero denominator): r_rank = 1 if σ is ideal too, else -1 — the
+  limit of the clipped formula as the denominator goes to 0.
+* No positive label in the set: no ranking signal, r_rank = 0 for every completion.
+* Malformed ground truth: score 0, every part 0, ``parse_status = PARSE_STATUSES.index("bad_ground_truth")``.
+
+:func:`compute_score` never raises for any completion or ground truth; it raises ``ValueError`` only for
+an invalid reward option (a configuration error that should stop the run at its first step).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from typing import Any
+
+from rearank.answer import STATUSES, parse_answer
+from rearank.ndcg import dcg_at_k, ideal_dcg_at_k
+
+#: ``rank_reward`` options: the paper's normalized gain and its two ablations.
+RANK_REWARDS = ("normalized", "absolute", "difference")
+
+#: ``parse_status`` is logged as the index into this tuple (verl logs numeric reward parts only).
+PARSE_STATUSES = (*STATUSES, "bad_ground_truth")
+
+K = 10
+_EPS = 1e-9
+_BAD_GROUND_TRUTH = float(PARSE_STATUSES.index("bad_ground_truth"))
+
+
+@lru_cache(maxsize=8192)
+def _labels_from_json(text: str) -> tuple[float, ...] | None:
+    """Decode a ground-truth JSON string once (every rollout of a prompt shares it)."""
+    try:
+        return _labels_from_value(json.loads(text))
+    except Exception:  # invalid JSON, too deep, or a number too large for a float
+        return None
+
+
+def _labels_from_value(value: Any) -> tuple[float, ...] | None:
+    """Graded labels of the presented passages from a decoded ground truth, or None when malformed."""
+    if isinstance(value, dict):
+        value = value.get("labels")
+    if hasattr(value, "tolist"):  # numpy arrays from parquet
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    labels = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
+            return None
+        labels.append(float(item))
+    return tuple(labels)
+
+
+def parse_ground_truth(ground_truth: object) -> tuple[float, ...] | None:
+    """Labels from ``{"labels": [...]}`` or a plain list, as a JSON string, bytes or decoded; None when malformed."""
+    if isinstance(ground_truth, bytes):
+        try:
+            ground_truth = ground_truth.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if isinstance(ground_truth, str):
+        return _labels_from_json(ground_truth)
+    try:
+        return _labels_from_value(ground_truth)
+    except Exception:  # e.g. an int too large for a float, or an object whose tolist()/get() fails
+        return None
+
+
+def rank_reward_value(ndcg: float, init_ndcg: float, ideal_ndcg: float, rank_reward: str = "normalized") -> float:
+    """The ranking part r_rank for a completion's nDCG, the presented order's nDCG and the best achievable."""
+    if rank_reward == "absolute":
+        return ndcg
+    if rank_reward == "difference":
+        return ndcg - init_ndcg
+    if ideal_ndcg <= 0.0:
+        return 0.0
+    if ndcg >= ideal_ndcg - _EPS:
+        return 1.0
+    gap = ideal_ndcg - init_ndcg
+    if gap <= _EPS:
+        return -1.0
+    return max(-1.0, min(1.0, (ndcg - init_ndcg) / gap))
+
+
+def _check_options(rank_reward: str, weights: tuple[float, float, float]) -> None:
+    if rank_reward not in RANK_REWARDS:
+        raise ValueError(f"rank_reward must be one of {', '.join(RANK_REWARDS)}; got {rank_reward!r}")
+    for name, weight in zip(("rank_weight", "tags_weight", "answer_weight"), weights):
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise ValueError(f"{name} must be a finite number; got {weight!r}")
+
+
+def compute_score(
+    data_source: object,
+    solution_str: object,
+    ground_truth: object,
+    extra_info: object = None,
+    *,
+    rank_reward: str = "normalized",
+    rank_weight: float = 0.8,
+    tags_weight: float = 0.1,
+    answer_weight: float = 0.1,
+    **kwargs: Any,
+) -> dict[str, float]:
+    """Score one completion (verl ``custom_reward_function``); returns ``score`` plus its numeric parts.
+
+    Keys: score, ndcg, init_ndcg, ideal_ndcg, r_rank, format_tags, format_answer, parse_status (index into
+    :data:`PARSE_STATUSES`). ``data_source``, ``extra_info`` and extra keyword arguments verl passes are unused.
+    """
+    _check_options(rank_reward, (rank_weight, tags_weight, answer_weight))
+    labels = parse_ground_truth(ground_truth)
+    if labels is None:
+        return {
+            "score": 0.0,
+            "ndcg": 0.0,
+            "init_ndcg": 0.0,
+            "ideal_ndcg": 0.0,
+            "r_rank": 0.0,
+            "format_tags": 0.0,
+            "format_answer": 0.0,
+            "parse_status": _BAD_GROUND_TRUTH,
+        }
+    parsed = parse_answer(solution_str, len(labels))
+    idcg = ideal_dcg_at_k(labels, K)
+    if idcg > 0:
+        ndcg = dcg_at_k([labels[i] for i in parsed.permutation[:K]], K) / idcg
+        init_ndcg = dcg_at_k(labels, K) / idcg
+        ideal_ndcg = 1.0
+    else:
+        ndcg = init_ndcg = ideal_ndcg = 0.0
+    r_rank = rank_reward_value(ndcg, init_ndcg, ideal_ndcg, rank_reward)
+    format_tags = 1.0 if parsed.has_tags else 0.0
+    format_answer = 1.0 if parsed.strict_format else 0.0
+    return {
+        "score": rank_weight * r_rank + tags_weight * format_tags + answer_weight * format_answer,
+        "ndcg": ndcg,
+        "init_ndcg": init_ndcg,
+        "ideal_ndcg": ideal_ndcg,
+        "r_rank": r_rank,
+        "format_tags": format_tags,
+        "format_answer": format_answer,
+        "parse_status": float(PARSE_STATUSES.index(parsed.status)),
+    }
