@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import matplotlib.pyplot as plt
 
-from eval.report import Row, our_rows, paper_rows  # noqa: E402
-from eval.results import SuiteResult  # noqa: E402
-from eval.suites import LABELS, TABLES  # noqa: E402
+from eval.analyses import LengthBin
+from eval.report import Row, our_rows, paper_rows
+from eval.results import SuiteResult
+from eval.suites import LABELS, TABLES
 
 
 def _panels(suites: Sequence[SuiteResult], figures: dict[str, Any]) -> list[tuple[str, list[str], list[Row]]]:
@@ -52,7 +54,7 @@ def plot_comparison(suites: Sequence[SuiteResult], figures: dict[str, Any], path
     colors = plt.get_cmap("tab10").colors
     for ax, (title, columns, rows) in zip(axes[:, 0], panels):
         rows = [r for r in rows if any(c in r.values for c in columns)]
-        bar = 0.8 / len(rows)
+        bar = min(0.8 / len(rows), 0.3)
         for i, row in enumerate(rows):
             xs = [j + (i - (len(rows) - 1) / 2) * bar for j, c in enumerate(columns) if c in row.values]
             ys = [row.values[c] for c in columns if c in row.values]
@@ -67,4 +69,40 @@ def plot_comparison(suites: Sequence[SuiteResult], figures: dict[str, Any], path
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
         ax.legend(fontsize=8, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return save_figure(fig, path)
+
+
+def plot_length_bins(bins: Sequence[LengthBin], title: str, path: Path) -> Path:
+    """Figure 6 style: mean window nDCG@10 after reranking per completion-token bin, with window counts."""
+    centres = [(b.low + b.high) / 2 for b in bins]
+    width = (bins[0].high - bins[0].low) * 0.9 or 1.0
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    filled = [(c, b) for c, b in zip(centres, bins) if b.mean_after is not None]
+    top.bar([c for c, _ in filled], [100 * b.mean_after for _, b in filled], width, color="tab:blue",
+            label="window nDCG@10 after reranking")
+    top.plot([c for c, _ in filled], [100 * b.mean_gain for _, b in filled], "o-", color="tab:red",
+             label="gain over presented order")
+    top.axhline(0, color="black", linewidth=0.8)
+    top.set_ylabel("nDCG@10 x 100 (within window)")
+    top.set_title(f"Reasoning length vs. window nDCG@10 — {title}")
+    top.legend(fontsize=8)
+    top.grid(axis="y", alpha=0.3)
+    bottom.bar(centres, [b.windows for b in bins], width, color="tab:gray")
+    bottom.set_ylabel("windows")
+    bottom.set_xlabel("completion tokens (equal-width bins)")
+    return save_figure(fig, path)
+
+
+def plot_pass_curves(curves: dict[str, Sequence[float]], title: str, path: Path) -> Path:
+    """Figure 7 style: nDCG@10 after 0 (BM25), 1, ..., P passes, one line per dataset."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, curve in curves.items():
+        ax.plot(range(len(curve)), [100 * v for v in curve], "o-", label=LABELS.get(name, name))
+    longest = max(len(c) for c in curves.values())
+    ax.set_xticks(range(longest), ["BM25"] + [str(p) for p in range(1, longest)])
+    ax.set_xlabel("reranking passes")
+    ax.set_ylabel("nDCG@10 x 100")
+    ax.set_title(f"Multiple reranking passes — {title}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     return save_figure(fig, path)

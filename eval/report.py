@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from eval.results import MEASURES, PLOT_FILE, REPORT_FILE, SuiteResult, load_suite
 from eval.suites import GROUPS, LABELS, TABLES, Group, TableLayout
@@ -75,9 +76,9 @@ def paper_rows(figures: dict[str, Any], table: TableLayout) -> list[Row]:
     return rows
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A GitHub markdown table, first column left-aligned and the others right-aligned."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join([" --- "] + [" ---: "] * (len(header) - 1)) + "|"]
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """A GitHub markdown table, the first ``left`` columns left-aligned and the others right-aligned."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join([" --- "] * left + [" ---: "] * (len(header) - left)) + "|"]
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     return "\n".join(lines)
 
@@ -97,7 +98,7 @@ def _describe(suite: SuiteResult) -> str:
     c = suite.config
     parts = [
         f"backend `{c.get('backend')}`",
-        f"model `{c.get('model')}`",
+        f"model `{c.get('model') or MISSING}`",
         f"prompt `{c.get('prompt')}`",
         f"window {c.get('window')}, step {c.get('step')}, passes {c.get('passes')}, top-{c.get('top_k')}",
         f"max new tokens {c.get('max_new_tokens')}",
@@ -119,11 +120,11 @@ def efficiency_table(suites: Sequence[SuiteResult]) -> str:
             body.append([
                 suite.label, name, str(s.get("queries", MISSING)),
                 fmt(100 * result.score("bm25")), fmt(100 * result.score()),
-                str(s.get("llm_calls", MISSING)), str(s.get("prompt_tokens", MISSING)),
+                str(s.get("calls", MISSING)), str(s.get("prompt_tokens", MISSING)),
                 str(s.get("completion_tokens", MISSING)),
-                fmt(s.get("wall_s")), fmt(s.get("queries_per_s"), 3), statuses,
+                fmt(s.get("wall_time_s")), fmt(s.get("queries_per_s"), 3), statuses,
             ])
-    return markdown_table(header, body)
+    return markdown_table(header, body, left=2)
 
 
 def measures_table(suites: Sequence[SuiteResult]) -> str:
@@ -136,7 +137,7 @@ def measures_table(suites: Sequence[SuiteResult]) -> str:
             for label, system in systems:
                 agg = result.metrics[system]["aggregate"]
                 body.append([label, name] + [fmt(100 * agg[m]) if m in agg else MISSING for m in MEASURES])
-    return markdown_table(header, body)
+    return markdown_table(header, body, left=2)
 
 
 def build_report(suites: Sequence[SuiteResult], figures: dict[str, Any] | None = None, plot: str | None = None) -> str:
@@ -146,8 +147,9 @@ def build_report(suites: Sequence[SuiteResult], figures: dict[str, Any] | None =
     figures = figures or load_paper_figures()
     requested = [d for s in suites for d in s.config.get("datasets", [])]
     ours = our_rows(suites)
-    out = ["# Benchmark report", "", "nDCG@10 x 100 (trec_eval `ndcg_cut.10`, judged queries missing from a run "
-           "count 0). Reranking the BM25 top-100.", ""]
+    intro = ("nDCG@10 x 100 (trec_eval `ndcg_cut.10`, judged queries missing from a run count 0), "
+             "reranking the BM25 top-100.")
+    out = ["# Benchmark report", "", intro, ""]
     out += [_describe(s) for s in suites]
     if any(s.config.get("max_queries") for s in suites):
         out += ["", "> Query subsets: figures on the first N queries are not comparable to the paper's."]
@@ -177,9 +179,8 @@ def write_report(suites: Sequence[SuiteResult], output: Path, plot: Path | None 
     """Write the report (and the bar chart, when ``plot`` is given) next to each other."""
     from eval.plots import plot_comparison
 
-    if plot is not None:
-        plot_comparison(suites, load_paper_figures(), plot)
-    text = build_report(suites, plot=plot.name if plot is not None else None)
+    drawn = plot_comparison(suites, load_paper_figures(), plot) if plot is not None else None
+    text = build_report(suites, plot=drawn.name if drawn is not None else None)
     tmp = output.with_name(f".{output.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(output)

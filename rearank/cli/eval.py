@@ -84,14 +84,15 @@ def format_table(result: Evaluation, run_path: str, per_query: bool = False) -> 
         lines.append(f"note: {len(result.missing)} judged queries are absent from the run and score 0 ({shown})")
     if result.unjudged:
         lines.append(f"note: {result.unjudged} run queries have no judgments and are ignored")
-    width = max(len("measure"), *(len(name) for name in names))
     if per_query:
-        qwidth = max(len("all"), *(len(q) for q in result.per_query))
-        lines.append(f"{'measure':<{width}}  {'qid':<{qwidth}}  value")
-        for qid, values in result.per_query.items():
-            lines.extend(f"{name:<{width}}  {qid:<{qwidth}}  {values[name]:.4f}" for name in names)
-        lines.extend(f"{name:<{width}}  {'all':<{qwidth}}  {result.aggregate[name]:.4f}" for name in names)
-    else:
-        lines.append(f"{'measure':<{width}}  value")
-        lines.extend(f"{name:<{width}}  {result.aggregate[name]:.4f}" for name in names)
+        qwidth = max(len("qid"), *(len(q) for q in result.per_query))
+        widths = [max(len(name), 6) for name in names]
+        lines.append("  ".join([f"{'qid':<{qwidth}}", *(f"{n:>{w}}" for n, w in zip(names, widths))]))
+        rows = [*result.per_query.items(), ("all", result.aggregate)]
+        for qid, values in rows:
+            lines.append("  ".join([f"{qid:<{qwidth}}", *(f"{values[n]:>{w}.4f}" for n, w in zip(names, widths))]))
+        return "\n".join(lines)
+    width = max(len("measure"), *(len(name) for name in names))
+    lines.append(f"{'measure':<{width}}  value")
+    lines.extend(f"{name:<{width}}  {result.aggregate[name]:.4f}" for name in names)
     return "\n".join(lines)

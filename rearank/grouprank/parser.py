@@ -8,7 +8,8 @@ Leniency (documented in ``docs/grouprank.md``):
   ``<answer>``, else the text after the last ``</reason>``, else the whole text;
 - the JSON object is the span from the first ``{`` to the last ``}`` of the answer, so code fences or
   prose around it are fine; the object itself must be valid JSON (no repair of quotes or commas);
-- keys may be ``"[3]"``, ``"3"`` or ``"[ 3 ]"`` (1-based document ids); a repeated key keeps its first value;
+- keys may be ``"[3]"``, ``"3"`` or ``"[ 3 ]"`` (1-based document ids); a key repeated verbatim keeps its
+  last value (JSON semantics), an id spelled twice (``"[3]"`` and ``"3"``) its first;
 - values may be integers, floats or numeric strings; floats are kept as they are (7.5 ranks between 7 and
   8); values outside ``[0, 10]`` are clipped and counted as out of range; non-numeric or non-finite values
   are dropped and counted as out of range.
@@ -19,7 +20,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 #: Every status a group output can get, best first.
 STATUSES = ("ok", "missing_ids", "out_of_range", "bad_json", "bad_tags")
@@ -27,10 +30,10 @@ STATUSES = ("ok", "missing_ids", "out_of_range", "bad_json", "bad_tags")
 MIN_SCORE = 0.0
 MAX_SCORE = 10.0
 
-_REASON_OPEN = re.compile(r"<reason>", re.I)
-_REASON_CLOSE = re.compile(r"</reason>", re.I)
-_ANSWER_OPEN = re.compile(r"<answer>", re.I)
-_ANSWER_CLOSE = re.compile(r"</answer>", re.I)
+_REASON_OPEN = re.compile(r"<reason>", re.IGNORECASE)
+_REASON_CLOSE = re.compile(r"</reason>", re.IGNORECASE)
+_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
 _KEY = re.compile(r"\s*\[?\s*(\d{1,9})\s*\]?\s*")
 
 
@@ -74,31 +77,33 @@ def answer_span(text: str) -> str:
     if not opens:
         closes = [m.end() for m in _REASON_CLOSE.finditer(text)]
         return text[closes[-1]:] if closes else text
-    close = None
-    for close in _ANSWER_CLOSE.finditer(text):
-        pass
-    if close is not None:
-        before = [end for end in opens if end <= close.start()]
+    closes = [m.start() for m in _ANSWER_CLOSE.finditer(text)]
+    if closes:
+        before = [end for end in opens if end <= closes[-1]]
         if before:
-            return text[before[-1]:close.start()]
+            return text[before[-1]:closes[-1]]
     return text[opens[-1]:]
 
 
-def _json_object(span: str) -> list[tuple[str, object]] | None:
-    """The key/value pairs of the JSON object in ``span`` (first ``{`` to last ``}``), or None."""
+def _json_object(span: str) -> dict[str, object] | None:
+    """The JSON object in ``span`` (first ``{`` to last ``}``), or None."""
     start = span.find("{")
     end = span.rfind("}")
     if start < 0 or end < start:
         return None
     try:
-        pairs = json.loads(span[start:end + 1], object_pairs_hook=_Pairs)
+        value = json.loads(span[start:end + 1])
     except (ValueError, RecursionError):
         return None
-    return pairs if isinstance(pairs, _Pairs) else None
+    return value if isinstance(value, dict) else None
 
 
-class _Pairs(list):
-    """A decoded JSON object kept as its ordered key/value pairs (so repeated keys are visible)."""
+@lru_cache(maxsize=64)
+def _canonical_keys(n: int) -> dict[str, int]:
+    """The usual spellings of ids 1..n (``"[3]"``, ``"3"``) mapped to their 0-based index."""
+    keys = {f"[{i + 1}]": i for i in range(n)}
+    keys.update({str(i + 1): i for i in range(n)})
+    return keys
 
 
 def _score(value: object) -> tuple[float | None, bool]:
@@ -131,15 +136,21 @@ def parse_scores(text: object, n: int) -> ParsedScores:
     scores: list[float | None] = [None] * n
     seen: set[int] = set()
     out_of_range = 0
-    for key, value in pairs or ():
-        match = _KEY.fullmatch(key)
-        index = int(match.group(1)) - 1 if match else -1
-        if not 0 <= index < n:
-            out_of_range += 1
-            continue
+    canonical = _canonical_keys(n)
+    for key, value in (pairs or {}).items():
+        index = canonical.get(key)
+        if index is None:
+            match = _KEY.fullmatch(key)
+            index = int(match.group(1)) - 1 if match else -1
+            if not 0 <= index < n:
+                out_of_range += 1
+                continue
         if index in seen:
             continue
         seen.add(index)
+        if type(value) is int and MIN_SCORE <= value <= MAX_SCORE:  # the common case, fast
+            scores[index] = float(value)
+            continue
         score, in_range = _score(value)
         scores[index] = score
         out_of_range += not in_range
@@ -166,6 +177,16 @@ def parse_scores(text: object, n: int) -> ParsedScores:
     )
 
 
-def format_scores(scores: list[float] | tuple[float, ...]) -> str:
+def label_scores(labels: Sequence[float], max_label: float | None = None) -> list[int]:
+    """Graded labels on the 0-10 answer scale: ``round(10 * label / max_label)``, negatives as 0.
+
+    ``max_label`` (default: the highest label, at least 1) maps to 10; the score order is the label order
+    whenever there are at most 11 grades.
+    """
+    top = max_label if max_label is not None else max(max(labels, default=1), 1)
+    return [round(MAX_SCORE * min(max(label, 0), top) / top) for label in labels]
+
+
+def format_scores(scores: Sequence[float]) -> str:
     """Write scores of documents 1..n as the answer JSON ``{"[1]": 7, "[2]": 0}`` (integers when whole)."""
     return json.dumps({f"[{i + 1}]": int(s) if float(s).is_integer() else s for i, s in enumerate(scores)})

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from functools import lru_cache
-from typing import Hashable, Sequence
 
 
 @lru_cache(maxsize=64)

@@ -40,21 +40,42 @@ def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
     """
     number = 0
     with _open_binary(path) as handle:
-        try:
-            for number, raw in enumerate(handle, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise FormatError(path, number, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
-                yield number, line.rstrip("\n").rstrip("\r")
-        except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
-            raise FormatError(path, number + 1, f"cannot read compressed data ({err})") from None
+        while True:
+            try:
+                block = handle.readlines(_BLOCK_BYTES)  # whole lines, about a megabyte
+            except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+                raise FormatError(path, number + 1, f"cannot read compressed data ({err})") from None
+            if not block:
+                return
+            for line in _decode_block(block, path, number):
+                number += 1
+                yield number, line.rstrip("\r")
+
+
+_BLOCK_BYTES = 1 << 20
+
+
+def _decode_block(block: list[bytes], path: PathLike, before: int) -> list[str]:
+    """Decode whole lines at once; on bad UTF-8, find the line to name it."""
+    try:
+        text = b"".join(block).decode("utf-8")
+    except UnicodeDecodeError:
+        for offset, raw in enumerate(block, start=before + 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise FormatError(path, offset, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+        raise  # unreachable: some line failed to decode
+    lines = text.split("\n")
+    if lines[-1] == "":  # the block ends with a newline
+        lines.pop()
+    return lines
 
 
 def iter_data_lines(path: PathLike) -> Iterator[tuple[int, str]]:
     """Like :func:`iter_lines` but skipping blank lines."""
     for number, line in iter_lines(path):
-        if line.strip():
+        if line and not line.isspace():
             yield number, line
 
 

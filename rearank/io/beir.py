@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 
 from rearank.errors import FormatError
 from rearank.io._files import PathLike, atomic_write, check_tsv_key, iter_data_lines, iter_json_lines, log
@@ -77,10 +77,14 @@ def read_qrels(path: PathLike) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def write_corpus(path: PathLike, corpus: Mapping[str, tuple[str, str]]) -> None:
-    """Write ``docid -> (title, text)`` as BEIR ``corpus.jsonl``, write-then-rename."""
+def write_corpus(
+    path: PathLike, corpus: Mapping[str, tuple[str, str]] | Iterable[tuple[str, tuple[str, str]]]
+) -> None:
+    """Write ``docid -> (title, text)`` (a mapping or a stream of pairs) as BEIR ``corpus.jsonl``,
+    write-then-rename."""
+    pairs = corpus.items() if isinstance(corpus, Mapping) else corpus
     with atomic_write(path) as handle:
-        for docid, (title, text) in corpus.items():
+        for docid, (title, text) in pairs:
             handle.write(json.dumps({"_id": str(docid), "title": title, "text": text}, ensure_ascii=False) + "\n")
 
 

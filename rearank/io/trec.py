@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
+from math import isfinite
+from operator import itemgetter
 from typing import IO
 
 from rearank.errors import FormatError
@@ -15,7 +16,10 @@ Qrels = dict[str, dict[str, int]]
 
 def trec_order(ranked: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
     """Sort ``(docid, score)`` pairs as trec_eval ranks them: score descending, ties by docid descending."""
-    return sorted(ranked, key=lambda pair: (pair[1], pair[0]), reverse=True)
+    return sorted(ranked, key=_SCORE_THEN_DOCID, reverse=True)
+
+
+_SCORE_THEN_DOCID = itemgetter(1, 0)
 
 
 def read_run(path: PathLike) -> Run:
@@ -34,9 +38,11 @@ def read_run(path: PathLike) -> Run:
         qid, _, docid, rank, score_text, _ = fields
         try:
             int(rank)
+            score = float(score_text)
         except ValueError:
-            raise FormatError(path, number, f"rank {rank!r} is not an integer") from None
-        score = _finite(score_text, path, number, "score")
+            raise FormatError(path, number, _bad_number(rank, score_text)) from None
+        if not isfinite(score):
+            raise FormatError(path, number, f"score {score_text!r} is not a finite number")
         ranked = run.setdefault(qid, {})
         if docid in ranked:
             duplicates += 1
@@ -47,14 +53,12 @@ def read_run(path: PathLike) -> Run:
     return {qid: trec_order(ranked.items()) for qid, ranked in run.items()}
 
 
-def _finite(text: str, path: PathLike, number: int, what: str) -> float:
+def _bad_number(rank: str, score: str) -> str:
     try:
-        value = float(text)
+        int(rank)
     except ValueError:
-        raise FormatError(path, number, f"{what} {text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise FormatError(path, number, f"{what} {text!r} is not a finite number")
-    return value
+        return f"rank {rank!r} is not an integer"
+    return f"score {score!r} is not a number"
 
 
 def format_run_lines(qid: str, ranked: Sequence[tuple[str, float]], tag: str = "rearank") -> str:

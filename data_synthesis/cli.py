@@ -1,0 +1,152 @@
+"""``rearank synth``: build verl RL training data (and an SFT variant) by multi-sampling passage sets."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rearank.errors import MissingDataError, RearankError
+
+DESCRIPTION = """\
+Multi-sampling initial-state expansion (Rearank paper, section 4.1). For each judged query, draw K distinct
+sets of n passages uniformly from its top-k candidates, present them in BM25 order (or shuffled), label them
+from the qrels, drop uninformative sets, and write one verl RL row per set:
+
+  train.parquet, val.parquet   verl RL rows (data_source, prompt, ability="rerank", reward_model, extra_info);
+                               ground_truth = {"labels": [relevance of passage [1]..[n] as presented]}
+  sft_train.jsonl, sft_val.jsonl  (--sft) prompt/completion chat pairs whose target is the ideal ranking
+  stats.json, stats.md         counts, label distribution, prompt tokens, recommended max_prompt_length
+
+Draws are seeded per query (SHA-256 of seed and qid into NumPy's PCG64): the same seed gives the same sets on
+any machine and in any query order. Queries are split into train/val (no query on both sides). Files are
+renamed into place only when all are complete.
+"""
+
+EPILOG = """\
+examples:
+  rearank synth --dataset dl21 --output-dir data/rl/dl21
+  rearank synth --dataset dl21 --order shuffle --sft --output-dir data/rl/dl21-shuffle
+  rearank synth --run run.trec --topics topics.tsv --docs docs.tsv --qrels qrels.txt --output-dir out
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``synth`` subcommand."""
+    p = subparsers.add_parser(
+        "synth", help="synthesize RL training data (verl parquet) from judged queries",
+        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = p.add_argument_group("input (a dataset pack, or run + topics + docs + qrels)")
+    src.add_argument("--dataset", metavar="NAME", help="dataset pack name, e.g. dl21 (see `rearank data list`)")
+    src.add_argument("--run", metavar="FILE", help="TREC run (or RankLLM request JSONL, which needs no topics/docs)")
+    src.add_argument("--topics", metavar="FILE", help="topics: qid TAB text, or BEIR queries.jsonl")
+    src.add_argument("--docs", metavar="FILE", help="passages: docid TAB text, or BEIR corpus.jsonl")
+    src.add_argument("--qrels", metavar="FILE", help="graded qrels: TREC qrels or BEIR .tsv (default: the pack's)")
+    src.add_argument("--top-k", type=int, default=100, metavar="K", help="candidates per query to sample from (100)")
+    src.add_argument("--skip-missing", action="store_true",
+                     help="drop run candidates whose docid has no text in --docs (default: error)")
+
+    smp = p.add_argument_group("sampling")
+    smp.add_argument("--samples-per-query", type=int, default=50, metavar="K", help="sets drawn per query (50)")
+    smp.add_argument("--set-size", type=int, default=20, metavar="N", help="passages per set (20)")
+    smp.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    smp.add_argument("--order", choices=("bm25", "shuffle"), default="bm25",
+                     help="initial order of a set: first-stage (BM25) order, or random (same sets either way)")
+    smp.add_argument("--small-queries", choices=("use-all", "skip"), default="use-all",
+                     help="queries with fewer candidates than --set-size: one set of all of them, or skip (use-all)")
+    smp.add_argument("--val-fraction", type=float, default=0.1, metavar="F",
+                     help="share of queries held out for validation (0.1; 0 = none)")
+
+    flt = p.add_argument_group("filters (counted in stats; a set is counted under the first filter it fails)")
+    flt.add_argument("--no-filter-no-relevant", dest="filter_no_relevant", action="store_false",
+                     help="keep sets with no passage of relevance > 0")
+    flt.add_argument("--no-filter-initial-ndcg", dest="filter_initial_ndcg", action="store_false",
+                     help="keep sets whose initial nDCG@10 is below --min-initial-ndcg")
+    flt.add_argument("--min-initial-ndcg", type=float, default=0.1, metavar="X",
+                     help="minimum nDCG@10 of the presented order, over the set's own labels (0.1)")
+    flt.add_argument("--filter-ideal-ndcg", action="store_true",
+                     help="ablation: drop sets whose best order reaches nDCG@10 < --min-ideal-ndcg against all "
+                     "of the query's judgments")
+    flt.add_argument("--min-ideal-ndcg", type=float, default=0.1, metavar="X", help="threshold of the ablation (0.1)")
+
+    out = p.add_argument_group("output")
+    out.add_argument("--output-dir", required=True, metavar="DIR", help="folder for the parquet, JSONL and stats")
+    out.add_argument("--sft", action="store_true", help="also write the direct-SFT JSONL (target: the ideal ranking)")
+    out.add_argument("--template", default="rearank", metavar="NAME|FILE",
+                     help="prompt template: rearank (reasoning, default), rankgpt, or a YAML file")
+    out.add_argument("--tokenizer", default="embedded", metavar="T",
+                     help="tokenizer for passage truncation and prompt-token stats: 'embedded' (SmolLM2, default), "
+                     "a local model folder or .gguf file, or 'none' (cut passages by words, no token stats)")
+    out.add_argument("--max-passage-tokens", type=int, default=300, metavar="N",
+                     help="cut each passage to N tokens of the tokenizer, as inference does (300; 0 = no cut)")
+    out.add_argument("--data-source", metavar="NAME", help="data_source column (default rearank/<dataset or run name>)")
+    out.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def _check_inputs(args: argparse.Namespace) -> None:
+    if args.dataset and args.run:
+        raise RearankError("give either --dataset or --run (with --topics/--docs/--qrels), not both")
+    if not args.dataset:
+        if not args.run:
+            raise RearankError("no input: give --dataset NAME, or --run with --topics, --docs and --qrels")
+        needed = ["qrels"] + ([] if str(args.run).removesuffix(".gz").endswith(".jsonl") else ["topics", "docs"])
+        absent = [f"--{name}" for name in needed if not getattr(args, name)]
+        if absent:
+            raise RearankError(f"--run needs {', '.join(absent)} too")
+    for name in ("run", "topics", "docs", "qrels"):
+        value = getattr(args, name)
+        if value and not Path(value).is_file():
+            raise MissingDataError(f"--{name} file not found: {value}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the input, synthesize, and print where the files went and the main figures."""
+    from data_synthesis.filters import FilterConfig
+    from data_synthesis.pipeline import SynthConfig, synthesize
+    from data_synthesis.tokens import load_tokenizer
+    from rearank.packs import load_qrels, load_requests
+
+    _check_inputs(args)
+    started = time.perf_counter()
+    requests = load_requests(dataset=args.dataset, run=args.run, topics=args.topics, docs=args.docs,
+                             top_k=args.top_k, skip_missing=args.skip_missing)
+    qrels = load_qrels(args.qrels or args.dataset)
+    name = args.dataset or Path(args.run).name.split(".")[0]
+    config = SynthConfig(
+        samples_per_query=args.samples_per_query, set_size=args.set_size, seed=args.seed,
+        val_fraction=args.val_fraction, order=args.order, top_k=args.top_k,
+        filters=FilterConfig(
+            no_relevant=args.filter_no_relevant, initial_ndcg=args.filter_initial_ndcg,
+            ideal_ndcg=args.filter_ideal_ndcg, min_initial_ndcg=args.min_initial_ndcg,
+            min_ideal_ndcg=args.min_ideal_ndcg,
+        ),
+        small_queries=args.small_queries, template=args.template,
+        max_passage_tokens=args.max_passage_tokens or None, sft=args.sft,
+        data_source=args.data_source or f"rearank/{name}",
+    )
+    config.check()
+    tokenizer = load_tokenizer(args.tokenizer)
+    stats = synthesize(requests, qrels, args.output_dir, config, tokenizer=tokenizer,
+                       tokenizer_name=args.tokenizer, progress=not args.quiet)
+    _print_summary(stats, Path(args.output_dir), time.perf_counter() - started)
+    return 0
+
+
+def _print_summary(stats: dict, output_dir: Path, elapsed: float) -> None:
+    splits, flt, inputs = stats["splits"], stats["filters"], stats["inputs"]
+    rejected = ", ".join(f"{name} {n}" for name, n in flt["rejected"].items() if n or name in flt["enabled"])
+    lines = [
+        (f"queries: {inputs['queries']} in, {inputs['with_sets']} with sets "
+        f"(no qrels {inputs['skipped_no_qrels']}, small {inputs['small_queries']} [{inputs['small_queries_mode']}])"),
+        (f"sets: {stats['sampling']['sets_drawn']} drawn, removed: {rejected or 'none'}; kept {flt['kept']} "
+        f"(train {splits['train']['sets']} / val {splits['val']['sets']} sets)"),
+    ]
+    tokens = stats["prompt_tokens"]
+    if tokens:
+        t = tokens["all"]
+        lines.append(f"prompt tokens: mean {t['mean']}, p50 {t['p50']}, p95 {t['p95']}, max {t['max']} -> "
+                     f"verl data.max_prompt_length={tokens['recommended_max_prompt_length']}")
+    lines.append(f"wrote {', '.join(stats['outputs'])} to {output_dir} in {elapsed:.1f}s")
+    print("\n".join(lines))

@@ -1,0 +1,322 @@
+"""Multi-sampling initial-state expansion: many (query, passage set, initial order) states per judged query.
+
+For each query: draw K distinct sets of n passages from its top-k candidates (:mod:`.sampling`), label and
+filter them (:mod:`.filters`), render each kept set with the one prompt builder, split by query, and write verl
+RL parquet (and optionally SFT JSONL) with a stats report (:mod:`.writers`, :mod:`.stats`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from data_synthesis.filters import FILTERS, FilterConfig, SetScores, labels_for, query_ideal_dcg, rejection, score_set
+from data_synthesis.sampling import ORDERS, draw_sets, ideal_permutation, query_rng, split_queries
+from data_synthesis.stats import recommended_max_prompt_length, render_markdown, spread, token_summary
+from data_synthesis.tokens import PromptTokenCounter, render_passages
+from data_synthesis.writers import staged_outputs, write_jsonl, write_parquet, write_text
+from rearank.answer import format_answer
+from rearank.errors import RearankError
+from rearank.prompts import MAX_PASSAGE_TOKENS, PromptTemplate, build_messages, load_template
+from rearank.types import Candidate, Request
+
+#: What to do with a query that has fewer candidates than the set size.
+SMALL_QUERY_MODES = ("use-all", "skip")
+#: Sets whose prompt length is recounted exactly to check the fast count.
+TOKEN_CHECK_SETS = 64
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """Everything that decides the synthesized data (echoed in ``stats.json``)."""
+
+    samples_per_query: int = 50
+    set_size: int = 20
+    seed: int = 0
+    val_fraction: float = 0.1
+    order: str = "bm25"
+    top_k: int = 100
+    filters: FilterConfig = field(default_factory=FilterConfig)
+    small_queries: str = "use-all"
+    template: str = "rearank"
+    max_passage_tokens: int | None = MAX_PASSAGE_TOKENS
+    sft: bool = False
+    data_source: str = "rearank/custom"
+
+    def check(self) -> None:
+        """Raise RearankError naming the first invalid setting."""
+        if self.samples_per_query < 1:
+            raise RearankError(f"samples per query must be at least 1, got {self.samples_per_query}")
+        if self.set_size < 2:
+            raise RearankError(f"set size must be at least 2 (a ranking of one passage teaches nothing), got {self.set_size}")
+        if self.top_k < self.set_size:
+            raise RearankError(f"top-k ({self.top_k}) must be at least the set size ({self.set_size})")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise RearankError(f"validation fraction must be in [0, 1), got {self.val_fraction}")
+        if self.order not in ORDERS:
+            raise RearankError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
+        if self.small_queries not in SMALL_QUERY_MODES:
+            raise RearankError(f"small-queries must be one of {', '.join(SMALL_QUERY_MODES)}, got {self.small_queries!r}")
+        if self.max_passage_tokens is not None and self.max_passage_tokens < 1:
+            raise RearankError(f"max passage tokens must be at least 1, got {self.max_passage_tokens}")
+
+
+@dataclass(frozen=True)
+class KeptSet:
+    """A set that passed the filters: its passages in presented order and their labels."""
+
+    qid: str
+    set_index: int
+    candidates: tuple[Candidate, ...]
+    labels: tuple[int, ...]
+    scores: SetScores
+
+
+def sample_query(request: Request, judged: Mapping[str, int], config: SynthConfig, set_size: int) -> tuple[
+    list[KeptSet], Counter
+]:
+    """Draw, label and filter one query's sets; returns the kept sets and counters of what happened."""
+    qid = request.query.qid
+    cands = request.candidates[: config.top_k]
+    drawn = draw_sets(qid, len(cands), set_size, config.samples_per_query, config.seed, config.order)
+    labels_all = labels_for([c.docid for c in cands], judged)
+    pool_ideal = query_ideal_dcg(judged)
+    counts: Counter = Counter(
+        sets_drawn=len(drawn.sets), duplicate_draws=drawn.duplicates,
+        queries_short=int(len(drawn.sets) < config.samples_per_query),
+    )
+    kept = []
+    for index, positions in enumerate(drawn.sets):
+        labels = tuple(labels_all[p] for p in positions)
+        scores = score_set(labels, pool_ideal)
+        reason = rejection(scores, config.filters)
+        if reason:
+            counts[f"rejected_{reason}"] += 1
+            continue
+        kept.append(KeptSet(qid, index, tuple(cands[p] for p in positions), labels, scores))
+    return kept, counts
+
+
+def synthesize(
+    requests: Sequence[Request],
+    qrels: Mapping[str, Mapping[str, int]],
+    output_dir: str | Path,
+    config: SynthConfig = SynthConfig(),
+    *,
+    tokenizer: Any | None = None,
+    tokenizer_name: str = "none",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Synthesize RL training data from judged requests and write it to ``output_dir``; return the stats.
+
+    Writes ``train.parquet``, ``val.parquet`` (verl RL rows), ``sft_{train,val}.jsonl`` with ``config.sft``,
+    ``stats.json`` and ``stats.md``, all renamed into place only once every file is complete. ``tokenizer``
+    (a Hugging Face tokenizer) truncates passages and measures prompt lengths; None cuts passages by words and
+    skips the token statistics.
+    """
+    config.check()
+    template = load_template(config.template)
+    seen_qids = Counter(r.query.qid for r in requests)
+    repeated = [qid for qid, n in seen_qids.items() if n > 1]
+    if repeated:
+        raise RearankError(f"{len(repeated)} query ids occur more than once in the input (first: {repeated[0]})")
+    if not any(qrels.get(r.query.qid) for r in requests):
+        raise RearankError(
+            f"none of the {len(requests)} queries has judgments in the qrels ({len(qrels)} judged queries); "
+            "check that the run and the qrels belong to the same benchmark"
+        )
+
+    counts: Counter = Counter()
+    kept: dict[str, list[KeptSet]] = {}
+    for request in tqdm(requests, desc="sample", unit="query", disable=not progress, dynamic_ncols=True):
+        judged = qrels.get(request.query.qid)
+        n_cands = min(len(request.candidates), config.top_k)
+        if not judged:
+            counts["skipped_no_qrels"] += 1
+            continue
+        if n_cands < 2:
+            counts["skipped_too_few"] += 1
+            continue
+        if n_cands < config.set_size:
+            counts["small_queries"] += 1
+            if config.small_queries == "skip":
+                continue
+        counts["sampled"] += 1
+        sets, query_counts = sample_query(request, judged, config, min(config.set_size, n_cands))
+        counts.update(query_counts)
+        if sets:
+            kept[request.query.qid] = sets
+
+    val_qids = split_queries(kept, config.val_fraction, config.seed)
+    queries = {r.query.qid: r.query.text for r in requests}
+    all_sets = [s for sets in kept.values() for s in sets]
+    texts = _render_texts(all_sets, config, tokenizer, progress)
+
+    rows: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
+    sft_rows: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
+    prompts: list[list[dict]] = []
+    for s in tqdm(all_sets, desc="render", unit="set", disable=not progress, dynamic_ncols=True):
+        split = "val" if s.qid in val_qids else "train"
+        messages = build_messages(queries[s.qid], [texts[c.docid] for c in s.candidates], template)
+        prompts.append(messages)
+        extra = {
+            "qid": s.qid, "set_index": s.set_index, "docids": [c.docid for c in s.candidates],
+            "initial_ndcg10": s.scores.initial_ndcg, "ideal_ndcg10": s.scores.ideal_ndcg,
+            "split": split, "index": len(rows[split]),
+        }
+        rows[split].append({
+            "data_source": config.data_source,
+            "prompt": messages,
+            "ability": "rerank",
+            "reward_model": {"style": "rule", "ground_truth": json.dumps({"labels": list(s.labels)})},
+            "extra_info": extra,
+        })
+        if config.sft:
+            sft_rows[split].append({"prompt": messages, "completion": [sft_target(s.labels)], "extra_info": extra})
+
+    token_stats = None
+    if tokenizer is not None:
+        lengths = prompt_lengths(kept, prompts, texts, PromptTokenCounter(tokenizer, template), config.seed, progress)
+        token_stats = _token_stats(lengths, [s.qid in val_qids for s in all_sets], tokenizer_name)
+
+    stats = _stats(config, template, counts, kept, val_qids, rows, len(requests), token_stats)
+    with staged_outputs(output_dir) as out:
+        for split in ("train", "val"):
+            write_parquet(out.path(f"{split}.parquet"), rows[split])
+            if config.sft:
+                write_jsonl(out.path(f"sft_{split}.jsonl"), sft_rows[split])
+        stats["outputs"] = sorted([*out.staged, "stats.md", "stats.json"])
+        write_text(out.path("stats.md"), render_markdown(stats))
+        write_text(out.path("stats.json"), json.dumps(stats, indent=2) + "\n")
+    return stats
+
+
+def sft_target(labels: Sequence[int]) -> dict[str, str]:
+    """The assistant turn of the direct-SFT variant: an empty think block and the ideal ranking."""
+    return {"role": "assistant", "content": f"<think>\n</think>\n<answer>{format_answer(ideal_permutation(labels))}</answer>"}
+
+
+def _render_texts(sets: Sequence[KeptSet], config: SynthConfig, tokenizer: Any | None, progress: bool) -> dict[str, str]:
+    """Render each distinct passage of the kept sets once: docid -> prompt text."""
+    distinct: dict[str, Candidate] = {}
+    for s in sets:
+        for c in s.candidates:
+            distinct.setdefault(c.docid, c)
+    todo = list(distinct.values())
+    texts: dict[str, str] = {}
+    chunk = 2048
+    for start in tqdm(range(0, len(todo), chunk), desc="passages", unit="chunk", disable=not progress or not todo,
+                      dynamic_ncols=True):
+        part = todo[start: start + chunk]
+        texts.update(zip((c.docid for c in part), render_passages(part, config.max_passage_tokens, tokenizer)))
+    return texts
+
+
+def prompt_lengths(
+    kept: Mapping[str, Sequence[KeptSet]],
+    prompts: Sequence[list[dict]],
+    texts: Mapping[str, str],
+    counter: PromptTokenCounter,
+    seed: int,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Prompt length in tokens of every kept set (in ``kept`` order, matching ``prompts``), and its check.
+
+    Each distinct passage is tokenized once; each query's fixed part is measured exactly on its first set; a
+    seeded sample of :data:`TOKEN_CHECK_SETS` sets is recounted exactly to measure the error of the sum.
+    """
+    docids = sorted({c.docid for sets in kept.values() for s in sets for c in s.candidates})
+    passage_tokens = dict(zip(docids, counter.passage_lengths([texts[d] for d in docids])))
+    firsts, position = [], 0
+    for sets in kept.values():
+        firsts.append(position)
+        position += len(sets)
+    exact_firsts = counter.exact([prompts[i] for i in firsts])
+    lengths: list[int] = []
+    bar = tqdm(total=len(prompts), desc="tokens", unit="set", disable=not progress, dynamic_ncols=True)
+    for sets, exact_first in zip(kept.values(), exact_firsts):
+        sums = [sum(passage_tokens[c.docid] for c in s.candidates) for s in sets]
+        overhead = exact_first - sums[0]
+        lengths.extend(overhead + total for total in sums)
+        bar.update(len(sets))
+    bar.close()
+    rng = query_rng(seed, "", "token-check")
+    sample = sorted(rng.choice(len(prompts), size=min(TOKEN_CHECK_SETS, len(prompts)), replace=False).tolist())
+    exact = counter.exact([prompts[i] for i in sample])
+    error = max((abs(e - lengths[i]) for e, i in zip(exact, sample)), default=0)
+    return {"lengths": lengths, "check": {"sets": len(sample), "max_abs_error": int(error)}}
+
+
+def _token_stats(measured: Mapping[str, Any], is_val: Sequence[bool], tokenizer_name: str) -> dict[str, Any]:
+    lengths = measured["lengths"]
+    longest = max(lengths, default=0)
+    return {
+        "tokenizer": tokenizer_name,
+        "all": token_summary(lengths),
+        "train": token_summary([n for n, v in zip(lengths, is_val) if not v]),
+        "val": token_summary([n for n, v in zip(lengths, is_val) if v]),
+        "check": measured["check"],
+        "recommended_max_prompt_length": recommended_max_prompt_length(longest, measured["check"]["max_abs_error"]),
+    }
+
+
+def _stats(
+    config: SynthConfig,
+    template: PromptTemplate,
+    counts: Counter,
+    kept: Mapping[str, Sequence[KeptSet]],
+    val_qids: set[str],
+    rows: Mapping[str, list],
+    n_queries: int,
+    token_stats: dict[str, Any] | None,
+) -> dict[str, Any]:
+    all_sets = [s for sets in kept.values() for s in sets]
+    labels = Counter(label for s in all_sets for label in s.labels)
+    cfg = asdict(config)
+    cfg["template"] = template.name
+    return {
+        "config": cfg,
+        "inputs": {
+            "queries": n_queries,
+            "skipped_no_qrels": counts["skipped_no_qrels"],
+            "skipped_too_few": counts["skipped_too_few"],
+            "small_queries": counts["small_queries"],
+            "small_queries_mode": config.small_queries,
+            "sampled": counts["sampled"],
+            "with_sets": len(kept),
+        },
+        "sampling": {
+            "sets_drawn": counts["sets_drawn"],
+            "duplicate_draws": counts["duplicate_draws"],
+            "queries_short": counts["queries_short"],
+        },
+        "filters": {
+            "enabled": config.filters.enabled(),
+            "rejected": {name: counts[f"rejected_{name}"] for name in FILTERS},
+            "kept": len(all_sets),
+        },
+        "splits": {
+            split: {"queries": len({r["extra_info"]["qid"] for r in rows[split]}), "sets": len(rows[split])}
+            for split in ("train", "val")
+        },
+        "val_qids": sorted(val_qids),
+        "sets_per_query": spread([len(sets) for sets in kept.values()]),
+        "relevant_per_set": spread([s.scores.n_relevant for s in all_sets]),
+        "initial_ndcg10": _rounded(spread([s.scores.initial_ndcg for s in all_sets])),
+        "ideal_ndcg10": _rounded(spread([s.scores.ideal_ndcg for s in all_sets])),
+        "labels": {str(label): labels[label] for label in sorted(labels)},
+        "prompt_tokens": token_stats,
+        "versions": {"numpy": np.__version__},
+        "outputs": [],
+    }
+
+
+def _rounded(summary: dict[str, float]) -> dict[str, float]:
+    return {key: round(float(value), 4) for key, value in summary.items()}

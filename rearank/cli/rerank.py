@@ -1,0 +1,250 @@
+"""``rearank rerank``: rerank a first-stage run with a listwise reasoning LLM (or groupwise with ``--mode``).
+
+Finished queries are appended to the run and traces files as they complete, so an interrupted run is a
+valid partial run; ``--resume`` continues it. With qrels, nDCG@10 is printed before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rearank.backends.base import SamplingSettings
+from rearank.driver import Reranker, check_settings
+from rearank.errors import RearankError
+from rearank.prompts import MAX_PASSAGE_TOKENS, load_template
+from rearank.runfiles import RunWriter
+from rearank.stats import RunStats
+from rearank.types import Request, Result
+
+BACKENDS = ("hf", "vllm", "openai", "oracle")
+#: Generation budget: enough for a 7B reasoning reranker's analysis of 20 passages.
+DEFAULT_MAX_NEW_TOKENS = 2048
+#: Budget with the embedded 135M model, which cannot reason usefully anyway: keeps a CPU run to minutes.
+EMBEDDED_MAX_NEW_TOKENS = 256
+ALL_CANDIDATES = sys.maxsize
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``rerank`` subcommand."""
+    p = subparsers.add_parser(
+        "rerank",
+        help="rerank a run with a listwise reasoning LLM",
+        description="Rerank a first-stage run with a listwise LLM over sliding windows (Rearank / RankGPT), "
+        "batching the windows of many queries per backend call. Writes a TREC run, per-window traces "
+        "(JSONL) and run statistics (<output>.stats.json).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    src = p.add_argument_group("input (one of --dataset, --run, --requests)")
+    source = src.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dataset", help="registered dataset pack, e.g. dl19, dl21, beir-scifact")
+    source.add_argument("--run", type=Path, help="TREC run to rerank (needs --topics and --docs)")
+    source.add_argument("--requests", type=Path, help="RankLLM request JSONL (query + candidates with text)")
+    src.add_argument("--topics", type=Path, help="topics: 'qid TAB text' TSV or BEIR queries.jsonl")
+    src.add_argument("--docs", type=Path, help="docs: 'docid TAB text' TSV or BEIR corpus.jsonl")
+    src.add_argument("--qrels", type=Path, help="qrels (TREC or BEIR .tsv) to print nDCG@10 before and after; "
+                     "default: the dataset's qrels")
+    src.add_argument("--max-queries", type=int, help="rerank only the first N queries")
+    src.add_argument("--skip-missing", action="store_true", help="drop candidates without text instead of failing")
+
+    model = p.add_argument_group("model")
+    model.add_argument("--backend", choices=BACKENDS, default="hf", help="generation backend")
+    model.add_argument("--model", help="model: hub id, local folder, .gguf file or 'embedded' "
+                       "(default: the embedded SmolLM2-135M-Instruct for hf)")
+    model.add_argument("--backend-option", "-O", action="append", default=[], metavar="KEY=VALUE",
+                       help="extra backend option, repeatable (e.g. -O device=cuda, -O base_url=http://host:8000/v1)")
+    model.add_argument("--max-new-tokens", type=int,
+                       help=f"generation budget per window (default {DEFAULT_MAX_NEW_TOKENS}; "
+                       f"{EMBEDDED_MAX_NEW_TOKENS} with the embedded model)")
+    model.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    model.add_argument("--top-p", type=float, default=1.0)
+    model.add_argument("--seed", type=int, default=0)
+
+    rank = p.add_argument_group("reranking")
+    rank.add_argument("--mode", choices=("listwise", "groupwise"), default="listwise")
+    rank.add_argument("--prompt", help="builtin template (rearank, rankgpt) or a YAML template file "
+                      "(default: rearank; grouprank for --mode groupwise)")
+    rank.add_argument("--window", type=int, default=20, help="passages per window")
+    rank.add_argument("--step", type=int, default=10, help="window stride")
+    rank.add_argument("--passes", type=int, default=1, help="sliding passes over the list")
+    rank.add_argument("--top-k", type=int, default=100, help="rerank the first K candidates; the rest follow them")
+    rank.add_argument("--batch-size", type=int, default=32, help="windows (from as many queries) per backend call")
+    rank.add_argument("--max-passage-tokens", type=int, default=MAX_PASSAGE_TOKENS,
+                      help="truncate passages to this many model tokens (words if the backend has no tokenizer)")
+
+    group = p.add_argument_group("groupwise (--mode groupwise)")
+    group.add_argument("--group-size", type=int, default=20, help="documents per group")
+    group.add_argument("--group-step", type=int, help="slide groups by this step (default: partition the top-k)")
+    group.add_argument("--shuffles", type=int, default=1, help="orderings of the top-k to average over")
+    group.add_argument("--fusion-weight", type=float, help="weight of the rerank score fused with the retriever's")
+    group.add_argument("--fallback", choices=("retriever", "zero"), default="retriever",
+                       help="scores of a group whose answer has no valid score")
+
+    out = p.add_argument_group("output")
+    out.add_argument("--output", "-o", type=Path, required=True, help="TREC run to write")
+    out.add_argument("--traces", type=Path, help="per-window traces JSONL (default: <output>.traces.jsonl)")
+    out.add_argument("--tag", default="rearank", help="run tag (last column)")
+    out.add_argument("--resume", action="store_true", help="keep the queries already complete in --output")
+    out.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``rearank rerank``; returns the exit code."""
+    from rearank import packs
+
+    _check_args(args)
+    if args.mode == "listwise":  # bad settings or template fail before any data or model is loaded
+        check_settings(window=args.window, step=args.step, passes=args.passes, top_k=args.top_k,
+                       batch_size=args.batch_size, max_passage_tokens=args.max_passage_tokens)
+        load_template(args.prompt or "rearank")
+    requests = packs.load_requests(
+        dataset=args.dataset, run=args.run or args.requests, topics=args.topics, docs=args.docs,
+        top_k=ALL_CANDIDATES, skip_missing=args.skip_missing, max_queries=args.max_queries,
+    )
+    _check_unique(requests)
+    qrels = _load_qrels(args, packs)
+    if args.backend == "oracle" and qrels is None:
+        raise RearankError("the oracle backend ranks by relevance judgments: pass --qrels (or a --dataset with qrels)")
+
+    traces = args.traces or args.output.with_name(args.output.name + ".traces.jsonl")
+    stats_path = args.output.with_name(args.output.name + ".stats.json")
+    expected = {r.query.qid: len(r.candidates) for r in requests}
+    writer = RunWriter(args.output, traces, resume=args.resume, expected=expected, tag=args.tag)
+    todo = [r for r in requests if r.query.qid not in writer.done]
+    if args.resume:
+        print(f"resume: {len(requests) - len(todo)} of {len(requests)} queries already in {args.output}",
+              file=sys.stderr)
+    stats = RunStats()
+    extra: dict[str, Any] = {"config": _config(args), "resumed_queries": len(requests) - len(todo)}
+
+    def save(result: Result) -> None:
+        writer.write(result)
+        stats.add(result)
+
+    try:
+        if todo:
+            reranker = _make_reranker(args, qrels)
+            stats.restart()
+            reranker.rerank(todo, on_result=save, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"interrupted: {stats.queries} queries finished in this session are saved in {args.output}; "
+              "rerun with --resume to continue", file=sys.stderr)
+        raise
+    finally:
+        writer.close()
+        stats.write(stats_path, extra=extra)
+
+    print(f"reranked {stats.summary()}")
+    if qrels is not None:
+        extra["ndcg_cut_10"] = _report_ndcg(requests, qrels, args.output)
+    stats.write(stats_path, extra=extra)
+    print(f"run: {args.output}\ntraces: {traces}\nstats: {stats_path}")
+    return 0
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.requests is not None and (args.topics or args.docs):
+        raise RearankError("--requests files hold query and passage texts; --topics/--docs apply to --run only")
+    if args.run is not None and not (args.topics and args.docs):
+        raise RearankError("--run needs --topics and --docs (or use --dataset, or --requests with texts)")
+    for name in ("max_queries", "max_new_tokens"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise RearankError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.output.is_dir():
+        raise RearankError(f"--output {args.output} is a folder; give a file name")
+
+
+def _check_unique(requests: list[Request]) -> None:
+    seen: set[str] = set()
+    for request in requests:
+        if request.query.qid in seen:
+            raise RearankError(f"query {request.query.qid!r} appears twice in the input; qids must be unique")
+        seen.add(request.query.qid)
+
+
+def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int]] | None:
+    if args.qrels is not None:
+        return packs.load_qrels(args.qrels)
+    if args.dataset is not None:
+        pack = packs.resolve(args.dataset)
+        return packs.load_qrels(pack.qrels) if pack.qrels.is_file() else None
+    return None
+
+
+def _backend_options(pairs: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise RearankError(f"--backend-option {pair!r}: expected KEY=VALUE")
+        try:
+            options[key.strip().replace("-", "_")] = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError:
+            options[key.strip().replace("-", "_")] = value
+    return options
+
+
+def _max_new_tokens(args: argparse.Namespace) -> int:
+    if args.max_new_tokens is not None:
+        return args.max_new_tokens
+    from rearank.models import is_embedded
+
+    embedded = args.backend == "hf" and is_embedded(args.model)
+    return EMBEDDED_MAX_NEW_TOKENS if embedded else DEFAULT_MAX_NEW_TOKENS
+
+
+def _make_reranker(args: argparse.Namespace, qrels: dict[str, dict[str, int]] | None) -> Any:
+    try:
+        from rearank.backends.registry import make_backend
+    except ImportError as err:
+        raise RearankError(f"backends are not available in this installation ({err}); reinstall with `make setup`")
+    options = _backend_options(args.backend_option)
+    if args.backend == "oracle":
+        options["qrels"] = qrels
+    backend = make_backend(args.backend, args.model, **options)
+    settings = SamplingSettings(max_new_tokens=_max_new_tokens(args), temperature=args.temperature,
+                                top_p=args.top_p, seed=args.seed)
+    common = {"top_k": args.top_k, "settings": settings, "batch_size": args.batch_size,
+              "max_passage_tokens": args.max_passage_tokens}
+    if args.mode == "listwise":
+        return Reranker(backend, template=args.prompt or "rearank", window=args.window, step=args.step,
+                        passes=args.passes, **common)
+    try:
+        from rearank.grouprank import GroupReranker
+    except ImportError as err:
+        raise RearankError(f"--mode groupwise needs rearank.grouprank, which cannot be imported ({err})") from None
+    template = {"template": args.prompt} if args.prompt else {}
+    return GroupReranker(backend, group_size=args.group_size, group_step=args.group_step, shuffles=args.shuffles,
+                         seed=args.seed, fusion_weight=args.fusion_weight, fallback=args.fallback,
+                         **template, **common)
+
+
+def _config(args: argparse.Namespace) -> dict[str, Any]:
+    skip = {"func", "command", "backend_option"}
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in skip}
+    config["max_new_tokens"] = _max_new_tokens(args)
+    return config
+
+
+def _report_ndcg(requests: list[Request], qrels: dict[str, dict[str, int]], output: Path) -> dict[str, float]:
+    """Print and return nDCG@10 of the first-stage order and of the reranked run, on the judged input queries."""
+    from rearank.io.trec import read_run
+    from rearank.metrics import evaluate
+
+    judged = {r.query.qid: qrels[r.query.qid] for r in requests if r.query.qid in qrels}
+    if not judged:
+        print("nDCG@10: no input query has judgments in the qrels", file=sys.stderr)
+        return {}
+    before = {r.query.qid: [(c.docid, float(len(r.candidates) - i)) for i, c in enumerate(r.candidates)]
+              for r in requests}
+    after = read_run(output)
+    b = evaluate(judged, before, ["nDCG@10"]).aggregate["ndcg_cut_10"]
+    a = evaluate(judged, after, ["nDCG@10"]).aggregate["ndcg_cut_10"]
+    print(f"nDCG@10 on {len(judged)} judged queries: before {b:.4f} -> after {a:.4f} ({a - b:+.4f})")
+    return {"before": b, "after": a, "queries": len(judged)}

@@ -1,0 +1,43 @@
+"""The groupwise prompt: a template for :mod:`rearank.prompts` (same fields, same one builder)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rearank.backends.base import Message
+from rearank.grouprank.parser import format_scores, label_scores
+from rearank.prompts import PromptTemplate, build_messages, load_template
+from rearank.prompts.builder import Tokenizer
+
+#: The builtin groupwise template (usefulness, then relevance; 0-10 scores as JSON in ``<answer>``).
+GROUPRANK_TEMPLATE = Path(__file__).resolve().parent / "grouprank.yaml"
+
+
+def load_group_template(template: str | Path | PromptTemplate | None = "grouprank") -> PromptTemplate:
+    """Load the builtin ``grouprank`` template (also for None), or any template :func:`load_template` accepts."""
+    if template is None or str(template) == "grouprank":
+        template = GROUPRANK_TEMPLATE
+    return load_template(template)
+
+
+def build_group_messages(
+    query: str,
+    passages: Sequence[str],
+    template: str | Path | PromptTemplate | None = "grouprank",
+    *,
+    max_passage_tokens: int | None = None,
+    tokenizer: Tokenizer | None = None,
+) -> list[Message]:
+    """Chat messages scoring one group of passages (for inference and for groupwise training rows)."""
+    return build_messages(
+        query, passages, load_group_template(template), max_passage_tokens=max_passage_tokens, tokenizer=tokenizer
+    )
+
+
+def sft_target(labels: Sequence[float], max_label: float | None = None) -> Message:
+    """The assistant turn of a direct-SFT groupwise row: an empty reason block and the label scores as JSON.
+
+    ``max_label`` maps to score 10 (default: the set's highest label), as :func:`label_scores` does.
+    """
+    return {"role": "assistant", "content": f"<reason>\n</reason>\n<answer>{format_scores(label_scores(labels, max_label))}</answer>"}

@@ -1,0 +1,159 @@
+"""Incremental output of a reranking run: TREC run lines and window traces, one whole query at a time.
+
+Each finished query is appended and flushed (its traces first, then its run lines), so an interrupted
+run leaves every finished query on disk. On resume, :func:`recover` keeps only the queries whose run
+lines are complete and well formed (and their traces), rewrites both files with them, and reports their
+qids so the caller skips them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO
+
+from rearank.errors import RearankError
+from rearank.io._files import PathLike, atomic_write, is_gzip
+from rearank.io.trec import append_run
+from rearank.types import Result, WindowTrace
+
+log = logging.getLogger("rearank.runfiles")
+
+
+def ranked_pairs(result: Result) -> list[tuple[str, float]]:
+    """``(docid, score)`` in the result's order with strictly decreasing scores ``n, n-1, …, 1``.
+
+    trec_eval sorts by score, so these scores keep the reranked order exactly.
+    """
+    n = len(result.candidates)
+    return [(c.docid, float(n - rank)) for rank, c in enumerate(result.candidates)]
+
+
+def trace_record(trace: WindowTrace) -> dict:
+    """A window trace as a JSON object (one line of the traces file)."""
+    record = asdict(trace)
+    record["permutation"] = list(trace.permutation)
+    return record
+
+
+def _run_blocks(path: Path) -> tuple[dict[str, list[str]], set[str]]:
+    """Group the lines of a run file by qid; return the groups and the qids with a malformed line."""
+    blocks: dict[str, list[str]] = {}
+    bad: set[str] = set()
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        blocks.setdefault(fields[0], []).append(line)
+        partial = number == len(lines) and not text.endswith("\n")
+        if partial or len(fields) != 6 or not _is_number(fields[3]) or not _is_number(fields[4]):
+            bad.add(fields[0])
+    return blocks, bad
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def recover(run_path: PathLike, traces_path: PathLike | None, expected: Mapping[str, int]) -> set[str]:
+    """Keep only the complete queries of an interrupted run and return their qids.
+
+    A query is complete when all its lines are well formed and, if ``expected`` knows its qid, it has
+    exactly ``expected[qid]`` lines. Incomplete queries are removed from the run and their traces from
+    the traces file (both rewritten atomically), so they are reranked again.
+    """
+    run_file = Path(run_path)
+    if not run_file.is_file():
+        return set()
+    blocks, bad = _run_blocks(run_file)
+    done = {qid for qid, lines in blocks.items() if qid not in bad and len(lines) == expected.get(qid, len(lines))}
+    dropped = set(blocks) - done
+    if dropped:
+        log.warning("%s: %d incomplete queries dropped, they will be reranked: %s",
+                    run_file, len(dropped), ", ".join(sorted(dropped)[:10]))
+        with atomic_write(run_file) as handle:
+            for qid in blocks:
+                if qid in done:
+                    handle.write("".join(line + "\n" for line in blocks[qid]))
+    if traces_path is not None and Path(traces_path).is_file():
+        _filter_traces(Path(traces_path), done)
+    return done
+
+
+def _filter_traces(path: Path, keep: set[str]) -> None:
+    kept: list[str] = []
+    changed = False
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            qid = str(json.loads(line).get("qid"))
+        except (ValueError, AttributeError):
+            qid = None
+        if qid in keep:
+            kept.append(line)
+        else:
+            changed = True
+    if changed:
+        with atomic_write(path) as handle:
+            handle.write("".join(line + "\n" for line in kept))
+
+
+class RunWriter:
+    """Append finished queries to a TREC run (and a traces JSONL), flushing after each query.
+
+    ``resume=True`` keeps the complete queries already in the files (see :func:`recover`) and lists
+    them in :attr:`done`; otherwise both files are started afresh.
+    """
+
+    def __init__(
+        self,
+        run_path: PathLike,
+        traces_path: PathLike | None = None,
+        *,
+        resume: bool = False,
+        expected: Mapping[str, int] | None = None,
+        tag: str = "rearank",
+    ) -> None:
+        for path in (run_path, traces_path):
+            if path is not None and is_gzip(path):
+                raise RearankError(f"{path}: incremental output cannot be gzip; write plain text and compress it after")
+        self.tag = tag
+        self.done: set[str] = recover(run_path, traces_path, expected or {}) if resume else set()
+        self._handles: list[IO[str]] = []
+        self._run = self._open(run_path, resume)
+        self._traces = self._open(traces_path, resume) if traces_path is not None else None
+
+    def _open(self, path: PathLike, append: bool) -> IO[str]:
+        target = Path(path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(target, "a" if append else "w", encoding="utf-8", newline="\n")  # noqa: SIM115 (kept open)
+        except OSError as err:
+            self.close()
+            raise RearankError(f"{target}: cannot write output ({err.strerror or err})") from None
+        self._handles.append(handle)
+        return handle
+
+    def write(self, result: Result) -> None:
+        """Append one finished query: its traces, then its run lines; flush both."""
+        if self._traces is not None:
+            self._traces.write("".join(json.dumps(trace_record(t), ensure_ascii=False) + "\n" for t in result.traces))
+            self._traces.flush()
+        append_run(self._run, result.query.qid, ranked_pairs(result), self.tag)
+        self.done.add(result.query.qid)
+
+    def close(self) -> None:
+        """Close the files (idempotent)."""
+        for handle in self._handles:
+            handle.close()
+        self._handles.clear()

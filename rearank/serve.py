@@ -1,0 +1,138 @@
+"""A small OpenAI-compatible chat-completions server over any rearank backend.
+
+``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``, one generation at a time. It
+exists to test the ``openai`` backend end to end and to serve a local model to OpenAI clients; for
+throughput use ``vllm serve`` or SGLang. Binds to 127.0.0.1 unless told otherwise.
+
+    python -m rearank.serve --backend hf --model embedded --port 8000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from rearank.backends.base import Backend, Prompt, SamplingSettings
+from rearank.errors import RearankError
+
+
+class ChatServer(ThreadingHTTPServer):
+    """HTTP server holding the backend, the model name it answers to, and a lock serializing generation."""
+
+    daemon_threads = True
+
+    def __init__(self, backend: Backend, model_name: str, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__((host, port), _Handler)
+        self.backend = backend
+        self.model_name = model_name
+        self.lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port/v1``, ready for the openai backend."""
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ChatServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        """Stay quiet: the client reports failures."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.path.rstrip("/") != "/v1/models":
+            self._send(404, _error(f"no route {self.path}"))
+            return
+        self._send(200, {"object": "list", "data": [{"id": self.server.model_name, "object": "model"}]})
+
+    def do_POST(self) -> None:  # noqa: N802
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send(404, _error(f"no route {self.path}"))
+            return
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            prompt, settings = _parse_request(body)
+        except (ValueError, TypeError, KeyError) as err:
+            self._send(400, _error(f"bad request: {err}"))
+            return
+        if body.get("model") != self.server.model_name:
+            self._send(404, _error(f"the model {body.get('model')!r} does not exist; "
+                                   f"this server serves {self.server.model_name!r}"))
+            return
+        with self.server.lock:
+            generation = self.server.backend.generate([prompt], settings)[0]
+        if generation.finish_reason == "error":
+            self._send(500, _error("generation failed"))
+            return
+        self._send(200, {
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": self.server.model_name,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": generation.text},
+                         "finish_reason": generation.finish_reason}],
+            "usage": {"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.completion_tokens,
+                      "total_tokens": generation.prompt_tokens + generation.completion_tokens},
+        })
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _parse_request(body: dict[str, Any]) -> tuple[Prompt, SamplingSettings]:
+    messages = body["messages"]
+    if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
+        raise ValueError("'messages' must be a list of {role, content} objects")
+    defaults = SamplingSettings()
+    settings = SamplingSettings(
+        max_new_tokens=int(body.get("max_tokens") or defaults.max_new_tokens),
+        temperature=float(body.get("temperature", defaults.temperature)),
+        top_p=float(body.get("top_p", defaults.top_p)),
+        seed=int(body.get("seed", defaults.seed)),
+    )
+    return Prompt(messages=tuple({"role": m["role"], "content": m.get("content") or ""} for m in messages)), settings
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"error": {"message": message}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a backend until interrupted."""
+    from rearank.backends.registry import BACKENDS, make_backend
+
+    parser = argparse.ArgumentParser(prog="python -m rearank.serve", description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="hf", choices=[b for b in BACKENDS if b != "oracle"])
+    parser.add_argument("--model", default="embedded", help="hub id, local folder, .gguf file, or 'embedded'")
+    parser.add_argument("--served-name", help="name clients send as 'model' (default: --model)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    try:
+        backend = make_backend(args.backend, args.model)
+    except RearankError as err:
+        print(f"rearank.serve: error: {err}", file=sys.stderr)
+        return 2
+    server = ChatServer(backend, args.served_name or args.model, args.host, args.port)
+    print(f"serving {args.model!r} at {server.base_url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

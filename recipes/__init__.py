@@ -1,0 +1,12 @@
+"""verl GRPO recipes for Rearank: Hydra configs, launch scripts, CPU checks and checkpoint export.
+
+``rearank_grpo.yaml`` (Qwen2.5-7B-Instruct, one node of 8 GPUs) and ``rearank_grpo_debug.yaml`` (one GPU)
+extend verl's ``ppo_trainer`` config; ``train.sh`` and ``launch_multinode.sh`` run them,
+``python -m recipes.train_check`` checks everything short of GPU work with the installed verl,
+``python -m recipes.train_smoke`` runs a few CPU GRPO steps with TRL, ``python -m recipes.export`` turns a
+verl checkpoint into a Hugging Face folder. See docs/training.md.
+"""
+
+from pathlib import Path
+
+RECIPES_DIR = Path(__file__).resolve().parent

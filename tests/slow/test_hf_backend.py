@@ -1,0 +1,84 @@
+"""The hf backend on the embedded SmolLM2-135M-Instruct: batching with left padding, token counts, stop reasons."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rearank.backends.base import Backend, Prompt, SamplingSettings
+from rearank.errors import MissingDataError, RearankError
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = [
+    Prompt(messages=({"role": "user", "content": "What is the capital of France?"},)),
+    Prompt(messages=({"role": "system", "content": "You answer in one short sentence."},
+                     {"role": "user", "content": "Why is the sky blue during the day but red and orange at sunset?"})),
+    Prompt(messages=({"role": "user", "content": "Name three colors."},)),
+]
+GREEDY = SamplingSettings(max_new_tokens=12)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    from rearank.backends.registry import make_backend
+
+    return make_backend("hf", "embedded", batch_size=8)
+
+
+def test_embedded_model_is_a_cached_safetensors_folder(backend):
+    from rearank.models import embedded_model_path
+
+    began = time.perf_counter()
+    folder = embedded_model_path()
+    assert time.perf_counter() - began < 1.0
+    assert str(folder) == backend.model_path
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        assert (folder / name).is_file(), name
+    assert backend.tokenizer.chat_template and backend.device == "cpu"
+    assert str(backend.model.dtype) == "torch.float32"
+    assert isinstance(backend, Backend)
+
+
+def test_batched_left_padding_gives_the_one_at_a_time_greedy_text(backend):
+    batched = backend.generate(PROMPTS, GREEDY)
+    single = [backend.generate([p], GREEDY)[0] for p in PROMPTS]
+    assert len({g.prompt_tokens for g in batched}) == len(PROMPTS)  # different lengths: padding was used
+    assert [g.text for g in batched] == [g.text for g in single]
+    assert [g.prompt_tokens for g in batched] == [g.prompt_tokens for g in single]
+    assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in single]
+    assert all(g.text.strip() for g in batched)
+
+
+def test_prompt_tokens_are_the_chat_template_length(backend):
+    [gen] = backend.generate(PROMPTS[1:2], SamplingSettings(max_new_tokens=1))
+    ids = backend.tokenizer.apply_chat_template(list(PROMPTS[1].messages), add_generation_prompt=True,
+                                                tokenize=True, return_dict=True)["input_ids"]
+    assert gen.prompt_tokens == len(ids)
+
+
+def test_finish_reasons_and_completion_counts(backend):
+    story = Prompt(messages=({"role": "user", "content": "Write a long story about a dragon."},))
+    cut, done = backend.generate([story, PROMPTS[0]], SamplingSettings(max_new_tokens=24))
+    assert (cut.finish_reason, cut.completion_tokens) == ("length", 24)
+    assert done.finish_reason == "stop" and 0 < done.completion_tokens < 24
+    assert "Paris" in done.text
+    # The eos token is counted but not part of the text.
+    assert done.completion_tokens == len(backend.tokenizer(done.text, add_special_tokens=False)["input_ids"]) + 1
+
+
+def test_sampling_is_seeded(backend):
+    settings = SamplingSettings(max_new_tokens=8, temperature=1.0, seed=7)
+    first = backend.generate(PROMPTS[:1], settings)[0].text
+    assert backend.generate(PROMPTS[:1], settings)[0].text == first
+
+
+def test_missing_local_model_is_a_clear_error(tmp_path):
+    from rearank.backends.hf import HFBackend
+
+    with pytest.raises(MissingDataError, match="model folder not found"):
+        HFBackend(str(tmp_path / "nope"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RearankError, match="cannot load model"):
+        HFBackend(str(tmp_path / "empty"))

@@ -1,0 +1,237 @@
+"""Every reader: write->read round trips, and bad lines -> FormatError naming the right line (never another error)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rearank.errors import FormatError
+from rearank.io import beir, requests_jsonl, topics, trec
+from rearank.io._files import one_line
+from rearank.types import Candidate, Query, Request
+
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# identifiers: no whitespace, no control characters, no surrogates (what TREC columns can hold)
+ids = st.text(st.characters(blacklist_categories=("Zs", "Zl", "Zp", "Cc", "Cs")), min_size=1, max_size=12)
+texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+scores = st.floats(allow_nan=False, allow_infinity=False, width=64)
+suffixes = st.sampled_from(["", ".gz"])
+
+READERS: dict[str, Callable] = {
+    "run": trec.read_run,
+    "qrels": trec.read_qrels,
+    "topics": topics.read_topics,
+    "docs": topics.read_docs,
+    "corpus": beir.read_corpus,
+    "queries": beir.read_queries,
+    "beir_qrels": beir.read_qrels,
+    "requests": requests_jsonl.read_requests,
+}
+
+GOOD_LINE = {
+    "run": "q1 Q0 d1 1 2.5 tag",
+    "qrels": "q1 0 d1 1",
+    "topics": "q1\twhat is a flea",
+    "docs": "d1\tA flea is an insect.",
+    "corpus": '{"_id": "d1", "title": "Fleas", "text": "A flea is an insect."}',
+    "queries": '{"_id": "q1", "text": "what is a flea"}',
+    "beir_qrels": "q1\td1\t1",
+    "requests": '{"query": {"text": "flea", "qid": "q1"}, "candidates": [{"docid": "d1", "score": 1.0, "doc": {"contents": "x"}}]}',
+}
+
+BAD_LINES = {
+    "run": ["q1 Q0 d1 1 2.5", "q1 Q0 d1 one 2.5 t", "q1 Q0 d1 1 high t", "q1 Q0 d1 1 nan t", "q1 Q0 d1 1 1e999 t",
+            "q1 Q0 d1 1 2.5 t extra"],
+    "qrels": ["q1 0 d1", "q1 0 d1 yes", "q1 0 d1 1 extra", "q1 0 d1 1.5"],
+    "topics": ["q1 no tab here", "\tempty qid"],
+    "docs": ["d1 no tab", " \ttext"],
+    "corpus": ["{not json", "[1, 2]", '{"title": "no id"}', '{"_id": "", "text": "x"}', '{"_id": "d", "text": 3}',
+               '{"_id": true, "text": "x"}', '"just a string"'],
+    "queries": ['{"_id": null, "text": "x"}', "{", '{"_id": "q", "text": ["a"]}'],
+    "beir_qrels": ["q1\td1", "q1\td1\tyes", "q1\td1\t1\t2", "q1 d1 1", "\td1\t1"],
+    "requests": ['{"candidates": []}', '{"query": {"qid": "q"}, "candidates": []}',
+                 '{"query": {"text": "t", "qid": "q"}}',
+                 '{"query": {"text": "t", "qid": "q"}, "candidates": [{"docid": "d", "score": "high"}]}',
+                 '{"query": {"text": "t", "qid": "q"}, "candidates": [{"score": 1}]}',
+                 '{"query": {"text": "t", "qid": "q"}, "candidates": [{"docid": "d", "score": 1, "doc": {"url": "u"}}]}',
+                 '{"query": {"text": "t", "qid": "q"}, "candidates": ["d1"]}',
+                 '{"query": {"text": "t", "qid": ""}, "candidates": []}'],
+}
+
+
+def _write(directory: str, name: str, content: bytes) -> Path:
+    path = Path(directory) / name
+    path.write_bytes(content)
+    return path
+
+
+# ---------------------------------------------------------------- round trips
+
+
+@FAST
+@given(
+    run=st.dictionaries(ids, st.dictionaries(ids, scores, min_size=1, max_size=8), max_size=6),
+    suffix=suffixes,
+    tag=ids,
+)
+def test_run_round_trip(run: dict, suffix: str, tag: str) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"run.trec{suffix}"
+        trec.write_run(path, {q: list(r.items()) for q, r in run.items()}, tag=tag)
+        back = trec.read_run(path)
+    assert back == {q: trec.trec_order(r.items()) for q, r in run.items()}
+    assert list(back) == list(run)  # queries keep file order
+
+
+def test_run_is_sorted_as_trec_eval_ranks() -> None:
+    ranked = [("b", 1.0), ("c", 1.0), ("a", 2.0), ("d", 0.5)]
+    assert trec.trec_order(ranked) == [("a", 2.0), ("c", 1.0), ("b", 1.0), ("d", 0.5)]
+
+
+@FAST
+@given(qrels=st.dictionaries(ids, st.dictionaries(ids, st.integers(-3, 5), min_size=1, max_size=8), max_size=6),
+       suffix=suffixes)
+def test_qrels_round_trip(qrels: dict, suffix: str) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        trec.write_qrels(Path(d) / f"q{suffix}", qrels)
+        beir.write_qrels(Path(d) / f"q.tsv{suffix}", qrels)
+        assert trec.read_qrels(Path(d) / f"q{suffix}") == qrels
+        assert beir.read_qrels(Path(d) / f"q.tsv{suffix}") == qrels
+
+
+@FAST
+@given(items=st.dictionaries(ids, texts, max_size=8), suffix=suffixes)
+def test_topics_and_docs_round_trip(items: dict, suffix: str) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        topics.write_topics(Path(d) / f"t.tsv{suffix}", items)
+        topics.write_docs(Path(d) / f"d.tsv{suffix}", {k: ("", v) for k, v in items.items()})
+        assert topics.read_topics(Path(d) / f"t.tsv{suffix}") == {k: one_line(v).strip() for k, v in items.items()}
+        assert topics.read_docs(Path(d) / f"d.tsv{suffix}") == {k: ("", one_line(v).strip()) for k, v in items.items()}
+
+
+def test_docs_tsv_title_is_joined_and_ids_filter(tmp_path: Path) -> None:
+    topics.write_docs(tmp_path / "d.tsv", {"1": ("Fleas", "live a year"), "2": ("", "two\tlines\nhere")})
+    assert topics.read_docs(tmp_path / "d.tsv") == {"1": ("", "Fleas live a year"), "2": ("", "two lines here")}
+    assert topics.read_docs(tmp_path / "d.tsv", ids={"2", "3"}) == {"2": ("", "two lines here")}
+
+
+@FAST
+@given(corpus=st.dictionaries(ids, st.tuples(texts, texts), max_size=8),
+       queries=st.dictionaries(ids, texts, max_size=8), suffix=suffixes)
+def test_beir_round_trip(corpus: dict, queries: dict, suffix: str) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        beir.write_corpus(Path(d) / f"corpus.jsonl{suffix}", corpus)
+        beir.write_queries(Path(d) / f"queries.jsonl{suffix}", queries)
+        assert beir.read_corpus(Path(d) / f"corpus.jsonl{suffix}") == corpus
+        assert beir.read_queries(Path(d) / f"queries.jsonl{suffix}") == queries
+        some = set(list(corpus)[:2])
+        assert beir.read_corpus(Path(d) / f"corpus.jsonl{suffix}", ids=some) == {k: corpus[k] for k in some}
+
+
+candidates = st.builds(Candidate, docid=ids, score=scores, text=texts, title=texts)
+requests_st = st.lists(
+    st.builds(Request, query=st.builds(Query, qid=ids, text=texts), candidates=st.lists(candidates, max_size=5)),
+    max_size=5,
+)
+
+
+@FAST
+@given(requests=requests_st, suffix=suffixes)
+def test_requests_round_trip(requests: list, suffix: str) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        requests_jsonl.write_requests(Path(d) / f"r.jsonl{suffix}", requests)
+        assert requests_jsonl.read_requests(Path(d) / f"r.jsonl{suffix}") == requests
+
+
+def test_requests_read_anserini_and_rankllm_doc_shapes(tmp_path: Path) -> None:
+    lines = [
+        {"query": {"text": "flea", "qid": 264014}, "candidates": [
+            {"doc": {"contents": "passage one"}, "docid": "7", "score": 15.2},
+            {"doc": {"title": "T", "text": "body"}, "docid": 8, "score": 14},
+            {"doc": {"segment": "seg", "title": "V2", "headings": "h", "url": "u"}, "docid": "m_1", "score": 13.0},
+            {"doc": "plain string", "docid": "9", "score": 12.0},
+            {"doc": {"title": "only a title"}, "docid": "10", "score": 11.0},
+        ]},
+    ]
+    path = tmp_path / "requests.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (request,) = requests_jsonl.read_requests(path)
+    assert request.query == Query("264014", "flea")
+    assert [(c.docid, c.score, c.title, c.text) for c in request.candidates] == [
+        ("7", 15.2, "", "passage one"), ("8", 14.0, "T", "body"), ("m_1", 13.0, "V2", "seg"),
+        ("9", 12.0, "", "plain string"), ("10", 11.0, "only a title", ""),
+    ]
+    requests_jsonl.write_requests(tmp_path / "out.jsonl", [request])
+    written = json.loads((tmp_path / "out.jsonl").read_text())
+    assert written["candidates"][0]["doc"] == {"contents": "passage one"}
+    assert written["candidates"][1]["doc"] == {"title": "T", "text": "body"}
+
+
+# ---------------------------------------------------------------- duplicates and headers
+
+
+def test_run_duplicates_keep_first_and_warn_with_count(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "run.trec"
+    path.write_text("q Q0 a 1 3 t\nq Q0 b 2 2 t\nq Q0 a 3 9 t\nq Q0 b 4 1 t\nr Q0 a 1 1 t\n")
+    with caplog.at_level(logging.WARNING, logger="rearank.io"):
+        run = trec.read_run(path)
+    assert run == {"q": [("a", 3.0), ("b", 2.0)], "r": [("a", 1.0)]}
+    assert "2 duplicate" in caplog.text
+
+
+def test_beir_qrels_header_is_optional(tmp_path: Path) -> None:
+    (tmp_path / "a.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    (tmp_path / "b.tsv").write_text("q1\td1\t1\n")
+    assert beir.read_qrels(tmp_path / "a.tsv") == beir.read_qrels(tmp_path / "b.tsv") == {"q1": {"d1": 1}}
+
+
+def test_blank_lines_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "t.tsv").write_text("\nq1\tone\n   \nq2\ttwo\n\n")
+    assert topics.read_topics(tmp_path / "t.tsv") == {"q1": "one", "q2": "two"}
+
+
+# ---------------------------------------------------------------- malformed input
+
+
+@pytest.mark.parametrize("kind,bad", [(kind, bad) for kind, lines in BAD_LINES.items() for bad in lines])
+def test_bad_line_is_named(tmp_path: Path, kind: str, bad: str) -> None:
+    header = ["query-id\tcorpus-id\tscore"] if kind == "beir_qrels" else []
+    lines = [*header, GOOD_LINE[kind], "", GOOD_LINE[kind].replace("1", "2"), bad, GOOD_LINE[kind]]
+    path = tmp_path / "input"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(FormatError) as info:
+        READERS[kind](path)
+    assert info.value.line == len(lines) - 1
+    assert str(info.value).startswith(f"{path}:{len(lines) - 1}: ")
+
+
+@FAST
+@given(kind=st.sampled_from(sorted(READERS)), before=st.integers(0, 3), garbage=st.text(max_size=60))
+def test_arbitrary_line_is_read_or_named(kind: str, before: int, garbage: str) -> None:
+    garbage = garbage.replace("\n", " ")
+    with tempfile.TemporaryDirectory() as d:
+        path = _write(d, "input", ("\n".join([GOOD_LINE[kind]] * before + [garbage]) + "\n").encode("utf-8", "replace"))
+        try:
+            READERS[kind](path)
+        except FormatError as err:
+            assert err.line == before + 1
+            assert str(err).startswith(f"{path}:{before + 1}: ")
+
+
+@FAST
+@given(kind=st.sampled_from(sorted(READERS)), content=st.binary(max_size=200), gz=st.booleans())
+def test_arbitrary_bytes_never_raise_another_error(kind: str, content: bytes, gz: bool) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = _write(d, "input.gz" if gz else "input", content)
+        try:
+            READERS[kind](path)
+        except FormatError as err:
+            assert err.path == str(path)

@@ -1,0 +1,72 @@
+"""Backend registry: the explicit name table, option checks, lazy heavy imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from rearank.backends.base import Backend, Prompt, SamplingSettings
+from rearank.backends.registry import BACKENDS, make_backend
+from rearank.errors import RearankError
+
+
+def test_the_table_is_explicit():
+    assert set(BACKENDS) == {"hf", "vllm", "openai", "oracle"}
+
+
+@pytest.mark.parametrize("name", ["transformers", "HF", "hf-gpu", "openai-compatible", "vllm_cpu", "qwen", ""])
+def test_unknown_names_list_the_choices(name):
+    with pytest.raises(RearankError) as err:
+        make_backend(name, "m")
+    message = str(err.value)
+    assert f"unknown backend {name!r}" in message
+    for choice in BACKENDS:
+        assert choice in message
+
+
+def test_openai_backend_is_built_with_options():
+    backend = make_backend("openai", "served", base_url="http://127.0.0.1:9/v1/", concurrency=2, max_retries=1)
+    assert isinstance(backend, Backend)
+    assert (backend.name, backend.model, backend.url, backend.concurrency) == (
+        "openai", "served", "http://127.0.0.1:9/v1/chat/completions", 2)
+    backend.close()
+
+
+def test_unknown_option_is_a_clear_error():
+    with pytest.raises(RearankError, match="bad options for the openai backend") as err:
+        make_backend("openai", "served", temprature=0.3)
+    assert "temprature" in str(err.value) and "base_url" in str(err.value)
+
+
+def test_oracle_takes_qrels_and_no_model():
+    pytest.importorskip("rearank.backends.oracle", reason="the oracle backend module is not in this checkout yet")
+    backend = make_backend("oracle", qrels={"q1": {"d2": 2}})
+    assert isinstance(backend, Backend) and backend.name == "oracle"
+    [gen] = backend.generate([Prompt(messages=(), qid="q1", docids=("d1", "d2"))], SamplingSettings())
+    assert "[2] > [1]" in gen.text
+    with pytest.raises(RearankError, match="takes no model"):
+        make_backend("oracle", "some-model", qrels={})
+
+
+def test_vllm_missing_is_a_clear_error():
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("vllm is installed here; tests/vllm covers it")
+    with pytest.raises(RearankError, match="vllm is not installed.*make test-vllm"):
+        make_backend("vllm", "embedded")
+
+
+def test_heavy_libraries_load_only_when_a_backend_is_built():
+    code = textwrap.dedent("""
+        import sys
+        import rearank.backends.registry, rearank.models, rearank.serve
+        print(sorted(m for m in ("torch", "transformers", "vllm", "httpx") if m in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
