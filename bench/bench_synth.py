@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from data_synthesis import SynthConfig, synthesize
+from data_synthesis.pipeline import SynthConfig, synthesize
 from data_synthesis.tokens import load_tokenizer
 from rearank.packs import load_qrels, load_requests
 from rearank.types import Candidate, Query, Request
@@ -36,11 +36,12 @@ def replicate(requests: list[Request], qrels: dict, n_queries: int) -> tuple[lis
     return out_requests, out_qrels
 
 
-def timed(requests, qrels, config, tokenizer, name) -> tuple[float, dict]:
+def timed(requests, qrels, config, tokenizer, name) -> tuple[float, float, dict]:
+    """Wall and CPU seconds (all threads of this process) of one synthesis, and its stats."""
     with tempfile.TemporaryDirectory() as out:
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         stats = synthesize(requests, qrels, out, config, tokenizer=tokenizer, tokenizer_name=name, progress=False)
-        return time.perf_counter() - start, stats
+        return time.perf_counter() - wall, time.process_time() - cpu, stats
 
 
 def main() -> int:
@@ -56,16 +57,17 @@ def main() -> int:
     config = SynthConfig(samples_per_query=args.samples, set_size=args.set_size, data_source="rearank/bench")
     n_passages = len({c.docid for r in requests for c in r.candidates})
     print(f"input: {len(requests)} queries (dl21 replicated), {n_passages} distinct passages, "
-          f"{args.samples} sets of {args.set_size} per query; {os.cpu_count()} CPUs")
+          f"{args.samples} sets of {args.set_size} per query; {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f} (other processes slow the wall times)")
 
     start = time.perf_counter()
     tokenizer = load_tokenizer(args.tokenizer)
     print(f"tokenizer load ({args.tokenizer}): {time.perf_counter() - start:.1f} s (once per run, not below)")
 
     for label, tok in (("without token stats (--tokenizer none)", None), ("with token stats", tokenizer)):
-        elapsed, stats = timed(requests, qrels, config, tok, args.tokenizer if tok else "none")
+        elapsed, cpu, stats = timed(requests, qrels, config, tok, args.tokenizer if tok else "none")
         drawn, kept = stats["sampling"]["sets_drawn"], stats["filters"]["kept"]
-        line = (f"{label}: {elapsed:.1f} s for {drawn} drawn / {kept} kept sets = "
+        line = (f"{label}: {elapsed:.1f} s wall ({cpu:.1f} s CPU) for {drawn} drawn / {kept} kept sets = "
                 f"{drawn / elapsed:.0f} drawn sets/s, {kept / elapsed:.0f} written sets/s")
         tokens = stats["prompt_tokens"]
         if tokens:

@@ -55,7 +55,7 @@ class SynthConfig:
         if self.samples_per_query < 1:
             raise RearankError(f"samples per query must be at least 1, got {self.samples_per_query}")
         if self.set_size < 2:
-            raise RearankError(f"set size must be at least 2 (a ranking of one passage teaches nothing), got {self.set_size}")
+            raise RearankError(f"set size must be at least 2 (one passage has no ranking), got {self.set_size}")
         if self.top_k < self.set_size:
             raise RearankError(f"top-k ({self.top_k}) must be at least the set size ({self.set_size})")
         if not 0.0 <= self.val_fraction < 1.0:
@@ -63,7 +63,8 @@ class SynthConfig:
         if self.order not in ORDERS:
             raise RearankError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
         if self.small_queries not in SMALL_QUERY_MODES:
-            raise RearankError(f"small-queries must be one of {', '.join(SMALL_QUERY_MODES)}, got {self.small_queries!r}")
+            raise RearankError(f"small-queries must be one of {', '.join(SMALL_QUERY_MODES)}, "
+                               f"got {self.small_queries!r}")
         if self.max_passage_tokens is not None and self.max_passage_tokens < 1:
             raise RearankError(f"max passage tokens must be at least 1, got {self.max_passage_tokens}")
 
@@ -154,6 +155,12 @@ def synthesize(
         if sets:
             kept[request.query.qid] = sets
 
+    if not kept:
+        removed = ", ".join(f"{name} {counts[f'rejected_{name}']}" for name in FILTERS if counts[f"rejected_{name}"])
+        raise RearankError(
+            f"no set was kept: {counts['sets_drawn']} sets drawn from {counts['sampled']} queries "
+            f"(removed: {removed or 'none'}); check the qrels grades or switch filters off (see --help)"
+        )
     val_qids = split_queries(kept, config.val_fraction, config.seed)
     queries = {r.query.qid: r.query.text for r in requests}
     all_sets = [s for sets in kept.values() for s in sets]
@@ -200,10 +207,13 @@ def synthesize(
 
 def sft_target(labels: Sequence[int]) -> dict[str, str]:
     """The assistant turn of the direct-SFT variant: an empty think block and the ideal ranking."""
-    return {"role": "assistant", "content": f"<think>\n</think>\n<answer>{format_answer(ideal_permutation(labels))}</answer>"}
+    answer = format_answer(ideal_permutation(labels))
+    return {"role": "assistant", "content": f"<think>\n</think>\n<answer>{answer}</answer>"}
 
 
-def _render_texts(sets: Sequence[KeptSet], config: SynthConfig, tokenizer: Any | None, progress: bool) -> dict[str, str]:
+def _render_texts(
+    sets: Sequence[KeptSet], config: SynthConfig, tokenizer: Any | None, progress: bool
+) -> dict[str, str]:
     """Render each distinct passage of the kept sets once: docid -> prompt text."""
     distinct: dict[str, Candidate] = {}
     for s in sets:

@@ -7,8 +7,8 @@ each distinct passage is tokenized once and a set's prompt length is counted as
 
 where ``overhead(query)`` (template, query text, chat markup, passage numbers) is measured exactly on one set of
 the query. This is exact when tokens never span a passage's boundary, which holds for the builtin templates
-(each passage sits in its own chat message, after ``"] "``) and byte-level BPE tokenizers; :meth:`check`
-measures the error on sampled sets and the stats report it.
+(each passage sits in its own chat message, after ``"] "``) and byte-level BPE tokenizers;
+:func:`data_synthesis.pipeline.prompt_lengths` recounts sampled sets exactly and the stats report the error.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def render_passages(candidates: Sequence[Candidate], max_tokens: int | None, tok
 
 
 def _lengths(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+    """Token counts without special tokens (one batched call: a fast tokenizer uses every core)."""
     if not texts:
         return []
     return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]

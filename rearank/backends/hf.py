@@ -48,7 +48,7 @@ class HFBackend:
             self.model = AutoModelForCausalLM.from_pretrained(
                 source.path, gguf_file=source.gguf_file, dtype=self._torch_dtype(dtype),
                 trust_remote_code=trust_remote_code).to(self.device)
-        except OSError as err:
+        except (OSError, ValueError) as err:
             raise RearankError(f"cannot load model {source.path!r}: {err}. Pass a local folder, a .gguf file, "
                                "a reachable hub id, or 'embedded'") from err
         self.model.eval()

@@ -25,11 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for ep in sorted(entry_points(group="rearank.commands"), key=lambda e: e.name):
         try:
-            register = ep.load()
+            ep.load()(sub)
         except Exception as err:  # a broken plugin must not take the other commands down
             _register_unavailable(sub, ep.name, f"{type(err).__name__}: {err}")
-            continue
-        register(sub)
     return parser
 
 
@@ -39,7 +37,10 @@ def _register_unavailable(sub: argparse._SubParsersAction, name: str, reason: st
     def fail(_args: argparse.Namespace) -> int:
         raise RearankError(f"this command could not be loaded ({reason}); reinstall with `make setup`")
 
-    p = sub.add_parser(name, help=f"(unavailable: {reason[:60]})", add_help=True)
+    if name in sub.choices:  # registration failed half-way: keep its parser, make it fail clearly
+        sub.choices[name].set_defaults(func=fail)
+        return
+    p = sub.add_parser(name, help=f"(unavailable: {reason[:60]})")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=fail)
 

@@ -99,9 +99,15 @@ def _json_object(span: str) -> dict[str, object] | None:
 
 
 @lru_cache(maxsize=64)
+def _bracket_keys(n: int) -> list[str]:
+    """``["[1]", …, "[n]"]``: the keys of a well-formed answer, in order."""
+    return [f"[{i + 1}]" for i in range(n)]
+
+
+@lru_cache(maxsize=64)
 def _canonical_keys(n: int) -> dict[str, int]:
     """The usual spellings of ids 1..n (``"[3]"``, ``"3"``) mapped to their 0-based index."""
-    keys = {f"[{i + 1}]": i for i in range(n)}
+    keys = {key: i for i, key in enumerate(_bracket_keys(n))}
     keys.update({str(i + 1): i for i in range(n)})
     return keys
 
@@ -123,21 +129,21 @@ def _score(value: object) -> tuple[float | None, bool]:
     return None, False
 
 
-def parse_scores(text: object, n: int) -> ParsedScores:
-    """Parse a model output for a group of ``n`` documents into per-document scores (never raises)."""
-    if not isinstance(text, str):
-        text = ""
-    try:
-        n = max(int(n), 0)  # type: ignore[call-overload]
-    except (TypeError, ValueError, OverflowError):
-        n = 0
-    has_tags = has_reason_answer_tags(text)
-    pairs = _json_object(answer_span(text))
+def _read_pairs(pairs: dict[str, object], n: int) -> tuple[list[float | None], int]:
+    """Scores of documents 0..n-1 from the decoded JSON object, and how many entries were out of range."""
+    values = list(pairs.values())
+    if (
+        len(values) == n
+        and list(pairs) == _bracket_keys(n)
+        and set(map(type, values)) == {int}
+        and MIN_SCORE <= min(values) <= max(values) <= MAX_SCORE
+    ):  # the well-formed answer, read without a Python loop
+        return list(map(float, values)), 0
     scores: list[float | None] = [None] * n
     seen: set[int] = set()
     out_of_range = 0
     canonical = _canonical_keys(n)
-    for key, value in (pairs or {}).items():
+    for key, value in pairs.items():
         index = canonical.get(key)
         if index is None:
             match = _KEY.fullmatch(key)
@@ -148,13 +154,23 @@ def parse_scores(text: object, n: int) -> ParsedScores:
         if index in seen:
             continue
         seen.add(index)
-        if type(value) is int and MIN_SCORE <= value <= MAX_SCORE:  # the common case, fast
-            scores[index] = float(value)
-            continue
-        score, in_range = _score(value)
-        scores[index] = score
+        scores[index], in_range = _score(value)
         out_of_range += not in_range
-    n_scored = sum(s is not None for s in scores)
+    return scores, out_of_range
+
+
+def parse_scores(text: object, n: int) -> ParsedScores:
+    """Parse a model output for a group of ``n`` documents into per-document scores (never raises)."""
+    if not isinstance(text, str):
+        text = ""
+    try:
+        n = max(int(n), 0)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        n = 0
+    has_tags = has_reason_answer_tags(text)
+    pairs = _json_object(answer_span(text))
+    scores, out_of_range = _read_pairs(pairs or {}, n)
+    n_scored = n - scores.count(None)
     json_ok = pairs is not None
     if not has_tags:
         status = "bad_tags"

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from operator import mul, neg
 from typing import Any, NamedTuple
 
 from rearank.grouprank.parser import MAX_SCORE, STATUSES, parse_scores
@@ -86,18 +87,18 @@ class _Truth(NamedTuple):
 def _truth(labels: tuple[float, ...], k: int, rel_threshold: float, max_label: float | None, eps: float) -> _Truth:
     top = max(labels, default=0.0)
     scale = max_label or (top if top > 0 else 1.0)
-    weights = [max(label, 0.0) / scale + eps for label in labels]
+    weights = [(label / scale if label > 0 else 0.0) + eps for label in labels]
     total = sum(weights)
-    dist = tuple(w / total for w in weights)
-    relevant = tuple(label >= rel_threshold for label in labels)
+    dist = [w / total for w in weights]
+    relevant = [label >= rel_threshold for label in labels]
     return _Truth(
         labels=labels,
-        neg_labels=tuple(-label for label in labels),
+        neg_labels=tuple(map(neg, labels)),
         idcg=ideal_dcg_at_k(labels, k),
-        relevant=relevant,
+        relevant=tuple(relevant),
         recall_denominator=min(sum(relevant), k),
-        gt_dist=dist,
-        gt_neg_entropy=sum(p * math.log(p) for p in dist),
+        gt_dist=tuple(dist),
+        gt_neg_entropy=sum(map(mul, dist, map(math.log, dist))),
     )
 
 
@@ -113,18 +114,15 @@ def group_reward_parts(
 ) -> dict[str, float]:
     """R_recall, R_rank, R_dist and their ingredients for 0-10 ``scores`` against graded ``labels``."""
     truth = _truth(tuple(labels), k, rel_threshold, max_label, eps)
-    n = len(truth.labels)
-    order = sorted(range(n), key=lambda i: (-scores[i], truth.labels[i]))
-    ranked = [truth.labels[i] for i in order]
-    ndcg = dcg_at_k(ranked, k) / truth.idcg if truth.idcg > 0 else 1.0
+    order = sorted(range(len(truth.labels)), key=list(zip(map(neg, scores), truth.labels)).__getitem__)
+    ndcg = dcg_at_k(list(map(truth.labels.__getitem__, order)), k) / truth.idcg if truth.idcg > 0 else 1.0
     overlap = rbo(order, sorted(order, key=truth.neg_labels.__getitem__), rbo_p)
     if truth.recall_denominator:
-        recall = sum([truth.relevant[i] for i in order[:k]]) / truth.recall_denominator
+        recall = sum(map(truth.relevant.__getitem__, order[:k])) / truth.recall_denominator
     else:
         recall = 1.0
-    log = math.log
     pred = [s / MAX_SCORE + eps for s in scores]
-    kl = truth.gt_neg_entropy - sum([p * log(q) for p, q in zip(truth.gt_dist, pred)]) + log(sum(pred))
+    kl = truth.gt_neg_entropy - sum(map(mul, truth.gt_dist, map(math.log, pred))) + math.log(sum(pred))
     return {
         "r_recall": recall,
         "r_rank": (ndcg + overlap) / 2,

