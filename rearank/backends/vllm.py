@@ -41,6 +41,12 @@ class VLLMBackend:
                             enable_prefix_caching=enable_prefix_caching, dtype=dtype, seed=seed, **llm_options)
         self.tokenizer = self.llm.get_tokenizer()
 
+    def close(self) -> None:
+        """Stop vLLM's engine processes now rather than at interpreter exit (vLLM's ``LLM`` has no public close)."""
+        engine_core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if engine_core is not None:
+            engine_core.shutdown()
+
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
         """Generate for all prompts in one ``LLM.chat`` call (vLLM schedules and batches them)."""
         if not prompts:

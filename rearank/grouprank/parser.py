@@ -21,8 +21,8 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 #: Every status a group output can get, best first.
 STATUSES = ("ok", "missing_ids", "out_of_range", "bad_json", "bad_tags")
@@ -37,14 +37,14 @@ _ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
 _KEY = re.compile(r"\s*\[?\s*(\d{1,9})\s*\]?\s*")
 
 
-@dataclass(frozen=True)
-class ParsedScores:
+class ParsedScores(NamedTuple):
     """Per-document scores of one group and what was wrong with the raw text.
 
     ``scores[i]`` is the score of the i-th presented document (0-based), or ``None`` when the answer
     gives it no valid score. ``has_tags``: a ``<reason>…</reason>`` block then an ``<answer>…</answer>``
     block, in that order. ``json_ok``: the answer holds a JSON object (whatever its keys and values).
-    Status precedence: bad_tags > bad_json > out_of_range > missing_ids > ok.
+    Status precedence: bad_tags > bad_json > out_of_range > missing_ids > ok. (A NamedTuple: the reward
+    builds one per completion, and a NamedTuple is several times cheaper to build than a frozen dataclass.)
     """
 
     scores: tuple[float | None, ...]

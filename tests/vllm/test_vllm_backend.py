@@ -26,8 +26,10 @@ def vllm_backend():
 
     # CPU: fp32 like the hf backend, a 1 GiB KV cache (vLLM would otherwise reserve most of the RAM),
     # eager mode (no torch.compile warm-up).
-    return make_backend("vllm", "embedded", dtype="float32", kv_cache_memory_bytes=1 << 30, enforce_eager=True,
-                        max_model_len=2048)
+    backend = make_backend("vllm", "embedded", dtype="float32", kv_cache_memory_bytes=1 << 30, enforce_eager=True,
+                           max_model_len=2048)
+    yield backend
+    backend.close()
 
 
 @pytest.fixture(scope="module")
