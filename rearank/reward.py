@@ -17,8 +17,8 @@ Edge cases (all documented in docs/training.md):
   duplicates keep their first place, out-of-range ids are dropped, missing ids are appended in presented
   order; a truncated answer keeps the ids it got to. Such answers earn the r_rank of that permutation and
   lose r_format2 (and r_format1 when a tag is missing). No id at all leaves σ = τ, so r_rank = 0.
-* The presented order is already ideal (zero denominator): r_rank = 1 if σ is ideal too, else -1 — the
-  limit of the clipped formula as the denominator goes to 0.
+* The presented order is already ideal (zero denominator): r_rank = 0 if σ is ideal too (no gain, as for
+  keeping the presented order anywhere), else -1 (the limit of the clipped formula as the denominator -> 0).
 * No positive label in the set: no ranking signal, r_rank = 0 for every completion.
 * Malformed ground truth: score 0, every part 0, ``parse_status = PARSE_STATUSES.index("bad_ground_truth")``.
 
@@ -109,11 +109,11 @@ def rank_reward_value(ndcg: float, init_ndcg: float, ideal_ndcg: float, rank_rew
         return ndcg - init_ndcg
     if ideal_ndcg <= 0.0:
         return 0.0
-    if ndcg >= ideal_ndcg - _EPS:
-        return 1.0
     gap = ideal_ndcg - init_ndcg
     if gap <= _EPS:
-        return -1.0
+        return 0.0 if ndcg >= init_ndcg - _EPS else -1.0
+    if ndcg >= ideal_ndcg - _EPS:
+        return 1.0
     return max(-1.0, min(1.0, (ndcg - init_ndcg) / gap))
 
 

@@ -58,13 +58,15 @@ def sliding_groups(n: int, size: int, step: int) -> list[tuple[int, int]]:
     return spans
 
 
-def fallback_scores(members: Sequence[int], fallback: str) -> list[float]:
-    """Scores for a group without a valid answer: by retriever rank within the group (10 down to 10/m), or 0."""
+def fallback_scores(members: Sequence[int], fallback: str, n: int) -> list[float]:
+    """Scores for a group without a valid answer, out of a top-k of ``n``.
+
+    ``retriever``: ``10 * (1 - rank / n)`` from each document's first-stage rank over the whole top-k, so a
+    run where every group fails keeps the first-stage order; ``zero``: 0 for every document.
+    """
     if fallback == "zero":
         return [0.0] * len(members)
-    m = len(members)
-    rank = {index: r for r, index in enumerate(sorted(members))}
-    return [MAX_SCORE * (1 - rank[index] / m) for index in members]
+    return [MAX_SCORE * (1 - index / n) for index in members]
 
 
 def min_max(values: Sequence[float]) -> list[float]:
@@ -246,7 +248,7 @@ class GroupReranker:
             status = parsed.status
             scores = parsed.filled() if parsed.json_ok and parsed.n_scored else None
         if scores is None:
-            scores = fallback_scores(group.members, self.fallback)
+            scores = fallback_scores(group.members, self.fallback, len(query.totals))
         for index, score in zip(group.members, scores):
             query.totals[index] += score
             query.counts[index] += 1

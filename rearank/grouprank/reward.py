@@ -24,7 +24,8 @@ lower label first), so constant scores cannot ride on a good presented order.
 So R_H lies in [0, recall_weight + rank_weight + dist_weight]. Ground truth is ``{"labels": [...]}``
 (graded labels in presented order), decoded like the listwise reward; malformed ground truth scores 0 with
 ``parse_status`` = index of ``bad_ground_truth``. :func:`compute_score` never raises for any completion or
-ground truth; it raises ``ValueError`` only for an invalid option.
+ground truth; it raises ``ValueError`` only for an invalid option (a configuration error that should stop the run
+at its first step).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ from rearank.reward import parse_ground_truth
 
 #: ``parse_status`` is logged as the index into this tuple (verl logs numeric reward parts only).
 PARSE_STATUSES = (*STATUSES, "bad_ground_truth")
+
+#: Options of the listwise reward (:mod:`rearank.reward`): a sign that the listwise recipe's kwargs came along.
+LISTWISE_OPTIONS = ("rank_reward", "tags_weight", "answer_weight")
 
 PARTS = ("score", "r_recall", "r_rank", "r_dist", "ndcg", "rbo", "kl", "format_tags", "format_json", "parse_status")
 
@@ -155,8 +159,16 @@ def compute_score(
 
     Keys (:data:`PARTS`): score, r_recall, r_rank, r_dist, ndcg, rbo, kl, format_tags, format_json,
     parse_status (index into :data:`PARSE_STATUSES`); the parts are 0 unless tags and JSON are valid.
-    ``data_source``, ``extra_info`` and extra keyword arguments verl passes are unused.
+    ``data_source``, ``extra_info`` and extra keyword arguments verl passes are unused; the listwise reward's
+    options (:data:`LISTWISE_OPTIONS`) raise ValueError, since they mean the wrong reward_kwargs were given.
     """
+    listwise = [name for name in LISTWISE_OPTIONS if name in kwargs]
+    if listwise:
+        raise ValueError(
+            f"{', '.join(listwise)}: options of the listwise reward, not the groupwise one; set reward_kwargs to "
+            "the groupwise options (recall_weight, rank_weight, dist_weight, k, rbo_p, rel_threshold, eps, max_label, "
+            "tags_only_score, invalid_score)"
+        )
     _check_options(
         (recall_weight, rank_weight, dist_weight, tags_only_score, invalid_score), k, rbo_p, rel_threshold, eps,
         max_label,

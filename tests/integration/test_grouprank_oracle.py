@@ -1,11 +1,16 @@
 """Groupwise reranking on dl19 (real data) with the groupwise oracle: ideal nDCG@10, calls per query, CLI."""
 
 import json
+import random
 
+import pandas as pd
 import pytest
 
+from rearank.backends.base import Prompt, SamplingSettings
 from rearank.cli import main
-from rearank.grouprank import GroupOracleBackend, GroupReranker
+from rearank.grouprank import GROUPRANK_TEMPLATE, GroupOracleBackend, GroupReranker
+from rearank.grouprank.parser import format_scores
+from rearank.grouprank.reward import compute_score
 from rearank.io.trec import read_run
 from rearank.metrics import evaluate
 from rearank.packs import load_qrels, load_requests
@@ -83,3 +88,28 @@ def test_cli_groupwise_oracle(dl19_data, tmp_path, capsys):
     traces = [json.loads(line) for line in (tmp_path / "g.trec.traces.jsonl").read_text().splitlines()]
     assert len(traces) == 16 and {t["status"] for t in traces} == {"ok"}
     assert len(read_run(out)) == 4
+
+
+def test_synthesized_groupwise_rows_reward_the_oracle(dl21, monkeypatch, tmp_path):
+    """`rearank synth --template <grouprank.yaml>` rows: the oracle's completion earns the full R_rank and
+    R_recall from the row's ground truth alone; a shuffled one earns less."""
+    synthesis = pytest.importorskip("data_synthesis.pipeline")
+    monkeypatch.setenv("REARANK_DATA", str(dl21.parents[1]))
+    requests, qrels = load_requests(dataset="dl21", max_queries=8), load_qrels("dl21")
+    config = synthesis.SynthConfig(samples_per_query=2, template=str(GROUPRANK_TEMPLATE), val_fraction=0.0)
+    synthesis.synthesize(requests, qrels, tmp_path, config, progress=False)
+    rows = pd.read_parquet(tmp_path / "train.parquet")
+    assert len(rows) > 5
+    oracle = GroupOracleBackend(qrels)
+    rng = random.Random(0)
+    for _, row in rows.iterrows():
+        assert "<reason>" in row["prompt"][-1]["content"]
+        prompt = Prompt(tuple(row["prompt"]), row["extra_info"]["qid"], tuple(row["extra_info"]["docids"]))
+        text = oracle.generate([prompt], SamplingSettings())[0].text
+        truth = row["reward_model"]["ground_truth"]
+        best = compute_score(row["data_source"], text, truth, max_label=3)
+        assert (best["r_rank"], best["r_recall"]) == (pytest.approx(1.0), 1.0) and best["r_dist"] > 0.95
+        scores = [rng.randint(0, 10) for _ in row["extra_info"]["docids"]]
+        noisy = compute_score(row["data_source"], f"<reason>r</reason><answer>{format_scores(scores)}</answer>", truth,
+                              max_label=3)
+        assert noisy["score"] <= best["score"]

@@ -124,15 +124,25 @@ def test_fallback_retriever_and_zero():
     def answer(p):
         if "q-d0" in p.docids:
             return "I cannot judge these."
-        return f"<reason>r</reason><answer>{format_scores([6, 4])}</answer>"
+        return f"<reason>r</reason><answer>{format_scores([9, 4])}</answer>"
 
-    make = lambda fallback: GroupReranker(TableBackend(answer), group_size=2, fallback=fallback)
-    [retriever] = make("retriever").rerank([make_request("q", 4)], progress=False)
-    [zero] = make("zero").rerank([make_request("q", 4)], progress=False)
-    assert docids(retriever) == ["q-d0", "q-d2", "q-d1", "q-d3"]  # fallback 10 and 5
+    def rerank(fallback):
+        ranker = GroupReranker(TableBackend(answer), group_size=2, fallback=fallback)
+        return ranker.rerank([make_request("q", 4)], progress=False)[0]
+
+    retriever, zero = rerank("retriever"), rerank("zero")
+    assert docids(retriever) == ["q-d0", "q-d2", "q-d1", "q-d3"]  # d0 and d1 fall back to 10 and 7.5
     assert docids(zero) == ["q-d2", "q-d3", "q-d0", "q-d1"]
     assert [t.status for t in zero.traces] == ["bad_tags", "ok"]
-    assert fallback_scores([7, 2, 5], "retriever") == [10 * (1 - 2 / 3), 10.0, 10 * (1 - 1 / 3)]
+    assert fallback_scores([7, 2, 5], "retriever", 10) == pytest.approx([3.0, 8.0, 5.0])
+    assert fallback_scores([7, 2], "zero", 10) == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("kwargs", [{"group_size": 5}, {"group_size": 4, "group_step": 3, "shuffles": 3}])
+def test_every_group_failing_keeps_the_retriever_order(kwargs):
+    ranker = GroupReranker(TableBackend(lambda p: "no idea"), **kwargs)
+    [result] = ranker.rerank([make_request("q", 13)], progress=False)
+    assert docids(result) == [f"q-d{i}" for i in range(13)]
 
 
 def test_missing_ids_in_a_parsed_group_score_zero_and_backend_errors_fall_back():

@@ -87,7 +87,7 @@ def test_options_change_the_score():
 
 @pytest.mark.parametrize("kwargs", [
     {"k": 0}, {"k": 2.5}, {"rbo_p": 1.0}, {"rbo_p": 0}, {"eps": 0}, {"max_label": -1}, {"rank_weight": "x"},
-    {"recall_weight": float("nan")},
+    {"recall_weight": float("nan")}, {"rank_reward": "normalized"}, {"tags_weight": 0.1},
 ])
 def test_invalid_options_raise(kwargs):
     with pytest.raises(ValueError):
