@@ -74,10 +74,12 @@ def main() -> None:
     distinct = [make_ground_truth(rng) for _ in range(args.completions)]
     mean_len = sum(map(len, completions)) / len(completions)
     print(f"{args.completions} completions, mean {mean_len:.0f} characters, {N_DOCS} documents each")
-    for name, truths in ((f"grouped ({args.group} rollouts per ground truth)", grouped), ("distinct ground truths", distinct)):
+    cases = ((f"grouped ({args.group} rollouts per ground truth)", grouped), ("distinct ground truths", distinct))
+    for name, truths in cases:
         cpu, wall = run(completions, truths)
         verdict = "meets" if cpu >= TARGET else "BELOW"
-        print(f"{name + ':':45s} {cpu:,.0f} completions per CPU-second ({verdict} {TARGET:,}/s), {wall:,.0f} per wall-second")
+        print(f"{name + ':':45s} {cpu:,.0f} completions per CPU-second ({verdict} {TARGET:,}/s), "
+              f"{wall:,.0f} per wall-second")
 
 
 if __name__ == "__main__":

@@ -19,10 +19,9 @@ from rearank.answer import format_answer
 from rearank.reward import compute_score
 
 N_PASSAGES = 20
-WORDS = (
-    "passage discusses query relevant mentions partially answers topic details background unrelated "
-    "definition example evidence specific general compares describes however therefore likely directly"
-).split()
+WORDS = ["passage", "discusses", "query", "relevant", "mentions", "partially", "answers", "topic", "details",
+         "background", "unrelated", "definition", "example", "evidence", "specific", "general", "compares",
+         "describes", "however", "therefore", "likely", "directly"]
 
 
 def make_completion(rng: random.Random) -> str:

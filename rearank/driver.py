@@ -20,7 +20,7 @@ from tqdm import tqdm
 from rearank.answer import apply_permutation, parse_answer
 from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
-from rearank.prompts import MAX_PASSAGE_TOKENS, PromptTemplate, build_messages, load_template, passage_text
+from rearank.prompts import MAX_PASSAGE_TOKENS, PromptTemplate, build_messages, load_template, passage_texts
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace
 from rearank.window import schedule
@@ -153,13 +153,13 @@ class Reranker:
         windows = self.windows(len(request.candidates))
         n = min(len(request.candidates), self.top_k)
         head = request.candidates[:n] if windows else ()
-        texts = [passage_text(c, self.max_passage_tokens, self.tokenizer) for c in head]
+        texts = passage_texts(head, self.max_passage_tokens, self.tokenizer)
         return _Query(request, texts, windows, order=list(range(n)))
 
     def _prompt(self, query: _Query) -> Prompt:
         start, end, _ = query.windows[0]
         ids = query.order[start:end]
-        messages = build_messages(query.request.query.text, [query.texts[i] for i in ids], self.template)
+        messages = build_messages(query.request.query.text, [query.texts[i] for i in ids], self.template, clean=False)
         docids = tuple(query.request.candidates[i].docid for i in ids)
         return Prompt(messages=tuple(messages), qid=query.request.query.qid, docids=docids)
 

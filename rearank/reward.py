@@ -63,7 +63,7 @@ def _truth_from_json(text: str) -> _Truth | None:
     """Decode a ground-truth JSON string once (every rollout of a prompt shares it)."""
     try:
         return _truth_from_value(json.loads(text))
-    except Exception:  # invalid JSON, too deep, or a number too large for a float
+    except (ValueError, RecursionError, OverflowError):  # invalid JSON, too deep, a number too large for a float
         return None
 
 
@@ -91,7 +91,7 @@ def _parse_truth(ground_truth: object) -> _Truth | None:
         return _truth_from_json(ground_truth)
     try:
         return _truth_from_value(ground_truth)
-    except Exception:  # e.g. an int too large for a float, or an object whose tolist()/get() fails
+    except Exception:  # noqa: BLE001 -- any decoded value, even an object whose tolist()/get() fails, is data
         return None
 
 

@@ -43,16 +43,16 @@ class ChatServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: ChatServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: the client reports failures."""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         if self.path.rstrip("/") != "/v1/models":
             self._send(404, _error(f"no route {self.path}"))
             return
         self._send(200, {"object": "list", "data": [{"id": self.server.model_name, "object": "model"}]})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._send(404, _error(f"no route {self.path}"))
             return

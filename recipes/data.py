@@ -10,14 +10,17 @@ DEFAULT_DATA = Path("data/rl/dl21")
 SPLITS = ("train.parquet", "val.parquet")
 
 
-def synthesize_small(output_dir: Path, samples_per_query: int = 4) -> Path:
-    """A few sets per dl21 query through the data-synthesis pipeline, as ``rearank synth --dataset dl21`` makes."""
+def synthesize_small(output_dir: Path, samples_per_query: int = 4, set_size: int = 20,
+                     max_passage_tokens: int = 300) -> Path:
+    """A few sets per dl21 query through the data-synthesis pipeline, as ``rearank synth --dataset dl21`` makes
+    (``--samples-per-query``, ``--set-size`` and ``--max-passage-tokens`` as given)."""
     from data_synthesis import SynthConfig, synthesize
     from data_synthesis.tokens import load_tokenizer
     from rearank.packs import load_qrels, load_requests
 
-    synthesize(load_requests(dataset="dl21"), load_qrels("dl21"), output_dir,
-               SynthConfig(samples_per_query=samples_per_query, data_source="rearank/dl21"),
+    config = SynthConfig(samples_per_query=samples_per_query, set_size=set_size,
+                         max_passage_tokens=max_passage_tokens, data_source="rearank/dl21")
+    synthesize(load_requests(dataset="dl21"), load_qrels("dl21"), output_dir, config,
                tokenizer=load_tokenizer("embedded"), tokenizer_name="embedded", progress=False)
     return output_dir
 

@@ -237,8 +237,8 @@ def check_reward_and_advantage(config: Any, train: Any, tokenizer: Any, n_rows: 
     for uid in dict.fromkeys(uids):
         group = {k: float(a) for k, a, u in zip(kinds, advantages, uids) if u == uid}
         _expect(group["ideal"] > 0 > group["garbage"], f"GRPO advantage signs in group {uid}: {group}")
-    lines = [f"{len(rows)} prompts x {len(KINDS)} tokenized completions scored by verl's "
-             f"'{config.reward.reward_manager.name}' reward manager through rearank.reward.compute_score"]
+    lines = [(f"{len(rows)} prompts x {len(KINDS)} tokenized completions scored by verl's "
+              f"'{config.reward.reward_manager.name}' reward manager through rearank.reward.compute_score")]
     for kind in KINDS:
         idx = [i for i, k in enumerate(kinds) if k == kind]
         mean_score = sum(scores[i] for i in idx) / len(idx)

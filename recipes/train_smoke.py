@@ -1,10 +1,12 @@
 """``make train-smoke``: a few GRPO steps on CPU with TRL, the embedded SmolLM2-135M-Instruct and the Rearank reward.
 
-The rows come from the same synthesized parquet as the verl recipe and are scored by the same
-``rearank.reward.compute_score`` (wrapped in TRL's reward-function signature); passages are cut to a few
-words and completions to a few dozen tokens so that a step takes seconds on a laptop. It shows the loop
--- sample a group, score, group-normalise, update with a KL penalty -- runs end to end; it does not train
-a useful reranker (SmolLM2-135M ranks near chance and 32 tokens cannot hold a 20-id answer).
+The rows are verl parquet rows from the data-synthesis pipeline, scored by the same
+``rearank.reward.compute_score`` as the verl recipe (wrapped in TRL's reward-function signature). To keep a
+step short on a laptop CPU the default rows are synthesized from dl21 with 5 passages of at most 24 tokens
+(``rearank synth --set-size 5 --max-passage-tokens 24``); ``--data`` uses the first rows of another parquet
+(20-passage sets make prompts ~4x longer). Passage turns are further cut to 8 words and completions to 32
+tokens. It shows the loop -- sample a group, score, group-normalise, update with a KL penalty -- runs end
+to end; it does not train a useful reranker (SmolLM2-135M ranks near chance).
 
     python -m recipes.train_smoke [--data DIR] [--steps 3] [--metrics metrics.json]
 """
@@ -24,7 +26,7 @@ from typing import Any
 
 from rearank.errors import RearankError
 from rearank.reward import compute_score
-from recipes.data import rl_data_dir
+from recipes.data import synthesize_small
 
 #: Metrics every logged step must carry, finite (TRL names, plus the reward parts logged by rearank_reward).
 REQUIRED_METRICS = ("reward", "reward_std", "kl", "completions/mean_length", "rearank/ndcg", "rearank/r_rank")
@@ -103,7 +105,8 @@ def check_logs(logs: Sequence[dict], steps: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, help="folder with train.parquet (rearank synth); default as train-check")
+    parser.add_argument("--data", type=Path, help="folder with train.parquet (rearank synth); default: 5-passage "
+                        "sets synthesized from the dl21 pack into a temporary folder")
     parser.add_argument("--steps", type=int, default=3, help="GRPO steps, one prompt each (3)")
     parser.add_argument("--generations", type=int, default=4, help="completions per prompt, the GRPO group (4)")
     parser.add_argument("--max-completion-length", type=int, default=32, help="tokens per completion (32)")
@@ -113,7 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="rearank-train-smoke-") as tmp:
-            data_dir = rl_data_dir(args.data, Path(tmp) / "data")
+            data_dir = args.data or synthesize_small(Path(tmp) / "data", samples_per_query=1, set_size=5,
+                                                     max_passage_tokens=24)
+            if not (data_dir / "train.parquet").is_file():
+                raise RearankError(f"{data_dir / 'train.parquet'} not found; make it with `rearank synth`")
             logs = run_smoke(data_dir, Path(tmp) / "out", args.steps, args.generations, args.max_completion_length)
         check_logs(logs, args.steps)
     except RearankError as err:

@@ -40,4 +40,5 @@ def sft_target(labels: Sequence[float], max_label: float | None = None) -> Messa
 
     ``max_label`` maps to score 10 (default: the set's highest label), as :func:`label_scores` does.
     """
-    return {"role": "assistant", "content": f"<reason>\n</reason>\n<answer>{format_scores(label_scores(labels, max_label))}</answer>"}
+    answer = format_scores(label_scores(labels, max_label))
+    return {"role": "assistant", "content": f"<reason>\n</reason>\n<answer>{answer}</answer>"}

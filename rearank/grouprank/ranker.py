@@ -41,7 +41,7 @@ def partition(n: int, size: int) -> list[tuple[int, int]]:
     if n <= 0:
         return []
     count = math.ceil(n / size)
-    bounds = [round(i * n / count) for i in range(count + 1)]
+    bounds = [i * n // count for i in range(count + 1)]
     return list(pairwise(bounds))
 
 
@@ -77,6 +77,25 @@ def min_max(values: Sequence[float]) -> list[float]:
     return [(v - low) / (high - low) for v in values]
 
 
+def check_group_settings(
+    *, group_size: int, group_step: int | None, shuffles: int, fusion_weight: float | None, fallback: str,
+    top_k: int, batch_size: int, max_passage_tokens: int | None,
+) -> None:
+    """Raise :class:`RearankError` for groupwise settings that cannot run (checked before loading a model)."""
+    for name, value, low in (("group_size", group_size, 2), ("shuffles", shuffles, 1), ("top_k", top_k, 1),
+                             ("batch_size", batch_size, 1)):
+        if value < low:
+            raise RearankError(f"{name} must be at least {low}, got {value}")
+    if group_step is not None and not 1 <= group_step <= group_size:
+        raise RearankError(f"group_step must be between 1 and group_size ({group_size}), got {group_step}")
+    if fusion_weight is not None and not 0.0 <= fusion_weight <= 1.0:
+        raise RearankError(f"fusion_weight must be between 0 and 1, got {fusion_weight}")
+    if fallback not in FALLBACKS:
+        raise RearankError(f"fallback must be one of {', '.join(FALLBACKS)}, got {fallback!r}")
+    if max_passage_tokens is not None and max_passage_tokens < 1:
+        raise RearankError(f"max_passage_tokens must be at least 1, got {max_passage_tokens}")
+
+
 @dataclass
 class _Query:
     """A query in progress: its top-k texts, summed group scores, counts and traces."""
@@ -90,7 +109,7 @@ class _Query:
 
 
 @dataclass(frozen=True)
-class _Group:
+class Group:
     """One LLM call: the candidate indices it presents, in presented order, and where it came from."""
 
     members: tuple[int, ...]
@@ -128,18 +147,9 @@ class GroupReranker:
         max_passage_tokens: int | None = MAX_PASSAGE_TOKENS,
         tokenizer: Tokenizer | None = None,
     ) -> None:
-        for name, value, low in (("group_size", group_size, 2), ("shuffles", shuffles, 1), ("top_k", top_k, 1),
-                                 ("batch_size", batch_size, 1)):
-            if value < low:
-                raise RearankError(f"{name} must be at least {low}, got {value}")
-        if group_step is not None and not 1 <= group_step <= group_size:
-            raise RearankError(f"group_step must be between 1 and group_size ({group_size}), got {group_step}")
-        if fusion_weight is not None and not 0.0 <= fusion_weight <= 1.0:
-            raise RearankError(f"fusion_weight must be between 0 and 1, got {fusion_weight}")
-        if fallback not in FALLBACKS:
-            raise RearankError(f"fallback must be one of {', '.join(FALLBACKS)}, got {fallback!r}")
-        if max_passage_tokens is not None and max_passage_tokens < 1:
-            raise RearankError(f"max_passage_tokens must be at least 1, got {max_passage_tokens}")
+        check_group_settings(group_size=group_size, group_step=group_step, shuffles=shuffles,
+                             fusion_weight=fusion_weight, fallback=fallback, top_k=top_k, batch_size=batch_size,
+                             max_passage_tokens=max_passage_tokens)
         if isinstance(backend, OracleBackend):
             backend = GroupOracleBackend(backend.qrels)
         self.backend = backend
@@ -159,7 +169,7 @@ class GroupReranker:
             return partition(n, self.group_size)
         return sliding_groups(n, self.group_size, self.group_step)
 
-    def groups(self, request: Request) -> list[_Group]:
+    def groups(self, request: Request) -> list[Group]:
         """Every group of one request, shuffle by shuffle; members are 0-based candidate indices."""
         n = min(len(request.candidates), self.top_k)
         spans = self.spans(n)
@@ -168,7 +178,7 @@ class GroupReranker:
             order = list(range(n))
             if shuffle:
                 random.Random(f"{self.seed}/{request.query.qid}/{shuffle}").shuffle(order)
-            groups.extend(_Group(tuple(order[start:end]), start, end, shuffle) for start, end in spans)
+            groups.extend(Group(tuple(order[start:end]), start, end, shuffle) for start, end in spans)
         return groups
 
     def rerank(
@@ -181,7 +191,7 @@ class GroupReranker:
         results: list[Result | None] = [None] * len(requests)
         total = sum(len(self.spans(min(len(r.candidates), self.top_k))) * self.shuffles for r in requests)
         bar = tqdm(total=total, unit="group", disable=not progress, desc="rerank groupwise", dynamic_ncols=True)
-        queue: deque[tuple[int, _Query, _Group]] = deque()
+        queue: deque[tuple[int, _Query, Group]] = deque()
         pending = iter(enumerate(requests))
         completion_tokens = 0
         started = time.perf_counter()
@@ -217,14 +227,14 @@ class GroupReranker:
             bar.close()
         return [r for r in results if r is not None]
 
-    def _start(self, request: Request) -> tuple[_Query, list[_Group]]:
+    def _start(self, request: Request) -> tuple[_Query, list[Group]]:
         groups = self.groups(request)
         n = min(len(request.candidates), self.top_k) if groups else 0
         texts = [passage_text(c, self.max_passage_tokens, self.tokenizer) for c in request.candidates[:n]]
         query = _Query(request, texts, pending=len(groups), totals=[0.0] * n, counts=[0] * n)
         return query, groups
 
-    def _prompt(self, query: _Query, group: _Group) -> Prompt:
+    def _prompt(self, query: _Query, group: Group) -> Prompt:
         request = query.request
         messages = build_messages(request.query.text, [query.texts[i] for i in group.members], self.template)
         docids = tuple(request.candidates[i].docid for i in group.members)
@@ -239,7 +249,7 @@ class GroupReranker:
             )
         return list(generations)
 
-    def _apply(self, query: _Query, group: _Group, generation: Generation) -> None:
+    def _apply(self, query: _Query, group: Group, generation: Generation) -> None:
         size = len(group.members)
         if generation.finish_reason == BACKEND_ERROR:
             status, scores = BACKEND_ERROR, None

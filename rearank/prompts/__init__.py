@@ -2,11 +2,13 @@
 
 from rearank.prompts.builder import (
     MAX_PASSAGE_TOKENS,
+    Tokenizer,
     build_messages,
-    clean_passage,
+    clean_passages,
     neutralize_ids,
     passage_text,
-    truncate,
+    passage_texts,
+    truncate_texts,
 )
 from rearank.prompts.templates import BUILTINS, FIELDS, PromptTemplate, load_template
 
@@ -15,10 +17,12 @@ __all__ = [
     "FIELDS",
     "MAX_PASSAGE_TOKENS",
     "PromptTemplate",
+    "Tokenizer",
     "build_messages",
-    "clean_passage",
+    "clean_passages",
     "load_template",
     "neutralize_ids",
     "passage_text",
-    "truncate",
+    "passage_texts",
+    "truncate_texts",
 ]

@@ -23,49 +23,62 @@ from rearank.types import Candidate
 MAX_PASSAGE_TOKENS = 300
 
 _BRACKETED_NUMBER = re.compile(r"\[\s*(\d+)\s*\]")
-_SPACES = re.compile(r"\s+")
 
 
 class Tokenizer(Protocol):
-    """What truncation needs from a tokenizer (a Hugging Face tokenizer fits)."""
+    """What truncation needs from a tokenizer (a Hugging Face tokenizer fits): batch encode, decode."""
 
-    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+    def __call__(self, text: list[str], add_special_tokens: bool = ...) -> Any: ...
 
-    def decode(self, ids: list[int], skip_special_tokens: bool = ...) -> str: ...
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = ...) -> str: ...
 
 
 def neutralize_ids(text: str) -> str:
     """Rewrite bracketed numbers ``[3]`` as ``(3)`` so passage text cannot pose as a passage identifier."""
-    return _BRACKETED_NUMBER.sub(r"(\1)", text)
+    return _BRACKETED_NUMBER.sub(r"(\1)", text) if "[" in text else text
 
 
-def truncate(text: str, max_tokens: int | None, tokenizer: Tokenizer | None = None) -> str:
-    """Cut ``text`` to ``max_tokens`` tokenizer tokens (or whitespace words without a tokenizer); None: no cut."""
+def truncate_texts(texts: Sequence[str], max_tokens: int | None, tokenizer: Tokenizer | None = None) -> list[str]:
+    """Cut each text to ``max_tokens`` tokenizer tokens (whitespace words without a tokenizer); None: no cut.
+
+    Only texts that may exceed the budget are tokenized, in one batch: a token spans at least one UTF-8
+    byte (byte-level BPE, WordPiece, SentencePiece with byte fallback), plus at most one leading space marker.
+    """
     if max_tokens is None:
-        return text
+        return list(texts)
     if tokenizer is None:
-        words = text.split()
-        return text if len(words) <= max_tokens else " ".join(words[:max_tokens])
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    if len(ids) <= max_tokens:
-        return text
-    return tokenizer.decode(list(ids[:max_tokens]), skip_special_tokens=True).strip()
+        return [t if len(words := t.split()) <= max_tokens else " ".join(words[:max_tokens]) for t in texts]
+    out = list(texts)
+    long = [i for i, t in enumerate(texts) if len(t.encode("utf-8")) + 1 > max_tokens]
+    if long:
+        encoded = tokenizer([texts[i] for i in long], add_special_tokens=False)["input_ids"]
+        for i, ids in zip(long, encoded):
+            if len(ids) > max_tokens:
+                out[i] = tokenizer.decode(list(ids[:max_tokens]), skip_special_tokens=True).strip()
+    return out
 
 
-def clean_passage(text: str, max_tokens: int | None = None, tokenizer: Tokenizer | None = None) -> str:
-    """Collapse whitespace, neutralize bracketed numbers, then truncate."""
-    return truncate(neutralize_ids(_SPACES.sub(" ", text).strip()), max_tokens, tokenizer)
+def clean_passages(texts: Sequence[str], max_tokens: int | None = None, tokenizer: Tokenizer | None = None) -> list[str]:
+    """Collapse whitespace, neutralize bracketed numbers (:func:`neutralize_ids`), then truncate."""
+    return truncate_texts([neutralize_ids(" ".join(t.split())) for t in texts], max_tokens, tokenizer)
+
+
+def passage_texts(
+    candidates: Sequence[Candidate], max_tokens: int | None = MAX_PASSAGE_TOKENS, tokenizer: Tokenizer | None = None
+) -> list[str]:
+    """Render candidates for the prompt: ``Title: … Content: …`` when there is a title (BEIR), else the text.
+
+    The texts are cleaned and truncated as :func:`clean_passages` does.
+    """
+    rendered = [f"Title: {c.title} Content: {c.text}" if c.title.strip() else c.text for c in candidates]
+    return clean_passages(rendered, max_tokens, tokenizer)
 
 
 def passage_text(
     candidate: Candidate, max_tokens: int | None = MAX_PASSAGE_TOKENS, tokenizer: Tokenizer | None = None
 ) -> str:
-    """Render a candidate for the prompt: ``Title: … Content: …`` when it has a title (BEIR), else its text.
-
-    The result is cleaned and truncated as :func:`clean_passage` does.
-    """
-    text = f"Title: {candidate.title} Content: {candidate.text}" if candidate.title.strip() else candidate.text
-    return clean_passage(text, max_tokens, tokenizer)
+    """One candidate rendered as :func:`passage_texts` does."""
+    return passage_texts([candidate], max_tokens, tokenizer)[0]
 
 
 def build_messages(
@@ -75,13 +88,15 @@ def build_messages(
     *,
     max_passage_tokens: int | None = None,
     tokenizer: Tokenizer | None = None,
+    clean: bool = True,
 ) -> list[Message]:
     """Build the chat messages of one listwise window.
 
     Order: system (if the template has one), the prefix exchange (if any), then for passage ``i``
     (1-based) a user turn ``[i] <passage>`` and an assistant acknowledgement, then the post prompt
-    carrying the query and the output format. Passages are cleaned (:func:`clean_passage`); pass
-    ``max_passage_tokens`` to truncate them here, or render them with :func:`passage_text` first.
+    carrying the query and the output format. Passages are cleaned (:func:`clean_passages`) and, with
+    ``max_passage_tokens``, truncated; ``clean=False`` skips both for texts that come from
+    :func:`passage_texts` already.
     """
     tpl = load_template(template)
     values: dict[str, Any] = {"query": query, "num": len(passages)}
@@ -91,8 +106,8 @@ def build_messages(
     if tpl.prefix_user:
         messages.append({"role": "user", "content": tpl.prefix_user.format(**values)})
         messages.append({"role": "assistant", "content": tpl.prefix_assistant.format(**values)})
-    for index, passage in enumerate(passages, start=1):
-        text = clean_passage(passage, max_passage_tokens, tokenizer)
+    texts = clean_passages(passages, max_passage_tokens, tokenizer) if clean else passages
+    for index, text in enumerate(texts, start=1):
         messages.append({"role": "user", "content": tpl.passage_user.format(index=index, passage=text)})
         messages.append({"role": "assistant", "content": tpl.passage_assistant.format(index=index)})
     messages.append({"role": "user", "content": tpl.post.format(**values)})

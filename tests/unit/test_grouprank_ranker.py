@@ -1,3 +1,4 @@
+import json
 import math
 
 import pytest
@@ -79,7 +80,11 @@ def test_calls_per_query_is_n_over_g_per_shuffle():
 
 def test_mean_over_sliding_groups():
     # groups (0,3), (1,4), (2,5): d1 is scored 10 then 0 (mean 5), d2 is 6, 6, 6; d0 gets 4, d3 and d4 get 1
-    table = {("q-d0", "q-d1", "q-d2"): [4, 10, 6], ("q-d1", "q-d2", "q-d3"): [0, 6, 1], ("q-d2", "q-d3", "q-d4"): [6, 1, 1]}
+    table = {
+        ("q-d0", "q-d1", "q-d2"): [4, 10, 6],
+        ("q-d1", "q-d2", "q-d3"): [0, 6, 1],
+        ("q-d2", "q-d3", "q-d4"): [6, 1, 1],
+    }
     backend = TableBackend(lambda p: f"<reason>r</reason><answer>{format_scores(table[p.docids])}</answer>")
     [result] = GroupReranker(backend, group_size=3, group_step=1).rerank([make_request("q", 5)], progress=False)
     # mean: d2 6 > d1 5 > d0 4 > d3 1 = d4 1 (ties keep the retriever order); max or last would differ
@@ -226,3 +231,15 @@ def test_settings_reach_the_backend():
     settings = SamplingSettings(max_new_tokens=64, temperature=0.5)
     GroupReranker(Recorder(lambda p: "x"), settings=settings).rerank([make_request("q", 3)], progress=False)
     assert seen == [settings]
+
+
+@given(st.lists(st.text(max_size=60) | st.dictionaries(st.sampled_from(["[1]", "[2]", "3", "[9]", "x"]),
+                                                          st.integers(-5, 15) | st.floats() | st.text(max_size=3))
+                .map(lambda d: f"<reason>r</reason><answer>{json.dumps(d)}</answer>"), min_size=1, max_size=8),
+       st.integers(1, 12), st.integers(2, 5), st.sampled_from([None, 0.3]))
+def test_any_answers_give_a_permutation_of_the_candidates(answers, n, size, alpha):
+    counter = iter(range(10**6))
+    backend = TableBackend(lambda p: answers[next(counter) % len(answers)])
+    [result] = GroupReranker(backend, group_size=size, shuffles=2, fusion_weight=alpha).rerank(
+        [make_request("q", n)], progress=False)
+    assert sorted(docids(result)) == sorted(f"q-d{i}" for i in range(n))

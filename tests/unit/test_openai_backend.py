@@ -6,6 +6,7 @@ hf backend) is tests/slow/test_openai_server.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import socket
@@ -67,10 +68,10 @@ class Stub(ThreadingHTTPServer):
 class _StubHandler(BaseHTTPRequestHandler):
     server: Stub
 
-    def log_message(self, format, *args):  # noqa: A002
+    def log_message(self, format, *args):
         pass
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         record = {"t": time.monotonic(), "path": self.path, "auth": self.headers.get("Authorization"), "body": body}
         reply = self.server.next_reply(record)
@@ -173,7 +174,7 @@ def test_retries_429_and_5xx_with_growing_backoff(stub):
     assert gen.finish_reason == "stop" and gen.text == "echo: x"
     times = [r["t"] for r in server.requests]
     assert len(times) == 4
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps[0] >= 0.1 and gaps[1] >= 0.2 and gaps[2] >= 0.4, gaps
 
 

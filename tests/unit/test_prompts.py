@@ -8,10 +8,11 @@ from rearank.prompts import (
     BUILTINS,
     PromptTemplate,
     build_messages,
-    clean_passage,
+    clean_passages,
     load_template,
     passage_text,
-    truncate,
+    passage_texts,
+    truncate_texts,
 )
 from rearank.types import Candidate
 
@@ -47,13 +48,13 @@ def test_bracketed_numbers_in_passages_are_neutralized():
         assert re.findall(r"\[\s*(\d+)\s*\]", content) == [str(i)]
     assert "(3)" in passage_turns[0] and "(12)" in passage_turns[2]
     # a model that echoes a passage instead of answering yields no fake identifier
-    echoed = parse_answer(clean_passage(PASSAGES[0]), n=3)
+    echoed = parse_answer(clean_passages(PASSAGES)[0], n=3)
     assert echoed.n_ids == 0 and echoed.status == "wrong_format"
     assert parse_answer(PASSAGES[0], n=3).n_ids == 1  # what the raw text would have produced
 
 
 def test_whitespace_collapsed_and_beir_title_rendered():
-    assert clean_passage("a \n\t b  ") == "a b"
+    assert clean_passages(["a \n\t b  ", "[1] x [2]"]) == ["a b", "(1) x (2)"]
     assert passage_text(Candidate("d1", 1.0, text="Body text.", title="My Title")) == "Title: My Title Content: Body text."
     assert passage_text(Candidate("d2", 1.0, text="Only body.")) == "Only body."
 
@@ -61,8 +62,12 @@ def test_whitespace_collapsed_and_beir_title_rendered():
 class CharTokenizer:
     """One token per character: enough to check token-budget truncation."""
 
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, texts, add_special_tokens=False):
+        self.seen.extend(texts)
+        return {"input_ids": [[ord(c) for c in text] for text in texts]}
 
     def decode(self, ids, skip_special_tokens=True):
         return "".join(chr(i) for i in ids)
@@ -70,13 +75,15 @@ class CharTokenizer:
 
 def test_truncation_by_words_and_by_tokenizer():
     text = " ".join(f"w{i}" for i in range(500))
-    assert truncate(text, 300).split() == [f"w{i}" for i in range(300)]
-    assert truncate("short text", 300) == "short text"
-    assert truncate(text, None) == text
-    assert truncate(text, 10, CharTokenizer()) == "w0 w1 w2 w"
+    assert truncate_texts([text, "short text"], 300) == [" ".join(f"w{i}" for i in range(300)), "short text"]
+    assert truncate_texts([text], None) == [text]
+    tokenizer = CharTokenizer()
+    assert truncate_texts([text, "w1 w2", "x" * 9], 10, tokenizer) == ["w0 w1 w2 w", "w1 w2", "x" * 9]
+    assert tokenizer.seen == [text]  # texts shorter than the budget in bytes are not tokenized
     long = Candidate("d", 0.0, text=text)
     assert len(passage_text(long).split()) == 300
     assert len(passage_text(long, max_tokens=50, tokenizer=CharTokenizer())) <= 50
+    assert passage_texts([long, Candidate("e", 0.0, text="tiny")], 2) == ["w0 w1", "tiny"]
     messages = build_messages("q", [text], "rearank", max_passage_tokens=5)
     assert messages[1]["content"] == "[1] w0 w1 w2 w3 w4"
 

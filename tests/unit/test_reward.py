@@ -5,7 +5,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rearank.answer import format_answer
 from rearank.reward import PARSE_STATUSES, RANK_REWARDS, compute_score, parse_ground_truth
