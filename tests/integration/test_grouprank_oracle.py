@@ -8,7 +8,7 @@ import pytest
 
 from rearank.backends.base import Prompt, SamplingSettings
 from rearank.cli import main
-from rearank.grouprank import GROUPRANK_TEMPLATE, GroupOracleBackend, GroupReranker
+from rearank.grouprank import GroupOracleBackend, GroupReranker
 from rearank.grouprank.parser import format_scores
 from rearank.grouprank.reward import compute_score
 from rearank.io.trec import read_run
@@ -91,12 +91,12 @@ def test_cli_groupwise_oracle(dl19_data, tmp_path, capsys):
 
 
 def test_synthesized_groupwise_rows_reward_the_oracle(dl21, monkeypatch, tmp_path):
-    """`rearank synth --template <grouprank.yaml>` rows: the oracle's completion earns the full R_rank and
+    """`rearank synth --mode groupwise` rows: the oracle's completion earns the full R_rank and
     R_recall from the row's ground truth alone; a shuffled one earns less."""
     synthesis = pytest.importorskip("data_synthesis.pipeline")
     monkeypatch.setenv("REARANK_DATA", str(dl21.parents[1]))
     requests, qrels = load_requests(dataset="dl21", max_queries=8), load_qrels("dl21")
-    config = synthesis.SynthConfig(samples_per_query=2, template=str(GROUPRANK_TEMPLATE), val_fraction=0.0)
+    config = synthesis.SynthConfig(samples_per_query=2, mode="groupwise", val_fraction=0.0)
     synthesis.synthesize(requests, qrels, tmp_path, config, progress=False)
     rows = pd.read_parquet(tmp_path / "train.parquet")
     assert len(rows) > 5

@@ -178,6 +178,22 @@ def test_synthesize_writes_verl_rows_split_by_query(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(written["outputs"])  # no temp files left
 
 
+def test_groupwise_mode_writes_grouprank_prompts_and_score_targets(tmp_path):
+    requests = [make_request(f"q{i}", 30) for i in range(4)]
+    qrels = make_qrels(requests)
+    config = SynthConfig(samples_per_query=3, set_size=5, val_fraction=0.0, sft=True, mode="groupwise")
+    synthesize(requests, qrels, tmp_path, config, progress=False)
+    rows = read_rows(tmp_path / "train.parquet")
+    assert rows and all("<reason>" in r["prompt"][-1]["content"] for r in rows)
+    sft = [json.loads(line) for line in (tmp_path / "sft_train.jsonl").read_text().splitlines()]
+    labels = json.loads(rows[0]["reward_model"]["ground_truth"])["labels"]
+    target = sft[0]["completion"][0]["content"]
+    scores = json.loads(target.split("<answer>")[1].split("</answer>")[0])
+    assert [scores[f"[{i + 1}]"] for i in range(len(labels))] == [round(10 * g / 3) for g in labels]
+    with pytest.raises(RearankError, match="mode"):
+        SynthConfig(mode="pairwise").check()
+
+
 def test_query_order_does_not_change_a_querys_sets(tmp_path):
     requests = [make_request(f"q{i}", 30) for i in range(6)]
     qrels = make_qrels(requests)
