@@ -34,7 +34,7 @@ from recipes.data import rl_data_dir
 
 RECIPES = ("rearank_grpo", "rearank_grpo_debug")
 VERL_CONFIG = "pkg://verl.trainer.config"
-#: Completion kinds scored in every GRPO group, with the score the reward's definition gives them.
+#: Completion kinds scored for every prompt; together they form one GRPO group (expected scores: expected_score).
 KINDS = ("ideal", "presented", "reversed", "garbage")
 THINK = "<think>Passages that answer the query directly come first; off-topic ones go last.</think>\n"
 

@@ -2,13 +2,15 @@
 
 The rows are verl parquet rows from the data-synthesis pipeline, scored by the same
 ``rearank.reward.compute_score`` as the verl recipe (wrapped in TRL's reward-function signature). To keep a
-step short on a laptop CPU the default rows are synthesized from dl21 with 5 passages of at most 24 tokens
-(``rearank synth --set-size 5 --max-passage-tokens 24``); ``--data`` uses the first rows of another parquet
-(20-passage sets make prompts ~4x longer). Passage turns are further cut to 8 words and completions to 32
-tokens. It shows the loop -- sample a group, score, group-normalise, update with a KL penalty -- runs end
-to end; it does not train a useful reranker (SmolLM2-135M ranks near chance).
+step short on a laptop CPU the default rows are synthesized from dl21 with 5 passages of at most 24 tokens;
+passage turns are further cut to 8 words and completions to 32 tokens. The default prompt is the answer-only
+``rankgpt`` template: with the reasoning template SmolLM2-135M writes no passage id within 32 tokens, so every
+reward is 0, GRPO's advantages vanish and the policy never moves; answer-only prompts get some ids, so
+rewards differ within a group and the update (and the KL) is real. ``--template rearank`` or ``--data DIR``
+(first rows of another synthesized parquet) change that. It shows the loop -- sample a group, score,
+group-normalise, update with a KL penalty -- runs end to end; it does not train a useful reranker.
 
-    python -m recipes.train_smoke [--data DIR] [--steps 3] [--metrics metrics.json]
+    python -m recipes.train_smoke [--data DIR | --template rearank] [--steps 3] [--metrics metrics.json]
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="folder with train.parquet (rearank synth); default: 5-passage "
                         "sets synthesized from the dl21 pack into a temporary folder")
+    parser.add_argument("--template", default="rankgpt", help="prompt template of the synthesized rows (rankgpt)")
     parser.add_argument("--steps", type=int, default=3, help="GRPO steps, one prompt each (3)")
     parser.add_argument("--generations", type=int, default=4, help="completions per prompt, the GRPO group (4)")
     parser.add_argument("--max-completion-length", type=int, default=32, help="tokens per completion (32)")
@@ -117,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="rearank-train-smoke-") as tmp:
             data_dir = args.data or synthesize_small(Path(tmp) / "data", samples_per_query=1, set_size=5,
-                                                     max_passage_tokens=24)
+                                                     max_passage_tokens=24, template=args.template)
             if not (data_dir / "train.parquet").is_file():
                 raise RearankError(f"{data_dir / 'train.parquet'} not found; make it with `rearank synth`")
             logs = run_smoke(data_dir, Path(tmp) / "out", args.steps, args.generations, args.max_completion_length)
