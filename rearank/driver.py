@@ -49,8 +49,9 @@ def check_settings(
     *, window: int, step: int, passes: int, top_k: int, batch_size: int, max_passage_tokens: int | None
 ) -> None:
     """Raise :class:`RearankError` for window settings the driver cannot run (checked before loading a model)."""
+    passage = 1 if max_passage_tokens is None else max_passage_tokens
     for name, value, low in (("window", window, 2), ("step", step, 1), ("passes", passes, 1), ("top_k", top_k, 1),
-                             ("batch_size", batch_size, 1), ("max_passage_tokens", 1 if max_passage_tokens is None else max_passage_tokens, 1)):
+                             ("batch_size", batch_size, 1), ("max_passage_tokens", passage, 1)):
         if value < low:
             raise RearankError(f"{name} must be at least {low}, got {value}")
     if step > window:

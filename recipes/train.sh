@@ -15,7 +15,7 @@
 # Examples:
 #   recipes/train.sh trainer.logger='[console,wandb]'
 #   RECIPE=rearank_grpo_debug recipes/train.sh
-#   recipes/train.sh trainer.experiment_name=absolute +reward.custom_reward_function.reward_kwargs.rank_reward=absolute
+#   recipes/train.sh trainer.experiment_name=absolute reward.custom_reward_function.reward_kwargs.rank_reward=absolute
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -20,25 +20,26 @@ class HFBackend:
     ``device``: ``cpu``/``cuda``/``cuda:1``…; default ``cuda`` when available. ``dtype``: default
     float32 on CPU, ``auto`` elsewhere (bfloat16 when the GPU supports it, else float16).
     ``batch_size`` prompts go through one ``generate`` call; prompts are grouped by length first
-    to keep padding small.
+    to keep padding small. Default: 8 on a GPU, 1 on CPU, where padded batches measured slower than one
+    prompt at a time (``bench/bench_driver.py``).
     """
 
     name = "hf"
 
     def __init__(self, model: str | None = None, *, device: str | None = None, dtype: str | None = None,
-                 batch_size: int = 8, trust_remote_code: bool = False) -> None:
+                 batch_size: int | None = None, trust_remote_code: bool = False) -> None:
         try:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as err:
             raise RearankError(f"the hf backend needs torch and transformers ({err}); install `rearank[hf]` "
                                "(CPU: `pip install torch==2.13.0` first)") from err
-        if batch_size < 1:
+        if batch_size is not None and batch_size < 1:
             raise RearankError(f"batch_size must be >= 1, got {batch_size}")
         if dtype is not None and dtype not in _DTYPES:
             raise RearankError(f"unknown dtype {dtype!r}; choose one of {', '.join(_DTYPES)}")
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.batch_size = batch_size
+        self.batch_size = batch_size or (1 if self.device == "cpu" else 8)
         self._torch = torch
         source = resolve_model(model)
         self.model_path = source.path

@@ -29,6 +29,16 @@ EMBEDDED_MAX_NEW_TOKENS = 256
 ALL_CANDIDATES = sys.maxsize
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Show a default only when there is one and the help text does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, [], argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action) or text
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``rerank`` subcommand."""
     p = subparsers.add_parser(
@@ -37,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Rerank a first-stage run with a listwise LLM over sliding windows (Rearank / RankGPT), "
         "batching the windows of many queries per backend call. Writes a TREC run, per-window traces "
         "(JSONL) and run statistics (<output>.stats.json).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     src = p.add_argument_group("input (one of --dataset, --run, --requests)")
     source = src.add_mutually_exclusive_group(required=True)
@@ -61,11 +71,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help=f"generation budget per window (default {DEFAULT_MAX_NEW_TOKENS}; "
                        f"{EMBEDDED_MAX_NEW_TOKENS} with the embedded model)")
     model.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    model.add_argument("--top-p", type=float, default=1.0)
-    model.add_argument("--seed", type=int, default=0)
+    model.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (with --temperature > 0)")
+    model.add_argument("--seed", type=int, default=0, help="sampling seed (and groupwise shuffle seed)")
 
     rank = p.add_argument_group("reranking")
-    rank.add_argument("--mode", choices=("listwise", "groupwise"), default="listwise")
+    rank.add_argument("--mode", choices=("listwise", "groupwise"), default="listwise",
+                      help="listwise sliding windows, or groupwise scoring (GroupRank)")
     rank.add_argument("--prompt", help="builtin template (rearank, rankgpt) or a YAML template file "
                       "(default: rearank; grouprank for --mode groupwise)")
     rank.add_argument("--window", type=int, default=20, help="passages per window")

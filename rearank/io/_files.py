@@ -107,11 +107,19 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
         else:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 yield handle
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the mode open() would
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it, so set it straight back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def check_field(value: object, what: str) -> str:

@@ -4,10 +4,12 @@ from rearank.prompts.builder import (
     MAX_PASSAGE_TOKENS,
     Tokenizer,
     build_messages,
+    clean_passage,
     clean_passages,
     neutralize_ids,
     passage_text,
     passage_texts,
+    truncate,
     truncate_texts,
 )
 from rearank.prompts.templates import BUILTINS, FIELDS, PromptTemplate, load_template
@@ -19,10 +21,12 @@ __all__ = [
     "PromptTemplate",
     "Tokenizer",
     "build_messages",
+    "clean_passage",
     "clean_passages",
     "load_template",
     "neutralize_ids",
     "passage_text",
     "passage_texts",
+    "truncate",
     "truncate_texts",
 ]

@@ -58,9 +58,21 @@ def truncate_texts(texts: Sequence[str], max_tokens: int | None, tokenizer: Toke
     return out
 
 
-def clean_passages(texts: Sequence[str], max_tokens: int | None = None, tokenizer: Tokenizer | None = None) -> list[str]:
+def truncate(text: str, max_tokens: int | None, tokenizer: Tokenizer | None = None) -> str:
+    """One text cut as :func:`truncate_texts` does."""
+    return truncate_texts([text], max_tokens, tokenizer)[0]
+
+
+def clean_passages(
+    texts: Sequence[str], max_tokens: int | None = None, tokenizer: Tokenizer | None = None
+) -> list[str]:
     """Collapse whitespace, neutralize bracketed numbers (:func:`neutralize_ids`), then truncate."""
     return truncate_texts([neutralize_ids(" ".join(t.split())) for t in texts], max_tokens, tokenizer)
+
+
+def clean_passage(text: str, max_tokens: int | None = None, tokenizer: Tokenizer | None = None) -> str:
+    """One text cleaned as :func:`clean_passages` does."""
+    return clean_passages([text], max_tokens, tokenizer)[0]
 
 
 def passage_texts(

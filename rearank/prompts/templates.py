@@ -137,7 +137,7 @@ def check_field(text: str, field: str, path: str = "<template>", line: int | Non
         if name is None:
             continue
         if name == "" or name.isdigit():
-            raise FormatError(path, line, f"field {field!r}: positional placeholder {{{name}}}; use named ones: {allowed}")
+            raise FormatError(path, line, f"field {field!r}: positional placeholder {{{name}}}; use named: {allowed}")
         if name not in rule.allowed:
             raise FormatError(path, line, f"field {field!r}: unknown placeholder {{{name}}}; allowed: {allowed}")
         if spec or conversion:

@@ -51,7 +51,8 @@ class SortingBackend:
 
 
 def request(qid, worths, text="query"):
-    cands = [Candidate(f"{qid}-d{i}", float(len(worths) - i), text=f"passage {i} worth {w}") for i, w in enumerate(worths)]
+    cands = [Candidate(f"{qid}-d{i}", float(len(worths) - i), text=f"passage {i} worth {w}")
+             for i, w in enumerate(worths)]
     return Request(Query(qid, f"{text} {qid}"), cands)
 
 

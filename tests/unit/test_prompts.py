@@ -8,10 +8,12 @@ from rearank.prompts import (
     BUILTINS,
     PromptTemplate,
     build_messages,
+    clean_passage,
     clean_passages,
     load_template,
     passage_text,
     passage_texts,
+    truncate,
     truncate_texts,
 )
 from rearank.types import Candidate
@@ -55,7 +57,9 @@ def test_bracketed_numbers_in_passages_are_neutralized():
 
 def test_whitespace_collapsed_and_beir_title_rendered():
     assert clean_passages(["a \n\t b  ", "[1] x [2]"]) == ["a b", "(1) x (2)"]
-    assert passage_text(Candidate("d1", 1.0, text="Body text.", title="My Title")) == "Title: My Title Content: Body text."
+    assert clean_passage("a  [7]\nb", 2) == "a (7)"
+    titled = Candidate("d1", 1.0, text="Body text.", title="My Title")
+    assert passage_text(titled) == "Title: My Title Content: Body text."
     assert passage_text(Candidate("d2", 1.0, text="Only body.")) == "Only body."
 
 
@@ -77,6 +81,7 @@ def test_truncation_by_words_and_by_tokenizer():
     text = " ".join(f"w{i}" for i in range(500))
     assert truncate_texts([text, "short text"], 300) == [" ".join(f"w{i}" for i in range(300)), "short text"]
     assert truncate_texts([text], None) == [text]
+    assert truncate(text, 3) == "w0 w1 w2"
     tokenizer = CharTokenizer()
     assert truncate_texts([text, "w1 w2", "x" * 9], 10, tokenizer) == ["w0 w1 w2 w", "w1 w2", "x" * 9]
     assert tokenizer.seen == [text]  # texts shorter than the budget in bytes are not tokenized

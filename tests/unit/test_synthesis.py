@@ -189,7 +189,8 @@ def test_groupwise_mode_writes_grouprank_prompts_and_score_targets(tmp_path):
     labels = json.loads(rows[0]["reward_model"]["ground_truth"])["labels"]
     target = sft[0]["completion"][0]["content"]
     scores = json.loads(target.split("<answer>")[1].split("</answer>")[0])
-    assert [scores[f"[{i + 1}]"] for i in range(len(labels))] == [round(10 * g / 3) for g in labels]
+    top = max(g for judged in qrels.values() for g in judged.values())  # the highest grade maps to 10
+    assert [scores[f"[{i + 1}]"] for i in range(len(labels))] == [round(10 * g / top) for g in labels]
     with pytest.raises(RearankError, match="mode"):
         SynthConfig(mode="pairwise").check()
 
