@@ -113,6 +113,13 @@ def run(args: argparse.Namespace) -> int:
         check_settings(window=args.window, step=args.step, passes=args.passes, top_k=args.top_k,
                        batch_size=args.batch_size, max_passage_tokens=args.max_passage_tokens)
         load_template(args.prompt or "rearank")
+    else:
+        from rearank.grouprank import check_group_settings, load_group_template
+
+        check_group_settings(group_size=args.group_size, group_step=args.group_step, shuffles=args.shuffles,
+                             fusion_weight=args.fusion_weight, fallback=args.fallback, top_k=args.top_k,
+                             batch_size=args.batch_size, max_passage_tokens=args.max_passage_tokens)
+        load_group_template(args.prompt)
     requests = packs.load_requests(
         dataset=args.dataset, run=args.run or args.requests, topics=args.topics, docs=args.docs,
         top_k=ALL_CANDIDATES, skip_missing=args.skip_missing, max_queries=args.max_queries,
