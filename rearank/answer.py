@@ -8,16 +8,17 @@ repairs them into a full permutation and classifies the output. It never raises.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence, TypeVar
+from typing import TypeVar
 
 #: Every status a window output can get, best first.
 STATUSES = ("ok", "missing_ids", "repetition", "out_of_range", "wrong_format", "truncated")
 
-_ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
-_ANSWER_OPEN = re.compile(r"<answer>", re.I)
-_THINK_CLOSE = re.compile(r"</think>", re.I)
-_TAGS_IN_ORDER = re.compile(r"<think>.*?</think>.*?<answer>.*?</answer>", re.S | re.I)
+_ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 _BRACKET_ID = re.compile(r"\[\s*(\d{1,9})\s*\]")
 _BARE_CHAIN = re.compile(r"\d{1,9}(?:\s*>\s*\d{1,9})+")
 _STRICT_CHAIN = re.compile(r"\s*\[\d{1,9}\](?:\s*>\s*\[\d{1,9}\])*\s*")
@@ -47,7 +48,8 @@ def answer_span(text: str) -> tuple[str, bool]:
     """Return the answer part of ``text`` and whether it is truncated (``<answer>`` never closed).
 
     The last complete ``<answer>`` block wins; else the text after an unclosed ``<answer>``;
-    else the text after the last ``</think>``; else the whole text.
+    else nothing (truncated) when a ``<think>`` is never closed, so ids mentioned while reasoning never
+    count as an answer; else the text after the last ``</think>``; else the whole text.
     """
     blocks = _ANSWER_BLOCK.findall(text)
     if blocks:
@@ -56,9 +58,24 @@ def answer_span(text: str) -> tuple[str, bool]:
     if opens:
         return text[opens[-1].end():], True
     closes = list(_THINK_CLOSE.finditer(text))
+    last_open = max((m.start() for m in _THINK_OPEN.finditer(text)), default=-1)
+    if last_open >= 0 and (not closes or closes[-1].start() < last_open):
+        return "", True
     if closes:
         return text[closes[-1].end():], False
     return text, False
+
+
+def _tags_in_order(text: str) -> bool:
+    """``<think>`` … ``</think>`` … ``<answer>`` … ``</answer>``, in that order (case-insensitive)."""
+    low = text.lower()
+    pos = 0
+    for tag in ("<think>", "</think>", "<answer>", "</answer>"):
+        pos = low.find(tag, pos)
+        if pos < 0:
+            return False
+        pos += len(tag)
+    return True
 
 
 def parse_answer(text: object, n: int, hit_token_limit: bool = False) -> ParsedAnswer:
@@ -68,7 +85,8 @@ def parse_answer(text: object, n: int, hit_token_limit: bool = False) -> ParsedA
     out-of-range ids are dropped, duplicates keep their first place, missing ids are
     appended in their presented order. Status precedence: truncated (no closing
     ``</answer>`` after an opening one, or ``hit_token_limit``) > wrong_format (no id) >
-    out_of_range > repetition > missing_ids > ok.
+    out_of_range > repetition > missing_ids > ok. A ``<think>`` that is never closed (and no
+    ``<answer>``) is truncated and keeps the presented order.
     """
     if not isinstance(text, str):
         text = ""
@@ -106,7 +124,7 @@ def parse_answer(text: object, n: int, hit_token_limit: bool = False) -> ParsedA
     else:
         status = "ok"
 
-    has_tags = bool(_TAGS_IN_ORDER.search(text))
+    has_tags = _tags_in_order(text)
     blocks = _ANSWER_BLOCK.findall(text)
     strict = bool(
         blocks

@@ -8,7 +8,7 @@ trec_eval binding per set would dominate the cost. Agrees with trec_eval's
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 _DISCOUNT = tuple(1.0 / math.log2(i + 2) for i in range(1000))
 

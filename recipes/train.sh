@@ -21,10 +21,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RECIPE=${RECIPE:-rearank_grpo}
 PYTHON=${PYTHON:-python}
-DATA=${REARANK_RL_DATA:-data/rl/dl21}
-CKPT_ROOT=${CKPT_ROOT:-checkpoints}
-DATA=$(realpath -m "$DATA")
-CKPT_ROOT=$(realpath -m "$CKPT_ROOT")
+abspath() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+DATA=$(abspath "${REARANK_RL_DATA:-data/rl/dl21}")
+CKPT_ROOT=$(abspath "${CKPT_ROOT:-checkpoints}")
 
 if [[ ! -f "$ROOT/recipes/$RECIPE.yaml" ]]; then
   echo "train.sh: no recipe $ROOT/recipes/$RECIPE.yaml (RECIPE=rearank_grpo or rearank_grpo_debug)" >&2

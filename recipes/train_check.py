@@ -77,6 +77,10 @@ def check_config(config: Any) -> str:
     _expect(actor.ppo_max_token_len_per_gpu >= longest,
             f"actor.ppo_max_token_len_per_gpu ({actor.ppo_max_token_len_per_gpu}) >= prompt + response ({longest})")
     gpus = trainer.n_gpus_per_node * trainer.nnodes
+    _expect(data.train_batch_size % actor.ppo_mini_batch_size == 0,
+            f"train_batch_size ({data.train_batch_size}) is whole mini-batches of {actor.ppo_mini_batch_size}")
+    _expect(actor.ppo_mini_batch_size * rollout.n % gpus == 0,
+            f"a mini-batch ({actor.ppo_mini_batch_size} x {rollout.n} responses) splits evenly over {gpus} GPUs")
     _expect(gpus % rollout.tensor_model_parallel_size == 0,
             f"rollout tensor parallel size {rollout.tensor_model_parallel_size} divides {gpus} GPUs")
     _expect(rollout.prompt_length == data.max_prompt_length and rollout.response_length == data.max_response_length,
@@ -270,7 +274,8 @@ def run_checks(data_dir: Path, model_dir: Path, n_rows: int = 4) -> list[str]:
         lines.append(f"[ok] {name}: composes and validates -- {check_config(compose_recipe(name))}")
     for variant in ("absolute", "difference"):
         check_config(compose_recipe("rearank_grpo", [f"reward.custom_reward_function.reward_kwargs.rank_reward={variant}"]))
-    lines.append("[ok] reward variants absolute/difference accepted through reward_kwargs")
+    two_nodes = check_config(compose_recipe("rearank_grpo", ["trainer.nnodes=2"]))
+    lines.append(f"[ok] reward variants absolute/difference accepted through reward_kwargs; 2 nodes: {two_nodes}")
 
     config = local_config(model_dir, data_dir)
     tokenizer, train, val = load_datasets(config)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 Message = dict  # {"role": "system"|"user"|"assistant", "content": str}

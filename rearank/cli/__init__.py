@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     for ep in sorted(entry_points(group="rearank.commands"), key=lambda e: e.name):
         try:
             ep.load()(sub)
-        except Exception as err:  # a broken plugin must not take the other commands down
+        except Exception as err:  # noqa: BLE001 - a broken plugin must not take the other commands down
             _register_unavailable(sub, ep.name, f"{type(err).__name__}: {err}")
     return parser
 

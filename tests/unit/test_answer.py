@@ -1,4 +1,5 @@
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rearank.answer import STATUSES, apply_permutation, format_answer, parse_answer
 
@@ -27,6 +28,21 @@ def test_truncated_and_wrong_format():
     assert parse_answer("<answer>[1] > [2]</answer>", 2, hit_token_limit=True).status == "truncated"
     p = parse_answer("I cannot rank these.", 3)
     assert p.status == "wrong_format" and p.permutation == (0, 1, 2)
+
+
+def test_unclosed_think_is_truncated_and_ignores_ids_in_reasoning():
+    p = parse_answer("<think>[3] looks best, then [2]", 3)
+    assert p.status == "truncated" and p.permutation == (0, 1, 2) and p.n_ids == 0
+    # a closed think followed by a later unclosed one is still cut off mid-reasoning
+    assert parse_answer("<think>a</think> <think>[2] > [1]", 2).permutation == (0, 1)
+    # an answer block wins even when the think was never closed
+    assert parse_answer("<think>[1] <answer>[2] > [1]</answer>", 2).permutation == (1, 0)
+
+
+def test_tags_must_be_in_order():
+    assert parse_answer("<THINK>x</THINK><Answer>[1]</Answer>", 1).has_tags
+    assert not parse_answer("<answer>[1]</answer><think>x</think>", 1).has_tags
+    assert not parse_answer("<think>x<answer>[1]</answer>", 1).has_tags
 
 
 def test_fallbacks_after_think_and_whole_text():

@@ -1,5 +1,8 @@
+from itertools import pairwise
+
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rearank.window import schedule
 
@@ -25,7 +28,7 @@ def test_schedule_pinned_for_n_1_to_250(n):
     # ends at rank 0 and starts at the bottom
     assert wins[-1][0] == 0 and wins[0][1] == n
     # consecutive windows overlap, so an item can bubble from the bottom to the top
-    assert all(b[0] < a[0] and b[1] > a[0] for a, b in zip(wins, wins[1:]))
+    assert all(b[0] < a[0] and b[1] > a[0] for a, b in pairwise(wins))
     # the count: ceil((n - 20) / 10) + 1 windows for n > 20
     assert len(wins) == (1 if n <= 20 else -(-(n - 20) // 10) + 1)
 
