@@ -27,13 +27,16 @@ class OracleBackend:
         """Answer every prompt with the judged order of its window."""
         return [self._answer(prompt) for prompt in prompts]
 
+    def answer_text(self, labels: Sequence[int]) -> str:
+        """The completion for a window whose passages have these graded ``labels`` (presented order)."""
+        order = sorted(range(len(labels)), key=lambda i: -labels[i])  # stable: ties keep presented order
+        grades = ", ".join(f"[{i + 1}]={label}" for i, label in enumerate(labels))
+        return f"<think>Relevance judgments: {grades}.</think>\n<answer>{format_answer(order)}</answer>"
+
     def _answer(self, prompt: Prompt) -> Generation:
         started = time.perf_counter()
         judged = self.qrels.get(prompt.qid, {})
-        labels = [judged.get(docid, 0) for docid in prompt.docids]
-        order = sorted(range(len(labels)), key=lambda i: -labels[i])  # stable: ties keep presented order
-        grades = ", ".join(f"[{i + 1}]={labels[i]}" for i in range(len(labels)))
-        text = f"<think>Relevance judgments: {grades}.</think>\n<answer>{format_answer(order)}</answer>"
+        text = self.answer_text([judged.get(docid, 0) for docid in prompt.docids])
         prompt_words = sum(len(str(m.get("content", "")).split()) for m in prompt.messages)
         return Generation(text=text, prompt_tokens=prompt_words, completion_tokens=len(text.split()),
                           finish_reason="stop", latency_s=time.perf_counter() - started)
