@@ -8,7 +8,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -120,6 +120,24 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def collect_judgments(path: PathLike, judgments: Iterable[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
+    """Gather ``(qid, docid, grade)`` judgments into ``qid -> {docid: grade}``.
+
+    A (qid, docid) judged twice keeps its first grade; repeats are dropped with one warning giving their count.
+    """
+    qrels: dict[str, dict[str, int]] = {}
+    duplicates = 0
+    for qid, docid, grade in judgments:
+        judged = qrels.setdefault(qid, {})
+        if docid in judged:
+            duplicates += 1
+            continue
+        judged[docid] = grade
+    if duplicates:
+        log.warning("%s: %d duplicate (qid, docid) judgments ignored (the first of each was kept)", path, duplicates)
+    return qrels
 
 
 def check_field(value: object, what: str) -> str:

@@ -7,7 +7,14 @@ import json
 from collections.abc import Collection, Iterable, Iterator, Mapping
 
 from rearank.errors import FormatError
-from rearank.io._files import PathLike, atomic_write, check_tsv_key, iter_data_lines, iter_json_lines, log
+from rearank.io._files import (
+    PathLike,
+    atomic_write,
+    check_tsv_key,
+    collect_judgments,
+    iter_data_lines,
+    iter_json_lines,
+)
 
 QRELS_HEADER = "query-id\tcorpus-id\tscore"
 
@@ -52,8 +59,10 @@ def read_queries(path: PathLike) -> dict[str, str]:
 
 def read_qrels(path: PathLike) -> dict[str, dict[str, int]]:
     """Read a BEIR ``qrels/<split>.tsv`` (header line optional) into ``qid -> {docid: rel}``."""
-    qrels: dict[str, dict[str, int]] = {}
-    duplicates = 0
+    return collect_judgments(path, _qrels_rows(path))
+
+
+def _qrels_rows(path: PathLike) -> Iterator[tuple[str, str, int]]:
     for number, line in iter_data_lines(path):
         fields = line.split("\t")
         if number == 1 and fields[0].strip() == "query-id":
@@ -64,17 +73,9 @@ def read_qrels(path: PathLike) -> dict[str, dict[str, int]]:
         if not qid or not docid:
             raise FormatError(path, number, "empty query-id or corpus-id")
         try:
-            grade = int(score)
+            yield qid, docid, int(score)
         except ValueError:
             raise FormatError(path, number, f"score {score!r} is not an integer") from None
-        judged = qrels.setdefault(qid, {})
-        if docid in judged:
-            duplicates += 1
-            continue
-        judged[docid] = grade
-    if duplicates:
-        log.warning("%s: %d duplicate (qid, docid) judgments ignored (the first of each was kept)", path, duplicates)
-    return qrels
 
 
 def write_corpus(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from math import isfinite
 from operator import itemgetter
 from typing import IO
 
 from rearank.errors import FormatError
-from rearank.io._files import PathLike, atomic_write, check_field, iter_data_lines, log
+from rearank.io._files import PathLike, atomic_write, check_field, collect_judgments, iter_data_lines, log
 
 Run = dict[str, list[tuple[str, float]]]
 Qrels = dict[str, dict[str, int]]
@@ -89,25 +89,19 @@ def read_qrels(path: PathLike) -> Qrels:
 
     A (qid, docid) judged twice keeps its first grade; repeats are dropped with one warning giving their count.
     """
-    qrels: Qrels = {}
-    duplicates = 0
+    return collect_judgments(path, _qrels_lines(path))
+
+
+def _qrels_lines(path: PathLike) -> Iterator[tuple[str, str, int]]:
     for number, line in iter_data_lines(path):
         fields = line.split()
         if len(fields) != 4:
             raise FormatError(path, number, f"expected 4 columns 'qid iter docid rel', got {len(fields)}")
         qid, _, docid, rel = fields
         try:
-            grade = int(rel)
+            yield qid, docid, int(rel)
         except ValueError:
             raise FormatError(path, number, f"relevance {rel!r} is not an integer") from None
-        judged = qrels.setdefault(qid, {})
-        if docid in judged:
-            duplicates += 1
-            continue
-        judged[docid] = grade
-    if duplicates:
-        log.warning("%s: %d duplicate (qid, docid) judgments ignored (the first of each was kept)", path, duplicates)
-    return qrels
 
 
 def write_qrels(path: PathLike, qrels: Mapping[str, Mapping[str, int]]) -> None:
