@@ -73,16 +73,23 @@ def add_arguments(parser: argparse.ArgumentParser, with_prompt: bool = True) -> 
 
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
     """The run's settings as recorded in ``suite.json``."""
-    from rearank.cli.rerank import _backend_options, _max_new_tokens
+    from rearank.cli.rerank import backend_options, max_new_tokens_for
 
     return {
         "suite": args.suite, "datasets": expand(args.suite), "backend": args.backend, "model": args.model,
-        "backend_options": _backend_options(args.backend_option), "prompt": args.prompt, "label": args.label,
+        "backend_options": backend_options(args.backend_option), "prompt": args.prompt, "label": _label(args),
         "window": args.window, "step": args.step, "passes": args.passes, "top_k": args.top_k,
-        "max_new_tokens": _max_new_tokens(args), "temperature": args.temperature, "top_p": args.top_p,
+        "max_new_tokens": max_new_tokens_for(args), "temperature": args.temperature, "top_p": args.top_p,
         "seed": args.seed, "max_queries": args.max_queries, "max_passage_tokens": args.max_passage_tokens,
         "batch_size": args.batch_size,
     }
+
+
+def _label(args: argparse.Namespace) -> str:
+    """The system's name in tables: ``--label``, else the model, else ``embedded`` (hf/vllm default) or the backend."""
+    if args.label or args.model:
+        return str(args.label or args.model)
+    return "embedded" if args.backend in ("hf", "vllm") else args.backend
 
 
 def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
@@ -190,7 +197,7 @@ class SuiteRunner:
 
     @property
     def label(self) -> str:
-        return str(self.config["label"] or self.config["model"] or self.config["backend"]).replace(" ", "_")
+        return str(self.config["label"]).replace(" ", "_")
 
 
 def run_suite(args: argparse.Namespace) -> SuiteResult:

@@ -195,7 +195,8 @@ def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int
     return None
 
 
-def _backend_options(pairs: list[str]) -> dict[str, Any]:
+def backend_options(pairs: list[str]) -> dict[str, Any]:
+    """Parse repeated ``-O KEY=VALUE`` flags into backend keyword options (shared with ``rearank benchmark``)."""
     options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -208,7 +209,8 @@ def _backend_options(pairs: list[str]) -> dict[str, Any]:
     return options
 
 
-def _max_new_tokens(args: argparse.Namespace) -> int:
+def max_new_tokens_for(args: argparse.Namespace) -> int:
+    """``--max-new-tokens``, else the default for the chosen model (smaller for the embedded one)."""
     if args.max_new_tokens is not None:
         return args.max_new_tokens
     from rearank.models import is_embedded
@@ -222,11 +224,11 @@ def _make_reranker(args: argparse.Namespace, qrels: dict[str, dict[str, int]] | 
         from rearank.backends.registry import make_backend
     except ImportError as err:
         raise RearankError(f"backends are not available in this installation ({err}); reinstall with `make setup`")
-    options = _backend_options(args.backend_option)
+    options = backend_options(args.backend_option)
     if args.backend == "oracle":
         options["qrels"] = qrels
     backend = make_backend(args.backend, args.model, **options)
-    settings = SamplingSettings(max_new_tokens=_max_new_tokens(args), temperature=args.temperature,
+    settings = SamplingSettings(max_new_tokens=max_new_tokens_for(args), temperature=args.temperature,
                                 top_p=args.top_p, seed=args.seed)
     common = {"top_k": args.top_k, "settings": settings, "batch_size": args.batch_size,
               "max_passage_tokens": args.max_passage_tokens}
@@ -246,7 +248,7 @@ def _make_reranker(args: argparse.Namespace, qrels: dict[str, dict[str, int]] | 
 def _config(args: argparse.Namespace) -> dict[str, Any]:
     skip = {"func", "command", "backend_option"}
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in skip}
-    config["max_new_tokens"] = _max_new_tokens(args)
+    config["max_new_tokens"] = max_new_tokens_for(args)
     return config
 
 
