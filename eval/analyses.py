@@ -25,11 +25,12 @@ import numpy as np
 from scipy import stats
 
 from eval.report import MISSING, fmt, group_average, load_paper_figures, markdown_table
-from eval.results import MAIN_MEASURE, TRACES_FILE, SuiteResult, load_suite, read_traces
+from eval.results import MAIN_MEASURE, TRACES_FILE, SuiteResult, load_suite
 from eval.suites import GROUPS
 from rearank.answer import apply_permutation
 from rearank.errors import MissingDataError, RearankError
 from rearank.ndcg import ndcg_at_k
+from rearank.runfiles import read_traces
 from rearank.types import WindowTrace
 
 LENGTH_REPORT = "reasoning_length"

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from rearank.errors import FormatError, MissingDataError
-from rearank.types import WindowTrace
 
 SUITE_FILE = "suite.json"
 RUN_FILE = "run.trec"
@@ -103,19 +102,3 @@ def load_suite(path: str | Path) -> SuiteResult:
             stats = read_json(stats_path) if stats_path.is_file() else {}
             datasets[name] = DatasetResult(name, read_json(metrics_path), stats)
     return SuiteResult(path, config, datasets, dict(config.get("skipped", {})))
-
-
-def read_traces(path: Path) -> dict[str, list[WindowTrace]]:
-    """Window traces of a traces JSONL (as :class:`rearank.runfiles.RunWriter` writes them), by qid, in file order."""
-    traces: dict[str, list[WindowTrace]] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                trace = WindowTrace(**{**record, "permutation": tuple(record["permutation"])})
-            except (json.JSONDecodeError, TypeError, KeyError) as err:
-                raise FormatError(path, number, f"not a window trace ({err})") from None
-            traces.setdefault(trace.qid, []).append(trace)
-    return traces

@@ -26,7 +26,6 @@ from eval.results import (
     SuiteResult,
     load_suite,
     read_json,
-    read_traces,
     write_json,
 )
 from eval.suites import SUITES, expand
@@ -138,7 +137,7 @@ class SuiteRunner:
         from rearank.driver import Reranker
         from rearank.io.trec import read_run
         from rearank.metrics import evaluate
-        from rearank.runfiles import RunWriter
+        from rearank.runfiles import RunWriter, read_traces
         from rearank.stats import RunStats
 
         args, folder = self.args, self.out / name

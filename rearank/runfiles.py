@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
-from rearank.errors import RearankError
+from rearank.errors import FormatError, RearankError
 from rearank.io._files import PathLike, atomic_write, is_gzip
 from rearank.io.trec import append_run
 from rearank.types import Result, WindowTrace
@@ -37,6 +37,22 @@ def trace_record(trace: WindowTrace) -> dict:
     record = asdict(trace)
     record["permutation"] = list(trace.permutation)
     return record
+
+
+def read_traces(path: PathLike) -> dict[str, list[WindowTrace]]:
+    """Window traces of a traces JSONL (as :class:`RunWriter` writes them), by qid, in file order."""
+    traces: dict[str, list[WindowTrace]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                trace = WindowTrace(**{**record, "permutation": tuple(record["permutation"])})
+            except (json.JSONDecodeError, TypeError, KeyError) as err:
+                raise FormatError(path, number, f"not a window trace ({err})") from None
+            traces.setdefault(trace.qid, []).append(trace)
+    return traces
 
 
 def _run_blocks(path: Path) -> tuple[dict[str, list[str]], set[str]]:

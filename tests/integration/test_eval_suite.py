@@ -9,12 +9,13 @@ import pytest
 
 from eval import analyses, compare
 from eval import run as suite_run
-from eval.results import load_suite, read_traces
+from eval.results import load_suite
 from rearank.backends import registry
 from rearank.backends.oracle import OracleBackend
 from rearank.cli import main as rearank_main
 from rearank.io.trec import read_run
 from rearank.packs import load_qrels
+from rearank.runfiles import read_traces
 from tests.unit.test_eval_report import parse_tables
 
 TABLE1 = "Table 1: TREC-DL and BEIR (nDCG@10)"
