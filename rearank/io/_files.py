@@ -10,13 +10,14 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 from rearank.errors import FormatError, MissingDataError, RearankError
 
 PathLike = str | os.PathLike
 
 log = logging.getLogger("rearank.io")
+V = TypeVar("V")
 
 
 def is_gzip(path: PathLike) -> bool:
@@ -122,22 +123,24 @@ def _umask() -> int:
     return mask
 
 
-def collect_judgments(path: PathLike, judgments: Iterable[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
-    """Gather ``(qid, docid, grade)`` judgments into ``qid -> {docid: grade}``.
+def collect_by_query(
+    path: PathLike, rows: Iterable[tuple[str, str, V]], what: str = "judgments"
+) -> dict[str, dict[str, V]]:
+    """Gather ``(qid, docid, value)`` rows into ``qid -> {docid: value}`` (qrels grades, run scores).
 
-    A (qid, docid) judged twice keeps its first grade; repeats are dropped with one warning giving their count.
+    A (qid, docid) seen twice keeps its first value; repeats are dropped with one warning giving their count.
     """
-    qrels: dict[str, dict[str, int]] = {}
+    by_query: dict[str, dict[str, V]] = {}
     duplicates = 0
-    for qid, docid, grade in judgments:
-        judged = qrels.setdefault(qid, {})
-        if docid in judged:
+    for qid, docid, value in rows:
+        values = by_query.setdefault(qid, {})
+        if docid in values:
             duplicates += 1
             continue
-        judged[docid] = grade
+        values[docid] = value
     if duplicates:
-        log.warning("%s: %d duplicate (qid, docid) judgments ignored (the first of each was kept)", path, duplicates)
-    return qrels
+        log.warning("%s: %d duplicate (qid, docid) %s ignored (the first of each was kept)", path, duplicates, what)
+    return by_query
 
 
 def check_field(value: object, what: str) -> str:

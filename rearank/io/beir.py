@@ -11,7 +11,7 @@ from rearank.io._files import (
     PathLike,
     atomic_write,
     check_tsv_key,
-    collect_judgments,
+    collect_by_query,
     iter_data_lines,
     iter_json_lines,
 )
@@ -59,7 +59,7 @@ def read_queries(path: PathLike) -> dict[str, str]:
 
 def read_qrels(path: PathLike) -> dict[str, dict[str, int]]:
     """Read a BEIR ``qrels/<split>.tsv`` (header line optional) into ``qid -> {docid: rel}``."""
-    return collect_judgments(path, _qrels_rows(path))
+    return collect_by_query(path, _qrels_rows(path))
 
 
 def _qrels_rows(path: PathLike) -> Iterator[tuple[str, str, int]]:

@@ -8,7 +8,7 @@ from operator import itemgetter
 from typing import IO
 
 from rearank.errors import FormatError
-from rearank.io._files import PathLike, atomic_write, check_field, collect_judgments, iter_data_lines, log
+from rearank.io._files import PathLike, atomic_write, check_field, collect_by_query, iter_data_lines
 
 Run = dict[str, list[tuple[str, float]]]
 Qrels = dict[str, dict[str, int]]
@@ -29,8 +29,11 @@ def read_run(path: PathLike) -> Run:
     a query keeps its first line; the repeats are dropped with one warning giving their count.
     Queries appear in the order of their first line.
     """
-    run: dict[str, dict[str, float]] = {}
-    duplicates = 0
+    run = collect_by_query(path, _run_lines(path), "lines")
+    return {qid: trec_order(ranked.items()) for qid, ranked in run.items()}
+
+
+def _run_lines(path: PathLike) -> Iterator[tuple[str, str, float]]:
     for number, line in iter_data_lines(path):
         fields = line.split()
         if len(fields) != 6:
@@ -43,14 +46,7 @@ def read_run(path: PathLike) -> Run:
             raise FormatError(path, number, _bad_number(rank, score_text)) from None
         if not isfinite(score):
             raise FormatError(path, number, f"score {score_text!r} is not a finite number")
-        ranked = run.setdefault(qid, {})
-        if docid in ranked:
-            duplicates += 1
-            continue
-        ranked[docid] = score
-    if duplicates:
-        log.warning("%s: %d duplicate (qid, docid) lines ignored (the first of each was kept)", path, duplicates)
-    return {qid: trec_order(ranked.items()) for qid, ranked in run.items()}
+        yield qid, docid, score
 
 
 def _bad_number(rank: str, score: str) -> str:
@@ -89,7 +85,7 @@ def read_qrels(path: PathLike) -> Qrels:
 
     A (qid, docid) judged twice keeps its first grade; repeats are dropped with one warning giving their count.
     """
-    return collect_judgments(path, _qrels_lines(path))
+    return collect_by_query(path, _qrels_lines(path))
 
 
 def _qrels_lines(path: PathLike) -> Iterator[tuple[str, str, int]]:
