@@ -19,12 +19,9 @@ BACKENDS: dict[str, tuple[str, str]] = {
 _NO_MODEL = {"oracle"}
 
 
-def make_backend(name: str, model: str | None = None, **options: Any) -> Backend:
-    """Build the backend called ``name`` (one of :data:`BACKENDS`, exact) for ``model`` with ``options``.
-
-    ``model`` is a hub id, local folder, ``.gguf`` file or ``embedded`` for ``hf``/``vllm``, and the
-    served model name for ``openai``. The oracle takes no model, and needs ``qrels=``.
-    """
+def backend_class(name: str, model: str | None = None, **options: Any) -> tuple[type, tuple[Any, ...]]:
+    """The class of backend ``name`` and its positional arguments, after checking ``model`` and ``options``
+    against its signature (this imports the backend's module, but loads no model)."""
     if name not in BACKENDS:
         raise RearankError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
     module_name, class_name = BACKENDS[name]
@@ -40,4 +37,14 @@ def make_backend(name: str, model: str | None = None, **options: Any) -> Backend
     except TypeError as err:
         accepted = [p for p in inspect.signature(cls).parameters if p != "model"]
         raise RearankError(f"bad options for the {name} backend ({err}); it accepts: {', '.join(accepted)}") from None
+    return cls, args
+
+
+def make_backend(name: str, model: str | None = None, **options: Any) -> Backend:
+    """Build the backend called ``name`` (one of :data:`BACKENDS`, exact) for ``model`` with ``options``.
+
+    ``model`` is a hub id, local folder, ``.gguf`` file or ``embedded`` for ``hf``/``vllm``, and the
+    served model name for ``openai``. The oracle takes no model, and needs ``qrels=``.
+    """
+    cls, args = backend_class(name, model, **options)
     return cls(*args, **options)

@@ -13,19 +13,15 @@ from typing import Any
 
 import yaml
 
+from rearank import job
 from rearank.backends.base import SamplingSettings
 from rearank.driver import Reranker, check_settings
 from rearank.errors import RearankError
+from rearank.job import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS
 from rearank.prompts import MAX_PASSAGE_TOKENS, load_template
-from rearank.runfiles import RunWriter
-from rearank.stats import RunStats
-from rearank.types import Request, Result
+from rearank.types import Request
 
 BACKENDS = ("hf", "vllm", "openai", "oracle")
-#: Generation budget: enough for a 7B reasoning reranker's analysis of 20 passages.
-DEFAULT_MAX_NEW_TOKENS = 2048
-#: Budget with the embedded 135M model, which cannot reason usefully anyway: keeps a CPU run to minutes.
-EMBEDDED_MAX_NEW_TOKENS = 256
 ALL_CANDIDATES = sys.maxsize
 
 
@@ -124,39 +120,16 @@ def run(args: argparse.Namespace) -> int:
         dataset=args.dataset, run=args.run or args.requests, topics=args.topics, docs=args.docs,
         top_k=ALL_CANDIDATES, skip_missing=args.skip_missing, max_queries=args.max_queries,
     )
-    _check_unique(requests)
+    job.check_unique_qids(requests)
     qrels = _load_qrels(args, packs)
     if args.backend == "oracle" and qrels is None:
         raise RearankError("the oracle backend ranks by relevance judgments: pass --qrels (or a --dataset with qrels)")
 
-    traces = args.traces or args.output.with_name(args.output.name + ".traces.jsonl")
-    stats_path = args.output.with_name(args.output.name + ".stats.json")
-    expected = {r.query.qid: len(r.candidates) for r in requests}
-    writer = RunWriter(args.output, traces, resume=args.resume, expected=expected, tag=args.tag)
-    todo = [r for r in requests if r.query.qid not in writer.done]
-    if args.resume:
-        print(f"resume: {len(requests) - len(todo)} of {len(requests)} queries already in {args.output}",
-              file=sys.stderr)
-    stats = RunStats()
-    extra: dict[str, Any] = {"config": _config(args), "resumed_queries": len(requests) - len(todo)}
-
-    def save(result: Result) -> None:
-        writer.write(result)
-        stats.add(result)
-
-    try:
-        if todo:
-            reranker = _make_reranker(args, qrels)
-            stats.restart()
-            reranker.rerank(todo, on_result=save, progress=not args.no_progress)
-    except KeyboardInterrupt:
-        print(f"interrupted: {stats.queries} queries finished in this session are saved in {args.output}; "
-              "rerun with --resume to continue", file=sys.stderr)
-        raise
-    finally:
-        writer.close()
-        stats.write(stats_path, extra=extra)
-
+    extra: dict[str, Any] = {"config": _config(args)}
+    stats, extra = job.rerank_to_files(requests, lambda: _make_reranker(args, qrels), output=args.output,
+                                       traces=args.traces, resume=args.resume, tag=args.tag,
+                                       progress=not args.no_progress, extra=extra)
+    traces, stats_path = job.output_paths(args.output, args.traces)
     print(f"reranked {stats.summary()}")
     if qrels is not None:
         extra["ndcg_cut_10"] = _report_ndcg(requests, qrels, args.output)
@@ -176,14 +149,6 @@ def _check_args(args: argparse.Namespace) -> None:
             raise RearankError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.output.is_dir():
         raise RearankError(f"--output {args.output} is a folder; give a file name")
-
-
-def _check_unique(requests: list[Request]) -> None:
-    seen: set[str] = set()
-    for request in requests:
-        if request.query.qid in seen:
-            raise RearankError(f"query {request.query.qid!r} appears twice in the input; qids must be unique")
-        seen.add(request.query.qid)
 
 
 def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int]] | None:
@@ -213,10 +178,7 @@ def max_new_tokens_for(args: argparse.Namespace) -> int:
     """``--max-new-tokens``, else the default for the chosen model (smaller for the embedded one)."""
     if args.max_new_tokens is not None:
         return args.max_new_tokens
-    from rearank.models import is_embedded
-
-    embedded = args.backend == "hf" and is_embedded(args.model)
-    return EMBEDDED_MAX_NEW_TOKENS if embedded else DEFAULT_MAX_NEW_TOKENS
+    return job.default_max_new_tokens(args.backend, args.model)
 
 
 def _make_reranker(args: argparse.Namespace, qrels: dict[str, dict[str, int]] | None) -> Any:
@@ -254,17 +216,10 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
 
 def _report_ndcg(requests: list[Request], qrels: dict[str, dict[str, int]], output: Path) -> dict[str, float]:
     """Print and return nDCG@10 of the first-stage order and of the reranked run, on the judged input queries."""
-    from rearank.io.trec import read_run
-    from rearank.metrics import evaluate
-
-    judged = {r.query.qid: qrels[r.query.qid] for r in requests if r.query.qid in qrels}
-    if not judged:
+    scores = job.ndcg_before_after(requests, qrels, output)
+    if not scores:
         print("nDCG@10: no input query has judgments in the qrels", file=sys.stderr)
         return {}
-    before = {r.query.qid: [(c.docid, float(len(r.candidates) - i)) for i, c in enumerate(r.candidates)]
-              for r in requests}
-    after = read_run(output)
-    b = evaluate(judged, before, ["nDCG@10"]).aggregate["ndcg_cut_10"]
-    a = evaluate(judged, after, ["nDCG@10"]).aggregate["ndcg_cut_10"]
-    print(f"nDCG@10 on {len(judged)} judged queries: before {b:.4f} -> after {a:.4f} ({a - b:+.4f})")
-    return {"before": b, "after": a, "queries": len(judged)}
+    b, a = scores["before"], scores["after"]
+    print(f"nDCG@10 on {scores['queries']} judged queries: before {b:.4f} -> after {a:.4f} ({a - b:+.4f})")
+    return scores

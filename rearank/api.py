@@ -1,0 +1,300 @@
+"""The one-line Python face: ``from rearank import Reranker``.
+
+    with Reranker("path-or-hub-id", backend="vllm", method="listwise") as rr:
+        ranked = rr.rerank("what is a flea's life cycle", ["passage one", "passage two"])
+        results = rr.rerank_many([(query, passages), ...], on_result=save)   # batched across queries
+        rr.rerank_run("bm25.trec", topics="topics.tsv", docs="docs.tsv", output="out.trec", resume=True)
+
+Passages go in as plain strings, ``(docid, text)`` pairs or :class:`~rearank.types.Candidate`; a plain string's
+docid is its position in the list (``"0"``, ``"1"``, …). Every setting is checked when the face is built, before
+the backend loads a model. The face sits over the listwise driver and the groupwise ranker (:data:`METHODS`), so
+their internals can change without changing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rearank import job, packs
+from rearank.backends.base import Backend, SamplingSettings
+from rearank.backends.registry import BACKENDS, backend_class
+from rearank.driver import BACKEND_ERROR, check_settings
+from rearank.driver import Reranker as ListwiseReranker
+from rearank.errors import RearankError
+from rearank.grouprank import FALLBACKS, GroupReranker, check_group_settings, load_group_template
+from rearank.prompts import MAX_PASSAGE_TOKENS, load_template
+from rearank.types import Candidate, Query, Request, Result, WindowTrace
+
+#: A passage as the face takes it.
+Passage = str | tuple[str, str] | Candidate
+#: A query as :meth:`Reranker.rerank_many` takes it: a :class:`Request`, or ``(query text, passages)``.
+QueryInput = Request | tuple[str, Sequence[Passage]]
+Qrels = Mapping[str, Mapping[str, int]]
+
+
+@dataclass(frozen=True)
+class Method:
+    """A reranking method the face can run: its own options (with defaults), their check, and its builder."""
+
+    name: str
+    options: Mapping[str, Any]
+    check: Callable[..., None]
+    build: Callable[..., Any]
+
+
+def _check_listwise(common: Mapping[str, Any], own: Mapping[str, Any]) -> None:
+    check_settings(window=own["window"], step=own["step"], passes=own["passes"], top_k=common["top_k"],
+                   batch_size=common["batch_size"], max_passage_tokens=common["max_passage_tokens"])
+    load_template(own["prompt"] or "rearank")
+
+
+def _build_listwise(backend: Backend, settings: SamplingSettings, common: Mapping[str, Any],
+                    own: Mapping[str, Any]) -> ListwiseReranker:
+    return ListwiseReranker(backend, template=own["prompt"] or "rearank", window=own["window"], step=own["step"],
+                            passes=own["passes"], settings=settings, **common)
+
+
+def _check_groupwise(common: Mapping[str, Any], own: Mapping[str, Any]) -> None:
+    check_group_settings(group_size=own["group_size"], group_step=own["group_step"], shuffles=own["shuffles"],
+                         fusion_weight=own["fusion_weight"], fallback=own["fallback"], top_k=common["top_k"],
+                         batch_size=common["batch_size"], max_passage_tokens=common["max_passage_tokens"])
+    load_group_template(own["prompt"])
+
+
+def _build_groupwise(backend: Backend, settings: SamplingSettings, common: Mapping[str, Any],
+                     own: Mapping[str, Any]) -> GroupReranker:
+    template = {"template": own["prompt"]} if own["prompt"] else {}
+    return GroupReranker(backend, group_size=own["group_size"], group_step=own["group_step"],
+                         shuffles=own["shuffles"], seed=own["seed"], fusion_weight=own["fusion_weight"],
+                         fallback=own["fallback"], settings=settings, **template, **common)
+
+
+#: Method name -> method. ``seed`` is also the groupwise shuffle seed.
+METHODS: dict[str, Method] = {
+    "listwise": Method("listwise", {"prompt": None, "window": 20, "step": 10, "passes": 1},
+                       _check_listwise, _build_listwise),
+    "groupwise": Method("groupwise", {"prompt": None, "group_size": 20, "group_step": None, "shuffles": 1,
+                                      "fusion_weight": None, "fallback": FALLBACKS[0]},
+                        _check_groupwise, _build_groupwise),
+}
+_SAMPLING = ("max_new_tokens", "temperature", "top_p", "seed")
+_COMMON = {"top_k": 100, "batch_size": 32, "max_passage_tokens": MAX_PASSAGE_TOKENS}
+
+
+def rank_scores(n: int) -> list[float]:
+    """Scores of ranks ``0..n-1``: ``(n - rank) / n``, i.e. 1, (n-1)/n, …, 1/n: strictly decreasing, in (0, 1]."""
+    return [(n - rank) / n for rank in range(n)]
+
+
+@dataclass(frozen=True)
+class RankedPassage:
+    """One passage of a ranking: where it was in the input, its id and text, and its score."""
+
+    index: int
+    docid: str
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A reranked query: passages in their new order with scores from :func:`rank_scores`, and the traces.
+
+    ``failed_windows`` counts windows (or groups) whose generation failed in the backend; their passages kept
+    the input order.
+    """
+
+    query: Query
+    passages: tuple[RankedPassage, ...]
+    traces: tuple[WindowTrace, ...] = field(default_factory=tuple)
+
+    @property
+    def order(self) -> list[int]:
+        """Input positions in the new order."""
+        return [p.index for p in self.passages]
+
+    @property
+    def docids(self) -> list[str]:
+        """Docids in the new order."""
+        return [p.docid for p in self.passages]
+
+    @property
+    def failed_windows(self) -> int:
+        """Windows whose backend call failed (their input order was kept)."""
+        return sum(t.status == BACKEND_ERROR for t in self.traces)
+
+
+def to_candidates(passages: Sequence[Passage]) -> tuple[Candidate, ...]:
+    """Candidates from plain strings (docid = position), ``(docid, text)`` pairs or :class:`Candidate`.
+
+    Strings and pairs get the first-stage score ``n - position``, so the input order is the first-stage order.
+    """
+    if isinstance(passages, (str, bytes)):
+        raise RearankError("passages must be a list of strings, (docid, text) pairs or Candidates, not one string")
+    n = len(passages)
+    out = []
+    for i, p in enumerate(passages):
+        if isinstance(p, Candidate):
+            out.append(p)
+        elif isinstance(p, str):
+            out.append(Candidate(str(i), float(n - i), p))
+        elif isinstance(p, tuple) and len(p) == 2 and all(isinstance(x, str) for x in p):
+            out.append(Candidate(p[0], float(n - i), p[1]))
+        else:
+            raise RearankError(f"passage {i}: expected a string, a (docid, text) pair or a Candidate, "
+                               f"got {type(p).__name__}")
+    seen: set[str] = set()
+    for c in out:
+        if c.docid in seen:
+            raise RearankError(f"docid {c.docid!r} appears twice in one query's passages; docids must be unique")
+        seen.add(c.docid)
+    return tuple(out)
+
+
+def to_request(item: QueryInput, qid: str) -> Request:
+    """A :class:`Request` from a request or a ``(query text, passages)`` pair (which gets ``qid``)."""
+    if isinstance(item, Request):
+        to_candidates(item.candidates)  # unique docids
+        return item
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+        return Request(Query(qid, item[0]), to_candidates(item[1]))
+    raise RearankError(f"query {qid}: expected a Request or a (query text, passages) pair, got {type(item).__name__}")
+
+
+def ranking_of(request: Request, result: Result) -> Ranking:
+    """The :class:`Ranking` of ``result`` (reranked ``request``): input positions and rank scores."""
+    position = {c.docid: i for i, c in enumerate(request.candidates)}
+    scores = rank_scores(len(result.candidates))
+    passages = tuple(RankedPassage(position[c.docid], c.docid, c.text, s) for c, s in zip(result.candidates, scores))
+    return Ranking(result.query, passages, result.traces)
+
+
+class Reranker:
+    """Rerank passages with an LLM reranker: ``Reranker(model, backend=..., method=...)``.
+
+    ``backend``: ``hf`` (default; ``model`` may be ``"embedded"``), ``vllm``, ``openai`` (``model`` = the served
+    name, ``base_url=...``) or ``oracle`` (no model; ranks by ``qrels``, a mapping or a qrels file).
+    ``method``: a key of :data:`METHODS` (``listwise`` sliding windows, ``groupwise`` GroupRank scoring).
+    Keyword options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), reranking (``top_k``,
+    ``batch_size``, ``max_passage_tokens``), the method's own (listwise ``prompt window step passes``; groupwise
+    ``prompt group_size group_step shuffles fusion_weight fallback``); any other keyword goes to the backend
+    (e.g. ``device="cuda"``, ``tensor_parallel_size=4``, ``base_url=...``). All are checked before a model loads.
+    """
+
+    def __init__(self, model: str | None = None, *, backend: str = "hf", method: str = "listwise",
+                 qrels: Qrels | str | Path | None = None, progress: bool = False, **options: Any) -> None:
+        if method not in METHODS:
+            raise RearankError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+        if backend not in BACKENDS:
+            raise RearankError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+        self.method = METHODS[method]
+        self.progress = progress
+        own = dict(self.method.options)
+        common = dict(_COMMON)
+        defaults = SamplingSettings()
+        sampling = {"max_new_tokens": job.default_max_new_tokens(backend, model) if backend != "oracle"
+                    else defaults.max_new_tokens, "temperature": defaults.temperature, "top_p": defaults.top_p,
+                    "seed": defaults.seed}
+        backend_options: dict[str, Any] = {}
+        others = {n for m in METHODS.values() if m is not self.method for n in m.options} - set(own)
+        for key, value in options.items():
+            if key in own:
+                own[key] = value
+            elif key in common:
+                common[key] = value
+            elif key in sampling:
+                sampling[key] = value
+            elif key in others:
+                raise RearankError(f"{key!r} is not an option of the {method} method; it takes: "
+                                   f"{', '.join(self.method.options)}")
+            else:
+                backend_options[key] = value
+        _check_sampling(sampling)
+        own["seed"] = sampling["seed"]
+        self.method.check(common, own)
+        if backend == "oracle":
+            if qrels is None:
+                raise RearankError("the oracle backend ranks by relevance judgments: pass qrels= "
+                                   "(a {qid: {docid: grade}} mapping or a qrels file)")
+            backend_options["qrels"] = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
+        elif qrels is not None:
+            raise RearankError(f"qrels= is for the oracle backend only (backend is {backend!r})")
+        try:
+            cls, args = backend_class(backend, model, **backend_options)
+        except RearankError as err:
+            names = ', '.join(dict.fromkeys([*own, *common, *sampling]))
+            raise RearankError(f"{err}; reranking options are: {names}") from None
+        self.model_name = model or backend
+        self.settings = SamplingSettings(**sampling)
+        self.backend: Backend = cls(*args, **backend_options)
+        self._ranker = self.method.build(self.backend, self.settings, common, own)
+
+    def rerank(self, query: str, passages: Sequence[Passage], *, qid: str = "0") -> Ranking:
+        """Rerank one query's passages; ``qid`` names the query (for the oracle's qrels and the traces)."""
+        return self.rerank_many([Request(Query(qid, query), to_candidates(passages))])[0]
+
+    def rerank_many(self, queries: Iterable[QueryInput],
+                    on_result: Callable[[Ranking], None] | None = None) -> list[Ranking]:
+        """Rerank many queries, batching their windows across queries; rankings come back in input order.
+
+        ``(query text, passages)`` pairs get the qid of their position (``"0"``, ``"1"``, …). ``on_result`` is
+        called with each :class:`Ranking` as its query finishes (completion order).
+        """
+        requests = [to_request(item, str(i)) for i, item in enumerate(queries)]
+        job.check_unique_qids(requests)
+        by_qid = {r.query.qid: r for r in requests}
+
+        def emit(result: Result) -> None:
+            if on_result is not None:
+                on_result(ranking_of(by_qid[result.query.qid], result))
+
+        results = self._ranker.rerank(requests, on_result=emit, progress=self.progress)
+        return [ranking_of(by_qid[r.query.qid], r) for r in results]
+
+    def rerank_run(self, run: str | Path, *, output: str | Path, topics: str | Path | None = None,
+                   docs: str | Path | None = None, qrels: Qrels | str | Path | None = None, traces: str | Path | None = None,
+                   resume: bool = False, tag: str = "rearank", max_queries: int | None = None,
+                   skip_missing: bool = False) -> dict[str, Any]:
+        """Rerank a TREC run (with ``topics`` and ``docs``) or a RankLLM request JSONL into ``output``.
+
+        The same path as ``rearank rerank``: queries are appended to ``output`` and to the traces file
+        (``<output>.traces.jsonl``) as they finish, ``resume=True`` keeps the complete ones, and the statistics go
+        to ``<output>.stats.json``. Returns the statistics; with ``qrels``, also ``ndcg_cut_10`` before and after.
+        """
+        requests = packs.load_requests(run=run, topics=topics, docs=docs, top_k=2**62, skip_missing=skip_missing,
+                                       max_queries=max_queries)
+        job.check_unique_qids(requests)
+        output = Path(output)
+        stats, extra = job.rerank_to_files(requests, lambda: self._ranker, output=output,
+                                           traces=Path(traces) if traces is not None else None, resume=resume,
+                                           tag=tag, progress=self.progress,
+                                           extra={"config": {"method": self.method.name, "model": self.model_name}})
+        if qrels is not None:
+            judged = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
+            extra["ndcg_cut_10"] = job.ndcg_before_after(requests, judged, output)
+            stats.write(job.output_paths(output, Path(traces) if traces is not None else None)[1], extra=extra)
+        return {**stats.to_dict(), **extra}
+
+    def close(self) -> None:
+        """Release the backend (stops vLLM's engine, closes HTTP clients) when it has a ``close``."""
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Reranker:  # noqa: PYI034 (Self needs Python 3.11)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_sampling(sampling: Mapping[str, Any]) -> None:
+    if not isinstance(sampling["max_new_tokens"], int) or sampling["max_new_tokens"] < 1:
+        raise RearankError(f"max_new_tokens must be an integer of at least 1, got {sampling['max_new_tokens']!r}")
+    if not sampling["temperature"] >= 0:
+        raise RearankError(f"temperature must be at least 0, got {sampling['temperature']!r}")
+    if not 0 < sampling["top_p"] <= 1:
+        raise RearankError(f"top_p must be in (0, 1], got {sampling['top_p']!r}")

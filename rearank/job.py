@@ -1,0 +1,113 @@
+"""A rerank run written to files: the code path shared by ``rearank rerank`` and :meth:`rearank.Reranker.rerank_run`.
+
+Finished queries are appended to the TREC run and the traces JSONL as they complete (an interrupted run is a
+valid partial run, ``resume`` continues it), and the run statistics go to ``<output>.stats.json``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from rearank.errors import RearankError
+from rearank.io.trec import read_run
+from rearank.metrics import evaluate
+from rearank.models import is_embedded
+from rearank.runfiles import RunWriter
+from rearank.stats import RunStats
+from rearank.types import Request, Result
+
+#: Generation budget: enough for a 7B reasoning reranker's analysis of 20 passages.
+DEFAULT_MAX_NEW_TOKENS = 2048
+#: Budget with the embedded 135M model, which cannot reason usefully anyway: keeps a CPU run to minutes.
+EMBEDDED_MAX_NEW_TOKENS = 256
+
+
+class Ranker(Protocol):
+    """What a run needs from a reranker (the listwise and the groupwise ones both are)."""
+
+    def rerank(self, requests: Sequence[Request], on_result: Callable[[Result], None] | None = None,
+               progress: bool = True) -> list[Result]: ...
+
+
+def default_max_new_tokens(backend: str, model: str | None) -> int:
+    """The generation budget when none is given: smaller for the embedded model on the hf backend."""
+    return EMBEDDED_MAX_NEW_TOKENS if backend == "hf" and is_embedded(model) else DEFAULT_MAX_NEW_TOKENS
+
+
+def check_unique_qids(requests: Sequence[Request]) -> None:
+    """Raise :class:`RearankError` naming the first qid that appears twice."""
+    seen: set[str] = set()
+    for request in requests:
+        if request.query.qid in seen:
+            raise RearankError(f"query {request.query.qid!r} appears twice in the input; qids must be unique")
+        seen.add(request.query.qid)
+
+
+def output_paths(output: Path, traces: Path | None = None) -> tuple[Path, Path]:
+    """The traces file (default ``<output>.traces.jsonl``) and the stats file (``<output>.stats.json``) of a run."""
+    return (traces or output.with_name(output.name + ".traces.jsonl"),
+            output.with_name(output.name + ".stats.json"))
+
+
+def rerank_to_files(
+    requests: Sequence[Request],
+    make_ranker: Callable[[], Ranker],
+    *,
+    output: Path,
+    traces: Path | None = None,
+    resume: bool = False,
+    tag: str = "rearank",
+    progress: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> tuple[RunStats, dict[str, Any]]:
+    """Rerank ``requests`` into ``output`` (+ traces and stats); return the stats and the extra stats entries.
+
+    ``make_ranker`` is called only when some query is left to do, so a finished run loads no model.
+    """
+    output = Path(output)
+    if output.is_dir():
+        raise RearankError(f"output {output} is a folder; give a file name")
+    traces, stats_path = output_paths(output, traces)
+    expected = {r.query.qid: len(r.candidates) for r in requests}
+    writer = RunWriter(output, traces, resume=resume, expected=expected, tag=tag)
+    todo = [r for r in requests if r.query.qid not in writer.done]
+    if resume:
+        print(f"resume: {len(requests) - len(todo)} of {len(requests)} queries already in {output}", file=sys.stderr)
+    stats = RunStats()
+    extra = {**(extra or {}), "resumed_queries": len(requests) - len(todo)}
+
+    def save(result: Result) -> None:
+        writer.write(result)
+        stats.add(result)
+
+    try:
+        if todo:
+            ranker = make_ranker()
+            stats.restart()
+            ranker.rerank(todo, on_result=save, progress=progress)
+    except KeyboardInterrupt:
+        print(f"interrupted: {stats.queries} queries finished in this session are saved in {output}; "
+              "rerun with --resume to continue", file=sys.stderr)
+        raise
+    finally:
+        writer.close()
+        stats.write(stats_path, extra=extra)
+    return stats, extra
+
+
+def ndcg_before_after(
+    requests: Sequence[Request], qrels: Mapping[str, Mapping[str, int]], output: Path
+) -> dict[str, float]:
+    """nDCG@10 of the first-stage order and of the run in ``output``, on the judged input queries ({} if none)."""
+    judged = {r.query.qid: dict(qrels[r.query.qid]) for r in requests if r.query.qid in qrels}
+    if not judged:
+        return {}
+    before = {r.query.qid: [(c.docid, float(len(r.candidates) - i)) for i, c in enumerate(r.candidates)]
+              for r in requests}
+    after = read_run(output)
+    b = evaluate(judged, before, ["nDCG@10"]).aggregate["ndcg_cut_10"]
+    a = evaluate(judged, after, ["nDCG@10"]).aggregate["ndcg_cut_10"]
+    return {"before": b, "after": a, "queries": len(judged)}
