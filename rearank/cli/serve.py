@@ -1,0 +1,98 @@
+"""``rearank serve``: a rerank server (Jina/vLLM ``/v1/rerank``, Cohere ``/v2/rerank``, chat completions)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from rearank import packs
+from rearank.cli.rerank import BACKENDS, backend_options
+from rearank.errors import RearankError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``serve`` subcommand."""
+    p = subparsers.add_parser(
+        "serve",
+        help="serve a reranker over HTTP (/v1/rerank, /v2/rerank, chat completions)",
+        description="Serve a reranker over HTTP in the shapes RAG frameworks send: POST /v1/rerank and /rerank "
+        "(Jina / vLLM), POST /v2/rerank (Cohere v2), POST /v1/chat/completions, GET /health, GET /v1/models. "
+        "Concurrent requests are batched into the same backend calls. See docs/serving.md.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    model = p.add_argument_group("model")
+    model.add_argument("--backend", choices=BACKENDS, default="hf", help="generation backend")
+    model.add_argument("--model", help="hub id, local folder, .gguf or 'embedded' (hf, vllm); the served model "
+                       "name for openai (fronting a `vllm serve`/SGLang deployment, with -O base_url=...)")
+    model.add_argument("--method", choices=("listwise", "groupwise"), default="listwise", help="reranking method")
+    model.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
+                       help="any option of rearank.Reranker, repeatable: method (window=20, step=10, group_size=20), "
+                       "sampling (max_new_tokens=1024, temperature=0), reranking (top_k=100, batch_size=32), or "
+                       "backend (device=cuda, tensor_parallel_size=2, base_url=http://host:8000/v1)")
+    model.add_argument("--served-name", help="the model name clients send (default: --model, or the backend)")
+    oracle = p.add_argument_group("oracle backend (ranks by judgments; documents and queries matched by text)")
+    oracle.add_argument("--dataset", help="pack whose topics, docs and qrels judge the requests")
+    oracle.add_argument("--qrels", help="qrels file (with --topics and --docs)")
+    oracle.add_argument("--topics", help="topics: 'qid TAB text' TSV or BEIR queries.jsonl")
+    oracle.add_argument("--docs", help="docs: 'docid TAB text' TSV or BEIR corpus.jsonl")
+    http = p.add_argument_group("HTTP")
+    http.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 to listen on all)")
+    http.add_argument("--port", type=int, default=8000)
+    http.add_argument("--api-key-env", metavar="NAME",
+                      help="require 'Authorization: Bearer <key>' with the key read from this environment variable")
+    http.add_argument("--queue-size", type=int, default=256, help="queries queued or running before 429")
+    http.add_argument("--max-batch-queries", type=int, default=64, help="queries reranked together in one batch")
+    http.add_argument("--max-documents", type=int, default=1000, help="documents per request (413 above)")
+    http.add_argument("--max-document-chars", type=int, default=20_000, help="characters per document (413 above)")
+    http.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024, help="request body size (413 above)")
+    http.add_argument("--fusion-weight", type=float, help="default weight of the rank score fused with documents' "
+                      "first-stage scores when a request gives them (requests override it)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the reranker and serve it until interrupted."""
+    try:
+        import uvicorn
+
+        from rearank.api import Reranker
+        from rearank.server import Limits, RerankService, TextJudge, create_app
+    except ImportError as err:
+        raise RearankError(f"the server needs FastAPI and uvicorn ({err}); pip install 'rearank[serve]'") from None
+    key = None
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env, "")
+        if not key:
+            raise RearankError(f"environment variable {args.api_key_env} (the API key) is not set or empty")
+    for name in ("queue_size", "max_batch_queries", "max_documents", "max_document_chars", "max_body_bytes"):
+        if getattr(args, name) < 1:
+            raise RearankError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    options = backend_options(args.option)
+    judge = None
+    if args.backend == "oracle":
+        judge = _judge(args, TextJudge)
+        options["qrels"] = judge.live
+    reranker = Reranker(args.model, backend=args.backend, method=args.method, **options)
+    limits = Limits(max_documents=args.max_documents, max_document_chars=args.max_document_chars,
+                    max_body_bytes=args.max_body_bytes)
+    name = args.served_name or args.model or args.backend
+    service = RerankService(reranker, model_name=name, limits=limits, api_key=key, capacity=args.queue_size,
+                            max_batch=args.max_batch_queries, judge=judge, fusion_weight=args.fusion_weight)
+    print(f"serving {name!r} ({args.method}, {args.backend}) at http://{args.host}:{args.port}"
+          + (" (bearer key required)" if key else ""), file=sys.stderr, flush=True)
+    try:
+        uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="info")
+    finally:
+        reranker.close()
+    return 0
+
+
+def _judge(args: argparse.Namespace, judge_cls: type) -> object:
+    if args.dataset:
+        pack = packs.resolve(args.dataset)
+        return judge_cls.from_files(args.topics or pack.topics, args.docs or pack.docs, args.qrels or pack.qrels)
+    if not (args.qrels and args.topics and args.docs):
+        raise RearankError("the oracle backend judges requests by text: pass --dataset, or --qrels with --topics "
+                           "and --docs")
+    return judge_cls.from_files(args.topics, args.docs, args.qrels)

@@ -1,0 +1,10 @@
+"""The rerank server (``rearank serve``): Jina/vLLM ``/v1/rerank``, Cohere ``/v2/rerank`` and chat completions.
+
+Needs the ``serve`` extra (FastAPI, uvicorn). See docs/serving.md.
+"""
+
+from rearank.server.app import Limits, RerankService, create_app
+from rearank.server.batcher import Batcher, Overloaded
+from rearank.server.judge import TextJudge
+
+__all__ = ["Batcher", "Limits", "Overloaded", "RerankService", "TextJudge", "create_app"]
