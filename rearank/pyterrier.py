@@ -41,7 +41,8 @@ def qrels_frame(qrels: Mapping[str, Mapping[str, int]]) -> pd.DataFrame:
 
 
 class RearankTransformer(pt.Transformer):
-    """Rerank a PyTerrier result frame with a :class:`rearank.Reranker` (given, or built from the arguments).
+    """Rerank a PyTerrier result frame with a :class:`rearank.Reranker`: given, or built from the same arguments
+    (``RearankTransformer("models/rearank-7b", backend="vllm", method="groupwise")``).
 
     Within a query the input order is the rows' ``rank`` (else descending ``score``, else row order). Output: the
     same rows and columns, each query's rows in the new order, ``score`` = ``(n - rank) / n`` and ``rank`` =
@@ -49,10 +50,13 @@ class RearankTransformer(pt.Transformer):
     present, is the first-stage score (groupwise fusion uses it).
     """
 
-    def __init__(self, reranker: Reranker | None = None, *, text_field: str = "text", **face: Any) -> None:
-        if reranker is not None and face:
-            raise RearankError("give a Reranker or the arguments to build one, not both")
-        self.reranker = reranker if reranker is not None else Reranker(**face)
+    def __init__(self, model: Reranker | str | None = None, *, text_field: str = "text", **face: Any) -> None:
+        if isinstance(model, Reranker):
+            if face:
+                raise RearankError("give a Reranker or the arguments to build one, not both")
+            self.reranker = model
+        else:
+            self.reranker = Reranker(model, **face)
         self.text_field = text_field
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:

@@ -6,6 +6,7 @@ The first stage is the pack's BM25 run as a transformer (Terrier's own retrieval
 from __future__ import annotations
 
 import pyterrier as pt
+import pytest
 
 from rearank.packs import load_qrels, load_requests
 from rearank.pyterrier import RearankTransformer, qrels_frame, run_frame, topics_frame
@@ -47,3 +48,23 @@ def test_groupwise_and_frame_shape(scifact):
         assert grades == sorted(grades, reverse=True)  # one group of 10 scored by the qrels: judged first
         assert list(rows["rank"]) == list(range(10)) and list(rows["score"]) == [(10 - r) / 10 for r in range(10)]
         assert sorted(rows["docno"]) == sorted(c.docid for c in request.candidates)
+
+
+def test_given_reranker_and_frame_errors():
+    import pandas as pd
+
+    from rearank import Reranker
+    from rearank.errors import RearankError
+
+    rr = Reranker(backend="oracle", qrels={"1": {"c": 2, "b": 1}})
+    transformer = RearankTransformer(rr)
+    # Rows out of rank order: the input order is taken from `rank` (a, b, c); the oracle puts c (2), b (1), a (0).
+    frame = pd.DataFrame({"qid": ["1", "1", "1"], "query": "q", "docno": ["c", "a", "b"], "text": ["C", "A", "B"],
+                          "score": [1.0, 3.0, 2.0], "rank": [2, 0, 1], "extra": [7, 8, 9]})
+    out = transformer(frame)
+    assert list(out["docno"]) == ["c", "b", "a"] and list(out["extra"]) == [7, 9, 8]
+    assert list(out["rank"]) == [0, 1, 2]
+    with pytest.raises(RearankError, match="lacks column"):
+        transformer(frame.drop(columns=["text"]))
+    with pytest.raises(RearankError, match="not both"):
+        RearankTransformer(rr, window=4)
