@@ -3,8 +3,8 @@
 Needs the ``serve`` extra (FastAPI, uvicorn). See docs/serving.md.
 """
 
-from rearank.server.app import Limits, RerankService, create_app
+from rearank.server.app import Limits, RerankService, create_app, serve_in_thread
 from rearank.server.batcher import Batcher, Overloaded
 from rearank.server.judge import TextJudge
 
-__all__ = ["Batcher", "Limits", "Overloaded", "RerankService", "TextJudge", "create_app"]
+__all__ = ["Batcher", "Limits", "Overloaded", "RerankService", "TextJudge", "create_app", "serve_in_thread"]

@@ -11,9 +11,12 @@ import asyncio
 import hmac
 import itertools
 import json
+import socket
+import threading
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -334,3 +337,33 @@ def create_app(service: RerankService) -> FastAPI:
                 "queue": {"load": batcher.load, "capacity": batcher.capacity, "batches": batcher.batches}}
 
     return app
+
+
+@contextmanager
+def serve_in_thread(service: RerankService, host: str = "127.0.0.1", port: int = 0,
+                    start_timeout_s: float = 30.0) -> Iterator[str]:
+    """Serve ``service`` with uvicorn in a background thread (a notebook, a test, a benchmark); yield the base URL.
+
+    ``port=0`` picks a free port. The server (and its batch worker) stops when the block ends.
+    """
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="rearank-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if not server.started:
+        server.should_exit = True
+        sock.close()
+        raise RearankError(f"the server did not start on {host}:{bound}")
+    try:
+        yield f"http://{host}:{bound}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
