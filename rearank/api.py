@@ -264,7 +264,7 @@ class Reranker:
         (``<output>.traces.jsonl``) as they finish, ``resume=True`` keeps the complete ones, and the statistics go
         to ``<output>.stats.json``. Returns the statistics; with ``qrels``, also ``ndcg_cut_10`` before and after.
         """
-        requests = packs.load_requests(run=run, topics=topics, docs=docs, top_k=2**62, skip_missing=skip_missing,
+        requests = packs.load_requests(run=run, topics=topics, docs=docs, top_k=job.ALL_CANDIDATES, skip_missing=skip_missing,
                                        max_queries=max_queries)
         job.check_unique_qids(requests)
         output = Path(output)

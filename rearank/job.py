@@ -23,6 +23,8 @@ from rearank.types import Request, Result
 DEFAULT_MAX_NEW_TOKENS = 2048
 #: Budget with the embedded 135M model, which cannot reason usefully anyway: keeps a CPU run to minutes.
 EMBEDDED_MAX_NEW_TOKENS = 256
+#: Load every candidate of a run (the reranker's ``top_k`` decides how many it reorders).
+ALL_CANDIDATES = sys.maxsize
 
 
 class Ranker(Protocol):

@@ -17,12 +17,11 @@ from rearank import job
 from rearank.backends.base import SamplingSettings
 from rearank.driver import Reranker, check_settings
 from rearank.errors import RearankError
-from rearank.job import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS
+from rearank.job import ALL_CANDIDATES, DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS
 from rearank.prompts import MAX_PASSAGE_TOKENS, load_template
 from rearank.types import Request
 
 BACKENDS = ("hf", "vllm", "openai", "oracle")
-ALL_CANDIDATES = sys.maxsize
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
