@@ -11,16 +11,24 @@ from pathlib import Path
 
 from rearank import packs
 
+#: The entry of :attr:`TextJudge.live` that holds the pack's top grade (no request has this qid).
+SCALE_QID = ""
+
 
 class TextJudge:
-    """Grades by (query text, document text); :attr:`live` is the qrels mapping the oracle backend reads."""
+    """Grades by (query text, document text); :attr:`live` is the qrels mapping the oracle backend reads.
+
+    ``live`` starts with the pack's top grade under :data:`SCALE_QID`, because the groupwise oracle fixes its score
+    scale from the highest grade in its qrels when it is built, before any request arrives.
+    """
 
     def __init__(self, topics: Mapping[str, str], docs: Mapping[str, tuple[str, str]],
                  qrels: Mapping[str, Mapping[str, int]]) -> None:
         self.qid_of = {text: qid for qid, text in topics.items()}
         self.docid_of = {text: docid for docid, (_title, text) in docs.items()}
         self.qrels = qrels
-        self.live: dict[str, dict[str, int]] = {}
+        top = max((grade for judged in qrels.values() for grade in judged.values()), default=1)
+        self.live: dict[str, dict[str, int]] = {SCALE_QID: {SCALE_QID: top}}
 
     @classmethod
     def from_files(cls, topics: str | Path, docs: str | Path, qrels: str | Path) -> TextJudge:

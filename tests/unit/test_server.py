@@ -174,3 +174,12 @@ def test_failed_windows_are_reported_as_degraded():
     assert [r["index"] for r in body["results"]] == [0, 1, 2, 4, 3, 5]
     assert body["rearank"]["status"] == "degraded" and body["rearank"]["failed_windows"] == 1
     assert "1 of 2 windows failed" in body["rearank"]["message"]
+
+
+def test_groupwise_method_over_http():
+    # Groups of 4 over 6 partition into [0,3) and [3,6); the oracle scores each document by its grade, so the
+    # final order sorts by grade (3: doc 2, 2: doc 4, 1: doc 0), unjudged in input order (1, 3, 5).
+    with running(oracle_service(TOPICS, DOCS, QRELS, method="groupwise")) as url:
+        body = httpx.post(url + "/v2/rerank", json={"query": QUERY, "documents": TEXTS}).json()
+    assert [r["index"] for r in body["results"]] == [2, 4, 0, 1, 3, 5]
+    assert body["rearank"]["method"] == "groupwise" and body["rearank"]["calls"] == 2
