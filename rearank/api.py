@@ -246,13 +246,16 @@ class Reranker:
         requests = [to_request(item, str(i)) for i, item in enumerate(queries)]
         job.check_unique_qids(requests)
         by_qid = {r.query.qid: r for r in requests}
+        rankings: dict[str, Ranking] = {}
 
         def emit(result: Result) -> None:
+            qid = result.query.qid
+            rankings[qid] = ranking_of(by_qid[qid], result)
             if on_result is not None:
-                on_result(ranking_of(by_qid[result.query.qid], result))
+                on_result(rankings[qid])
 
-        results = self._ranker.rerank(requests, on_result=emit, progress=self.progress)
-        return [ranking_of(by_qid[r.query.qid], r) for r in results]
+        self._ranker.rerank(requests, on_result=emit, progress=self.progress)
+        return [rankings[r.query.qid] for r in requests]
 
     def rerank_run(self, run: str | Path, *, output: str | Path, topics: str | Path | None = None,
                    docs: str | Path | None = None, qrels: Qrels | str | Path | None = None, traces: str | Path | None = None,

@@ -2,7 +2,8 @@
 
 ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``, one generation at a time. It
 exists to test the ``openai`` backend end to end and to serve a local model to OpenAI clients; for
-throughput use ``vllm serve`` or SGLang. Binds to 127.0.0.1 unless told otherwise.
+throughput use ``vllm serve`` or SGLang. Binds to 127.0.0.1 unless told otherwise. ``rearank serve``
+(:mod:`rearank.server`) answers the same route through :func:`chat_completion`, beside its rerank routes.
 
     python -m rearank.serve --backend hf --model embedded --port 8000
 """
