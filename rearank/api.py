@@ -182,6 +182,7 @@ class Reranker:
     ``batch_size``, ``max_passage_tokens``), the method's own (listwise ``prompt window step passes``; groupwise
     ``prompt group_size group_step shuffles fusion_weight fallback``); any other keyword goes to the backend
     (e.g. ``device="cuda"``, ``tensor_parallel_size=4``, ``base_url=...``). All are checked before a model loads.
+    ``progress=True`` shows a progress bar in :meth:`rerank_many` (``rerank_run`` shows one by default).
     """
 
     def __init__(self, model: str | None = None, *, backend: str = "hf", method: str = "listwise",
@@ -260,12 +261,13 @@ class Reranker:
     def rerank_run(self, run: str | Path, *, output: str | Path, topics: str | Path | None = None,
                    docs: str | Path | None = None, qrels: Qrels | str | Path | None = None, traces: str | Path | None = None,
                    resume: bool = False, tag: str = "rearank", max_queries: int | None = None,
-                   skip_missing: bool = False) -> dict[str, Any]:
+                   skip_missing: bool = False, progress: bool = True) -> dict[str, Any]:
         """Rerank a TREC run (with ``topics`` and ``docs``) or a RankLLM request JSONL into ``output``.
 
         The same path as ``rearank rerank``: queries are appended to ``output`` and to the traces file
         (``<output>.traces.jsonl``) as they finish, ``resume=True`` keeps the complete ones, and the statistics go
-        to ``<output>.stats.json``. Returns the statistics; with ``qrels``, also ``ndcg_cut_10`` before and after.
+        to ``<output>.stats.json``; a progress bar shows unless ``progress=False``. Returns the statistics; with
+        ``qrels``, also ``ndcg_cut_10`` before and after.
         """
         requests = packs.load_requests(run=run, topics=topics, docs=docs, top_k=job.ALL_CANDIDATES, skip_missing=skip_missing,
                                        max_queries=max_queries)
@@ -273,7 +275,7 @@ class Reranker:
         output = Path(output)
         stats, extra = job.rerank_to_files(requests, lambda: self._ranker, output=output,
                                            traces=Path(traces) if traces is not None else None, resume=resume,
-                                           tag=tag, progress=self.progress,
+                                           tag=tag, progress=progress,
                                            extra={"config": {"method": self.method.name, "model": self.model_name}})
         if qrels is not None:
             judged = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
