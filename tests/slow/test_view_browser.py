@@ -15,6 +15,7 @@ import pytest
 from rearank.cli import main
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow
 ARTIFACTS = ROOT / "results"
 EVIL = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> [2] > [1]'
 
