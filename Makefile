@@ -12,7 +12,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 TORCH_CPU ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-slow test-all test-vllm demo bench train train-check train-smoke lint clean help
+.PHONY: setup browser test test-slow test-all test-vllm demo bench train train-check train-smoke lint clean help
 
 help:
 	@echo "make test        set up .venv (CPU) and run the fast test tier"
@@ -37,8 +37,14 @@ $(STAMP): pyproject.toml
 test: setup
 	$(BIN)/python -m pytest -q -m "not slow and not vllm" tests
 
-test-slow: setup
+test-slow: setup browser
 	$(BIN)/python -m pytest -q -m "slow" tests
+
+# Headless Chromium for the `rearank view` browser test (Debian packages; installed once, as root).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	  else echo "make browser: run as root, or: sudo apt-get install -y chromium chromium-driver" >&2; exit 1; fi; }
 
 test-all: test test-slow
 

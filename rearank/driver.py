@@ -30,7 +30,7 @@ BACKEND_ERROR = "error"
 
 
 @dataclass
-class _Query:
+class QueryState:
     """A query in progress: current order of its top-k head, its remaining windows, its traces."""
 
     request: Request
@@ -108,12 +108,12 @@ class Reranker:
         """Rerank every request; return results in input order, calling ``on_result`` as each query finishes."""
         results: list[Result | None] = [None] * len(requests)
         pending: Iterator[tuple[int, Request]] = iter(enumerate(requests))
-        active: list[tuple[int, _Query]] = []
+        active: list[tuple[int, QueryState]] = []
         bar = tqdm(total=len(requests), unit="query", disable=not progress, desc="rerank", dynamic_ncols=True)
         windows_done = completion_tokens = 0
         started = time.perf_counter()
 
-        def finish(index: int, query: _Query) -> None:
+        def finish(index: int, query: QueryState) -> None:
             result = query.result()
             results[index] = result
             if on_result is not None:
@@ -126,17 +126,17 @@ class Reranker:
                     item = next(pending, None)
                     if item is None:
                         break
-                    index, query = item[0], self._start(item[1])
+                    index, query = item[0], self.start(item[1])
                     if query.windows:
                         active.append((index, query))
                     else:
                         finish(index, query)
                 if not active:
                     break
-                generations = self._generate([self._prompt(q) for _, q in active])
-                still: list[tuple[int, _Query]] = []
+                generations = self._generate([self.prompt(q) for _, q in active])
+                still: list[tuple[int, QueryState]] = []
                 for (index, query), generation in zip(active, generations):
-                    self._apply(query, generation)
+                    self.apply(query, generation)
                     completion_tokens += generation.completion_tokens
                     if query.windows:
                         still.append((index, query))
@@ -150,14 +150,16 @@ class Reranker:
             bar.close()
         return [r for r in results if r is not None]
 
-    def _start(self, request: Request) -> _Query:
+    def start(self, request: Request) -> QueryState:
+        """The state of ``request`` before its first window: first-stage order, passage texts, its schedule."""
         windows = self.windows(len(request.candidates))
         n = min(len(request.candidates), self.top_k)
         head = request.candidates[:n] if windows else ()
         texts = passage_texts(head, self.max_passage_tokens, self.tokenizer)
-        return _Query(request, texts, windows, order=list(range(n)))
+        return QueryState(request, texts, windows, order=list(range(n)))
 
-    def _prompt(self, query: _Query) -> Prompt:
+    def prompt(self, query: QueryState) -> Prompt:
+        """The prompt of the next window of ``query``."""
         start, end, _ = query.windows[0]
         ids = query.order[start:end]
         messages = build_messages(query.request.query.text, [query.texts[i] for i in ids], self.template, clean=False)
@@ -173,7 +175,8 @@ class Reranker:
             )
         return list(generations)
 
-    def _apply(self, query: _Query, generation: Generation) -> None:
+    def apply(self, query: QueryState, generation: Generation) -> None:
+        """Parse ``generation`` as the answer to the next window of ``query``, reorder the window, add its trace."""
         start, end, pass_index = query.windows.pop(0)
         size = end - start
         if generation.finish_reason == BACKEND_ERROR:

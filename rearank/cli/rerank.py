@@ -81,6 +81,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rank.add_argument("--batch-size", type=int, default=32, help="windows (from as many queries) per backend call")
     rank.add_argument("--max-passage-tokens", type=int, default=MAX_PASSAGE_TOKENS,
                       help="truncate passages to this many model tokens (words if the backend has no tokenizer)")
+    rank.add_argument("--engine", choices=("local", "ray"), default="local",
+                      help="local: this process; ray: each round of windows (all queries) as a Ray Dataset on "
+                      "the cluster at RAY_ADDRESS (vllm: Ray Data LLM engine replicas; -O concurrency=N, "
+                      "-O batch_size=N, other -O go to the engine), resumable by round")
 
     group = p.add_argument_group("groupwise (--mode groupwise)")
     group.add_argument("--group-size", type=int, default=20, help="documents per group")
@@ -125,7 +129,12 @@ def run(args: argparse.Namespace) -> int:
         raise RearankError("the oracle backend ranks by relevance judgments: pass --qrels (or a --dataset with qrels)")
 
     extra: dict[str, Any] = {"config": _config(args)}
-    stats, extra = job.rerank_to_files(requests, lambda: _make_reranker(args, qrels), output=args.output,
+
+    def make_reranker() -> Any:
+        reranker = _make_reranker(args, qrels)
+        return _round_engine(args, reranker) if args.engine == "ray" else reranker
+
+    stats, extra = job.rerank_to_files(requests, make_reranker, output=args.output,
                                        traces=args.traces, resume=args.resume, tag=args.tag,
                                        progress=not args.no_progress, extra=extra)
     traces, stats_path = job.output_paths(args.output, args.traces)
@@ -188,9 +197,15 @@ def _make_reranker(args: argparse.Namespace, qrels: dict[str, dict[str, int]] | 
     options = backend_options(args.backend_option)
     if args.backend == "oracle":
         options["qrels"] = qrels
-    backend = make_backend(args.backend, args.model, **options)
     settings = SamplingSettings(max_new_tokens=max_new_tokens_for(args), temperature=args.temperature,
                                 top_p=args.top_p, seed=args.seed)
+    if args.engine == "ray":
+        from rearank.ray_engine import RayGenerator
+
+        backend = RayGenerator(args.backend, args.model, options, settings, groupwise=args.mode == "groupwise",
+                               batch_size=args.batch_size, progress=not args.no_progress)
+    else:
+        backend = make_backend(args.backend, args.model, **options)
     common = {"top_k": args.top_k, "settings": settings, "batch_size": args.batch_size,
               "max_passage_tokens": args.max_passage_tokens}
     if args.mode == "listwise":
@@ -204,6 +219,21 @@ def _make_reranker(args: argparse.Namespace, qrels: dict[str, dict[str, int]] | 
     return GroupReranker(backend, group_size=args.group_size, group_step=args.group_step, shuffles=args.shuffles,
                          seed=args.seed, fusion_weight=args.fusion_weight, fallback=args.fallback,
                          **template, **common)
+
+
+#: Settings a resumed ``--engine ray`` run must share with the round journal it continues.
+ROUND_KEYS = ("mode", "backend", "model", "prompt", "window", "step", "passes", "top_k", "max_new_tokens",
+              "temperature", "top_p", "seed", "max_passage_tokens", "group_size", "group_step", "shuffles", "fallback")
+
+
+def _round_engine(args: argparse.Namespace, reranker: Any) -> Any:
+    """The round-by-round engine over ``reranker``'s windows, journaled in ``<output>.rounds.jsonl``."""
+    from rearank.rounds import Journal, RoundEngine, method_for
+
+    config = _config(args)
+    journal = Journal(args.output.with_name(args.output.name + ".rounds.jsonl"),
+                      {key: config.get(key) for key in ROUND_KEYS}, resume=args.resume)
+    return RoundEngine(method_for(reranker), reranker.backend, journal)
 
 
 def _config(args: argparse.Namespace) -> dict[str, Any]:

@@ -97,7 +97,7 @@ def check_group_settings(
 
 
 @dataclass
-class _Query:
+class GroupState:
     """A query in progress: its top-k texts, summed group scores, counts and traces."""
 
     request: Request
@@ -191,13 +191,13 @@ class GroupReranker:
         results: list[Result | None] = [None] * len(requests)
         total = sum(len(self.spans(min(len(r.candidates), self.top_k))) * self.shuffles for r in requests)
         bar = tqdm(total=total, unit="group", disable=not progress, desc="rerank groupwise", dynamic_ncols=True)
-        queue: deque[tuple[int, _Query, Group]] = deque()
+        queue: deque[tuple[int, GroupState, Group]] = deque()
         pending = iter(enumerate(requests))
         completion_tokens = 0
         started = time.perf_counter()
 
-        def finish(index: int, query: _Query) -> None:
-            results[index] = self._result(query)
+        def finish(index: int, query: GroupState) -> None:
+            results[index] = self.result(query)
             if on_result is not None:
                 on_result(results[index])
 
@@ -207,16 +207,16 @@ class GroupReranker:
                     item = next(pending, None)
                     if item is None:
                         break
-                    query, groups = self._start(item[1])
+                    query, groups = self.start(item[1])
                     if not groups:
                         finish(item[0], query)
                     queue.extend((item[0], query, group) for group in groups)
                 if not queue:
                     break
                 batch = [queue.popleft() for _ in range(min(self.batch_size, len(queue)))]
-                generations = self._generate([self._prompt(query, group) for _, query, group in batch])
+                generations = self._generate([self.prompt(query, group) for _, query, group in batch])
                 for (index, query, group), generation in zip(batch, generations):
-                    self._apply(query, group, generation)
+                    self.apply(query, group, generation)
                     completion_tokens += generation.completion_tokens
                     if query.pending == 0:
                         finish(index, query)
@@ -227,14 +227,16 @@ class GroupReranker:
             bar.close()
         return [r for r in results if r is not None]
 
-    def _start(self, request: Request) -> tuple[_Query, list[Group]]:
+    def start(self, request: Request) -> tuple[GroupState, list[Group]]:
+        """The state of ``request`` before any group is scored, and its groups."""
         groups = self.groups(request)
         n = min(len(request.candidates), self.top_k) if groups else 0
         texts = [passage_text(c, self.max_passage_tokens, self.tokenizer) for c in request.candidates[:n]]
-        query = _Query(request, texts, pending=len(groups), totals=[0.0] * n, counts=[0] * n)
+        query = GroupState(request, texts, pending=len(groups), totals=[0.0] * n, counts=[0] * n)
         return query, groups
 
-    def _prompt(self, query: _Query, group: Group) -> Prompt:
+    def prompt(self, query: GroupState, group: Group) -> Prompt:
+        """The prompt of one group of ``query``."""
         request = query.request
         messages = build_messages(request.query.text, [query.texts[i] for i in group.members], self.template)
         docids = tuple(request.candidates[i].docid for i in group.members)
@@ -249,7 +251,8 @@ class GroupReranker:
             )
         return list(generations)
 
-    def _apply(self, query: _Query, group: Group, generation: Generation) -> None:
+    def apply(self, query: GroupState, group: Group, generation: Generation) -> None:
+        """Score the members of ``group`` from ``generation`` (or the fallback), add its trace."""
         size = len(group.members)
         if generation.finish_reason == BACKEND_ERROR:
             status, scores = BACKEND_ERROR, None
@@ -270,7 +273,8 @@ class GroupReranker:
             status=status, latency_s=generation.latency_s,
         ))
 
-    def _result(self, query: _Query) -> Result:
+    def result(self, query: GroupState) -> Result:
+        """The reranked result of ``query`` once all its groups are applied."""
         candidates = query.request.candidates
         n = len(query.totals)
         scores = [total / count if count else 0.0 for total, count in zip(query.totals, query.counts)]

@@ -1,0 +1,249 @@
+"""Round-synchronous reranking: the ready windows of every query form one batch, with a journal for resume.
+
+A *round* holds, for each query still in progress, the windows it can run now: the next window of its
+sliding schedule (listwise: a query's windows depend on each other), or all its groups (groupwise: groups
+are independent, so one round does them all). A generator turns the round's prompts into generations in
+any order (a Ray Dataset in :mod:`rearank.ray_engine`); the engine applies them in schedule order with
+the method's own per-window step (:meth:`Reranker.apply <rearank.driver.Reranker.apply>`,
+:meth:`GroupReranker.apply <rearank.grouprank.GroupReranker.apply>`), so with a deterministic backend the
+results equal the local driver's.
+
+Every generation is appended to the journal (``<output>.rounds.jsonl``) as it arrives. After an
+interruption, :class:`Journal` with ``resume=True`` replays the journaled windows and only the others are
+generated again; its first line records the settings, and a journal written with other settings is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from tqdm import tqdm
+
+from rearank.backends.base import Generation, Prompt
+from rearank.driver import QueryState, Reranker
+from rearank.errors import FormatError, RearankError
+from rearank.io._files import PathLike, atomic_write
+from rearank.types import Request, Result
+
+log = logging.getLogger("rearank.rounds")
+
+#: Turns ``(row id, prompt)`` pairs into ``(row id, generation)`` pairs, in any order.
+Generator = Callable[[Sequence[tuple[int, Prompt]]], Iterable[tuple[int, Generation]]]
+
+JOURNAL_VERSION = 1
+
+
+class Method(Protocol):
+    """What the round engine needs from a reranking method: per-query state and its per-window step."""
+
+    def start(self, request: Request) -> Any: ...
+    def ready(self, state: Any) -> list[tuple[int, Prompt]]: ...
+    def apply(self, state: Any, index: int, generation: Generation) -> None: ...
+    def done(self, state: Any) -> bool: ...
+    def result(self, state: Any) -> Result: ...
+
+
+class Listwise:
+    """Sliding windows (:class:`rearank.driver.Reranker`): one window per query and round; index = window number."""
+
+    def __init__(self, reranker: Reranker) -> None:
+        self.reranker = reranker
+
+    def start(self, request: Request) -> QueryState:
+        return self.reranker.start(request)
+
+    def ready(self, state: QueryState) -> list[tuple[int, Prompt]]:
+        return [(len(state.traces), self.reranker.prompt(state))] if state.windows else []
+
+    def apply(self, state: QueryState, index: int, generation: Generation) -> None:
+        self.reranker.apply(state, generation)
+
+    def done(self, state: QueryState) -> bool:
+        return not state.windows
+
+    def result(self, state: QueryState) -> Result:
+        return state.result()
+
+
+@dataclass
+class _Groups:
+    query: Any  # rearank.grouprank.ranker.GroupState
+    groups: list
+
+
+class Groupwise:
+    """Groups (:class:`rearank.grouprank.GroupReranker`): all groups of a query in one round; index = group number."""
+
+    def __init__(self, ranker: Any) -> None:
+        self.ranker = ranker
+
+    def start(self, request: Request) -> _Groups:
+        return _Groups(*self.ranker.start(request))
+
+    def ready(self, state: _Groups) -> list[tuple[int, Prompt]]:
+        first = len(state.query.traces)
+        return [(i, self.ranker.prompt(state.query, g)) for i, g in enumerate(state.groups) if i >= first]
+
+    def apply(self, state: _Groups, index: int, generation: Generation) -> None:
+        self.ranker.apply(state.query, state.groups[index], generation)
+
+    def done(self, state: _Groups) -> bool:
+        return state.query.pending == 0
+
+    def result(self, state: _Groups) -> Result:
+        return self.ranker.result(state.query)
+
+
+def method_for(reranker: Any) -> Method:
+    """The round adapter of a :class:`~rearank.driver.Reranker` or a groupwise ``GroupReranker``."""
+    return Listwise(reranker) if isinstance(reranker, Reranker) else Groupwise(reranker)
+
+
+class Journal:
+    """Generations of a run in progress, one JSON line each, keyed by ``(qid, window index)``.
+
+    The first line is ``{"journal": 1, "config": {...}}``. ``resume=True`` loads an existing journal written
+    with the same ``config`` (a torn last line, from a kill mid-write, is dropped with a warning); otherwise
+    the file is started afresh.
+    """
+
+    def __init__(self, path: PathLike, config: Mapping[str, Any], *, resume: bool = False) -> None:
+        self.path = Path(path)
+        self.config = json.loads(json.dumps(dict(config)))  # as it reads back
+        self.entries: dict[tuple[str, int], Generation] = {}
+        if resume and self.path.is_file():
+            self._load()
+            self._handle: IO[str] = self._open("a")
+        else:
+            self._handle = self._open("w")
+            self._handle.write(json.dumps({"journal": JOURNAL_VERSION, "config": self.config}) + "\n")
+            self._handle.flush()
+
+    def _open(self, mode: str) -> IO[str]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return open(self.path, mode, encoding="utf-8", newline="\n")
+        except OSError as err:
+            raise RearankError(f"{self.path}: cannot write the round journal ({err.strerror or err})") from None
+
+    def _load(self) -> None:
+        text = self.path.read_text(encoding="utf-8", errors="replace")
+        lines = text.split("\n")
+        torn = lines.pop() if lines else ""  # after the last newline: empty, or a line cut short by a kill
+        if torn.strip():
+            log.warning("%s:%d: incomplete last line dropped (the run was killed while writing it)",
+                        self.path, len(lines) + 1)
+        kept = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise FormatError(self.path, number, f"not JSON ({err.msg}); delete the journal to start over")
+            if number == 1:
+                self._check_header(record)
+            else:
+                try:
+                    key = (str(record.pop("qid")), int(record.pop("index")))
+                    self.entries[key] = Generation(**record)
+                except (KeyError, TypeError, ValueError) as err:
+                    raise FormatError(self.path, number, f"not a journaled generation ({err})") from None
+            kept.append(line)
+        if torn.strip():
+            with atomic_write(self.path) as handle:
+                handle.write("".join(line + "\n" for line in kept))
+
+    def _check_header(self, record: Any) -> None:
+        if not isinstance(record, dict) or record.get("journal") != JOURNAL_VERSION:
+            raise FormatError(self.path, 1, "not a rearank round journal; delete it to start over")
+        theirs = record.get("config", {})
+        changed = sorted(k for k in set(theirs) | set(self.config) if theirs.get(k) != self.config.get(k))
+        if changed:
+            raise RearankError(
+                f"{self.path} was written with other settings ({', '.join(changed)}); rerun with the same "
+                "settings to resume, or delete it to start over")
+
+    def add(self, qid: str, index: int, generation: Generation) -> None:
+        """Append one generation and flush it."""
+        self.entries[(qid, index)] = generation
+        self._handle.write(json.dumps({"qid": qid, "index": index, **asdict(generation)}, ensure_ascii=False) + "\n")
+        self._handle.flush()
+
+    def close(self, *, remove: bool = False) -> None:
+        """Close the file; ``remove=True`` deletes it (the run is complete)."""
+        if not self._handle.closed:
+            self._handle.close()
+        if remove:
+            self.path.unlink(missing_ok=True)
+
+
+class RoundEngine:
+    """Rerank with a method, one round of ready windows across all queries per ``generate`` call."""
+
+    def __init__(self, method: Method, generate: Generator, journal: Journal | None = None) -> None:
+        self.method, self.generate, self.journal = method, generate, journal
+        self.rounds = 0
+
+    def rerank(
+        self,
+        requests: Sequence[Request],
+        on_result: Callable[[Result], None] | None = None,
+        progress: bool = True,
+    ) -> list[Result]:
+        """Rerank every request; return results in input order, calling ``on_result`` as each query finishes.
+
+        The journal is closed at the end, and deleted when every request finished.
+        """
+        states = [self.method.start(r) for r in requests]
+        results: list[Result | None] = [None] * len(requests)
+        active = list(range(len(requests)))
+        bar = tqdm(total=len(requests), unit="query", disable=not progress, desc="rerank rounds", dynamic_ncols=True)
+        complete = False
+        try:
+            while True:
+                still = []
+                for i in active:
+                    if self.method.done(states[i]):
+                        results[i] = self.method.result(states[i])
+                        if on_result is not None:
+                            on_result(results[i])
+                        bar.update(1)
+                    else:
+                        still.append(i)
+                active = still
+                if not active:
+                    break
+                self._round([states[i] for i in active], [requests[i].query.qid for i in active])
+                bar.set_postfix(rounds=self.rounds, refresh=False)
+            complete = True
+        finally:
+            bar.close()
+            if self.journal is not None:
+                self.journal.close(remove=complete)
+        return [r for r in results if r is not None]
+
+    def _round(self, states: list[Any], qids: list[str]) -> None:
+        """Generate the ready windows of ``states`` not in the journal, then apply all of them in order."""
+        ready = [(s, qid, index, prompt) for s, qid in zip(states, qids) for index, prompt in self.method.ready(s)]
+        known = self.journal.entries if self.journal is not None else {}
+        todo = [(row, item) for row, item in enumerate(ready) if (item[1], item[2]) not in known]
+        got: dict[tuple[str, int], Generation] = {}
+        if todo:
+            self.rounds += 1
+            for row, generation in self.generate([(row, item[3]) for row, item in todo]):
+                _, qid, index, _ = ready[row]
+                got[(qid, index)] = generation
+                if self.journal is not None:
+                    self.journal.add(qid, index, generation)
+            missing = [(item[1], item[2]) for _, item in todo if (item[1], item[2]) not in got]
+            if missing:
+                raise RearankError(f"round {self.rounds}: the generator returned nothing for {len(missing)} "
+                                   f"windows (first: query {missing[0][0]!r}, window {missing[0][1]})")
+        for state, qid, index, _ in ready:
+            self.method.apply(state, index, got.get((qid, index)) or known[(qid, index)])

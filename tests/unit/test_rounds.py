@@ -1,0 +1,134 @@
+"""The round engine (``--engine ray`` without Ray): same results as the local driver, one call per round, resume."""
+
+import json
+
+import pytest
+
+from rearank.backends.oracle import OracleBackend
+from rearank.driver import Reranker
+from rearank.errors import FormatError, RearankError
+from rearank.grouprank import GroupReranker
+from rearank.rounds import Journal, RoundEngine, method_for
+from tests.unit.test_driver import SortingBackend, request, shuffled_worths
+
+CONFIG = {"window": 4, "step": 2}
+
+
+class Rounds:
+    """An in-process generator over a backend: yields each round's rows in reverse order, counts rows and calls.
+
+    ``stop_after`` rows in all, it raises KeyboardInterrupt (a kill mid-round).
+    """
+
+    def __init__(self, backend, stop_after=None):
+        self.backend, self.stop_after = backend, stop_after
+        self.calls = self.rows = 0
+
+    def __call__(self, items):
+        self.calls += 1
+        generations = self.backend.generate([p for _, p in items], None)
+        for (row, _), generation in reversed(list(zip(items, generations))):
+            if self.stop_after is not None and self.rows == self.stop_after:
+                raise KeyboardInterrupt
+            self.rows += 1
+            yield row, generation
+
+
+def requests():
+    # 10, 7, 4 and 1 candidates: windows (4, 2) give 4, 3, 1 and 0 windows per query.
+    return [request(f"q{i}", shuffled_worths(n, i)) for i, n in enumerate((10, 7, 4, 1))]
+
+
+def listwise():
+    return Reranker(SortingBackend(), window=4, step=2, max_passage_tokens=None)
+
+
+def same(a, b):
+    strip = [(r.query, r.candidates, [t.__class__(**{**t.__dict__, "latency_s": 0}) for t in r.traces]) for r in a]
+    return strip == [(r.query, r.candidates, [t.__class__(**{**t.__dict__, "latency_s": 0}) for t in r.traces])
+                     for r in b]
+
+
+def test_listwise_rounds_equal_the_local_driver_with_one_call_per_round():
+    local = listwise().rerank(requests(), progress=False)
+    generate = Rounds(SortingBackend())
+    finished = []
+    results = RoundEngine(method_for(listwise()), generate).rerank(requests(), on_result=finished.append,
+                                                                  progress=False)
+    assert same(results, local)
+    # schedule(10, 4, 2): 4 windows; (7): 3; (4): 1; (1): none -> 4 rounds and 4 + 3 + 1 = 8 rows
+    assert generate.calls == 4 and generate.rows == 8
+    assert [r.query.qid for r in finished] == ["q3", "q2", "q1", "q0"]  # in the order they finish
+
+
+def test_groupwise_runs_every_group_in_one_round():
+    qrels = {r.query.qid: {c.docid: i % 3 for i, c in enumerate(r.candidates)} for r in requests()}
+
+    def ranker():
+        return GroupReranker(OracleBackend(qrels), group_size=3, max_passage_tokens=None)
+
+    local = ranker().rerank(requests(), progress=False)
+    generate = Rounds(ranker().backend)
+    results = RoundEngine(method_for(ranker()), generate).rerank(requests(), progress=False)
+    assert same(results, local)
+    # partition(10, 3) = 4 groups, (7) = 3, (4) = 2, (1) = none: 9 rows, one call
+    assert generate.calls == 1 and generate.rows == 9
+
+
+def test_an_interrupted_run_resumes_from_its_journal(tmp_path):
+    path = tmp_path / "run.rounds.jsonl"
+    local = listwise().rerank(requests(), progress=False)
+    killed = Rounds(SortingBackend(), stop_after=5)  # round 1 (3 rows) and 2 of the 3 rows of round 2
+    with pytest.raises(KeyboardInterrupt):
+        RoundEngine(method_for(listwise()), killed, Journal(path, CONFIG)).rerank(requests(), progress=False)
+    assert len(path.read_text().splitlines()) == 1 + 5  # header + five generations
+    again = Rounds(SortingBackend())
+    results = RoundEngine(method_for(listwise()), again, Journal(path, CONFIG, resume=True)).rerank(
+        requests(), progress=False)
+    assert same(results, local)
+    assert again.rows == 8 - 5  # only the windows not in the journal
+    assert not path.exists()  # complete: the journal is removed
+
+
+def test_without_resume_the_journal_starts_afresh(tmp_path):
+    path = tmp_path / "j.jsonl"
+    Journal(path, CONFIG).add("q", 0, SortingBackend()._one(_prompt()))
+    assert Journal(path, CONFIG, resume=True).entries
+    assert Journal(path, CONFIG).entries == {} and len(path.read_text().splitlines()) == 1
+
+
+def _prompt():
+    return listwise().prompt(listwise().start(requests()[0]))
+
+
+def test_journal_refuses_other_settings_and_names_bad_lines(tmp_path):
+    path = tmp_path / "j.jsonl"
+    Journal(path, CONFIG).close()
+    with pytest.raises(RearankError, match="other settings \\(step\\)"):
+        Journal(path, {"window": 4, "step": 3}, resume=True)
+    path.write_text(path.read_text() + '{"qid": "q", "index": 0, "text": "x"}\n')
+    with pytest.raises(FormatError, match=r"j.jsonl:2: not a journaled generation"):
+        Journal(path, CONFIG, resume=True)
+    path.write_text("not json\n")
+    with pytest.raises(FormatError, match=r"j.jsonl:1: not JSON"):
+        Journal(path, CONFIG, resume=True)
+
+
+def test_a_torn_last_line_is_dropped_and_the_rest_kept(tmp_path, caplog):
+    path = tmp_path / "j.jsonl"
+    journal = Journal(path, CONFIG)
+    journal.add("q", 0, SortingBackend()._one(_prompt()))
+    journal.close()
+    path.write_text(path.read_text() + '{"qid": "q", "index": 1, "te')
+    resumed = Journal(path, CONFIG, resume=True)
+    assert list(resumed.entries) == [("q", 0)]
+    assert "incomplete last line dropped" in caplog.text
+    assert json.loads(path.read_text().splitlines()[-1])["index"] == 0
+
+
+def test_a_generator_that_drops_rows_is_an_error():
+    def lossy(items):
+        return iter([next(iter(Rounds(SortingBackend())(items)))])
+
+    with pytest.raises(RearankError, match="returned nothing for 2 windows"):
+        RoundEngine(method_for(listwise()), lossy).rerank(requests(), progress=False)
