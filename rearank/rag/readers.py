@@ -24,7 +24,7 @@ from rearank.prompts import MAX_PASSAGE_TOKENS, truncate_texts
 from rearank.rag.cache import CachedBackend, ResponseCache
 from rearank.rag.types import Passage, QAItem
 
-WRONG_ANSWER = "no answer"
+WRONG_ANSWER = "unanswerable"  # matches no gold answer (unlike "no answer", which Hits "no")
 #: Short answers: enough for an entity, a date or yes/no.
 READER_MAX_NEW_TOKENS = 32
 
@@ -118,6 +118,10 @@ class LLMReader:
     def generated(self) -> int:
         """Prompts sent to the backend so far (cache hits excluded)."""
         return self.backend.generated
+
+    def close(self) -> None:
+        """Close the response cache file."""
+        self.backend.cache.close()
 
     def prompt(self, item: QAItem, passages: Sequence[Passage]) -> Prompt:
         texts = truncate_texts([" ".join(p.text.split()) for p in passages], self.max_passage_tokens, self.tokenizer)
