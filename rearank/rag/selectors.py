@@ -96,7 +96,7 @@ def pointwise_selector(arg: str | None, **options: Any) -> RequestSelector:
     num_layers, max_passage_tokens, batch_size)."""
     from rearank.methods.pointwise import PointwiseReranker, PointwiseScorer
 
-    scorer = PointwiseScorer.load(arg or "embedded", **options)
+    scorer = PointwiseScorer.from_options(arg or "embedded", options)
     return RequestSelector(f"pointwise:{arg or 'embedded'}", PointwiseReranker(scorer))
 
 

@@ -95,6 +95,15 @@ class PointwiseScorer:
         budget = max_passage_tokens or meta.get("max_passage_tokens") or MAX_PASSAGE_TOKENS
         return cls(model, tokenizer, kind, max_passage_tokens=budget, batch_size=batch_size)
 
+    @classmethod
+    def from_options(cls, name: str | os.PathLike | None, options: dict[str, Any]) -> PointwiseScorer:
+        """:meth:`load` with user-given ``KEY=VALUE`` options; an unknown key is a :class:`RearankError`."""
+        accepted = ("kind", "device", "num_layers", "max_passage_tokens", "batch_size", "trust_remote_code")
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise RearankError(f"unknown pointwise scorer options {unknown}; accepted: {', '.join(accepted)}")
+        return cls.load(name, **options)
+
     def _encode(self, query: str, docs: Sequence[tuple[str, str]]) -> Any:
         texts = truncate_texts([" ".join(text.split()) for _, text in docs], self.max_passage_tokens, self.tokenizer)
         passages = [f"{title}: {text}" if title else text for (title, _), text in zip(docs, texts)]
