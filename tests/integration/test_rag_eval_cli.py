@@ -64,3 +64,17 @@ def test_resume_and_bad_input_errors(tmp_path, capsys):
     bad.write_text('{"question": "q", "answers": ["a"]}\n{"question": 3}\n')
     assert main(["rag", "eval", "--data", str(bad), "-o", str(tmp_path / "y")]) == 2
     assert "bad.jsonl:2:" in capsys.readouterr().err
+
+
+def test_bm25_selector_ranks_each_items_own_passages(tmp_path):
+    data = require_pack("qa") / DEV
+    runs = {}
+    for selector in ("bm25", "none"):
+        out = tmp_path / selector
+        assert main(["rag", "eval", "--data", str(data), "--limit", "40", "--selector", selector, "--k", "3",
+                     "-o", str(out), "--no-progress"]) == 0
+        runs[selector] = json.loads((out / "metrics.json").read_text())["k"]["3"]
+        rows = records(out)
+        assert all(sorted(r["ranking"], key=int) == [str(i) for i in range(len(r["ranking"]))] for r in rows)
+    # the distractor paragraphs come in an arbitrary order: BM25 of the question puts more gold ones on top
+    assert runs["bm25"]["support_recall"] > runs["none"]["support_recall"]

@@ -40,3 +40,13 @@ def test_embedded_pointwise_selector(tmp_path):
                  "--no-progress"]) == 0
     rows = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
     assert [sorted(r["ranking"], key=int) for r in rows] == [[str(i) for i in range(10)]] * 2
+
+
+def test_embedded_listwise_selector(tmp_path):
+    data = require_pack("qa") / "hotpotqa/dev_distractor.first103.json"
+    out = tmp_path / "l"
+    assert main(["rag", "eval", "--data", str(data), "--limit", "1", "--selector", "listwise:embedded",
+                 "-S", "window=10", "-S", "max_new_tokens=24", "--k", "3", "-o", str(out), "--no-progress"]) == 0
+    (row,) = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+    assert sorted(row["ranking"], key=int) == [str(i) for i in range(10)]
+    assert row["k"]["3"]["passages"] == row["ranking"][:3]

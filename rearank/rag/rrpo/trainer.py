@@ -222,7 +222,7 @@ class RRPOTrainer:
         for e in episodes:
             normed.append(torch.tensor(flat[offset:offset + len(e.advantages)], dtype=torch.float32))
             offset += len(e.advantages)
-        self.policy.model.train()
+        # the model stays in eval mode: dropout would make pi_theta differ from pi_old at ratio 1
         loss_sum = kl_sum = clipped = 0.0
         for _ in range(c.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
@@ -238,7 +238,6 @@ class RRPOTrainer:
                     clipped += float(((ratio - 1).abs() > c.clip_eps).float().mean()) / len(episodes)
             torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), c.max_grad_norm)
             self.optimizer.step()
-        self.policy.model.eval()
         n = len(episodes)
         return {"loss": loss_sum / c.ppo_epochs, "kl": kl_sum / c.ppo_epochs, "clip_frac": clipped / c.ppo_epochs,
                 "reward": sum(sum(e.rewards) / len(e.rewards) for e in episodes) / n,
