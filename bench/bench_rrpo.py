@@ -5,7 +5,7 @@ the reader is the ``oracle`` (or ``noisy-oracle``) reader, so rewards measure on
 carry the evidence. Prints the held-out mean step reward of the reference scorer (= the starting point), then
 after every epoch, and the per-step training reward beside the reference's on the same questions.
 
-    python bench/bench_rrpo.py [--train FILE] [--heldout FILE] [--epochs 3] [--k 2] [--layers 2]
+    python bench/bench_rrpo.py [--train FILE] [--heldout FILE] [--epochs 2] [--k 2] [--layers 2]
 """
 
 from __future__ import annotations
@@ -32,10 +32,14 @@ def run(args: argparse.Namespace, output: Path) -> dict:
         lr=args.lr, save_every=10_000, seed=args.seed, device="cpu",
     )
     heldout = load_qa(args.heldout, limit=args.heldout_limit)
-    trainer = build_trainer(config, reader,
-                            log=lambda r: print(f"  step {r['step']:3d}  reward {r['reward']:+.3f}  "
-                                                f"ref {r['ref_reward']:+.3f}  kl {r['kl']:.4f}  "
-                                                f"clip {r['clip_frac']:.2f}", flush=True))
+    steps: list[dict] = []
+
+    def log(r: dict) -> None:
+        steps.append(r)
+        print(f"  step {r['step']:3d}  reward {r['reward']:+.3f}  ref {r['ref_reward']:+.3f}  kl {r['kl']:.4f}  "
+              f"clip {r['clip_frac']:.2f}", flush=True)
+
+    trainer = build_trainer(config, reader, log=log)
     curve = [("reference", evaluate_policy(trainer.reference, heldout, reader, args.k))]
     print(f"held-out ({len(heldout)} questions) reference: mean step reward "
           f"{curve[0][1]['mean_step_reward']:+.4f}, EM@{args.k} {curve[0][1]['em']:.3f}", flush=True)
@@ -45,6 +49,9 @@ def run(args: argparse.Namespace, output: Path) -> dict:
         trainer.train(progress=False)
         figures = evaluate_policy(trainer.policy, heldout, reader, args.k)
         curve.append((f"epoch {epoch + 1}", figures))
+        mine = [r for r in steps if r["epoch"] == epoch]
+        print(f"training epoch {epoch + 1}: mean step reward {sum(r['reward'] for r in mine) / len(mine):+.4f}, "
+              f"reference's on the same questions {sum(r['ref_reward'] for r in mine) / len(mine):+.4f}")
         print(f"held-out after epoch {epoch + 1}: mean step reward {figures['mean_step_reward']:+.4f}, "
               f"EM@{args.k} {figures['em']:.3f}  ({time.perf_counter() - started:.0f}s of training)", flush=True)
     print(f"baseline reader calls: {trainer.baseline_calls} (one set per training question, none after epoch 1)")
@@ -60,7 +67,7 @@ def main() -> None:
     parser.add_argument("--heldout-limit", type=int, default=50)
     parser.add_argument("--reader", choices=("oracle", "noisy-oracle"), default="oracle")
     parser.add_argument("--require", choices=("any", "all"), default="any")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--passage-tokens", type=int, default=48)

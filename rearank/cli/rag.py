@@ -40,8 +40,8 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     data.add_argument("--limit", type=int, help="only the first N questions")
     sel = p.add_argument_group("selection")
     sel.add_argument("--selector", default="none",
-                     help="none | oracle | listwise:MODEL | pointwise:MODEL (a saved RRPO scorer, a cross-encoder, "
-                     "a causal LM, or 'embedded')")
+                     help="none | oracle | bm25 (Lucene over the questions' own passages) | listwise:MODEL | "
+                     "pointwise:MODEL (a saved RRPO scorer, a cross-encoder, a causal LM, or 'embedded')")
     sel.add_argument("--selector-option", "-S", action="append", default=[], metavar="KEY=VALUE",
                      help="selector option, repeatable (pointwise: kind, num_layers, device; listwise: backend, "
                      "window, step, and backend options)")
