@@ -35,6 +35,8 @@ def run(args: argparse.Namespace, output: Path) -> dict:
     steps: list[dict] = []
 
     def log(r: dict) -> None:
+        if "heldout" in r:
+            return
         steps.append(r)
         print(f"  step {r['step']:3d}  reward {r['reward']:+.3f}  ref {r['ref_reward']:+.3f}  kl {r['kl']:.4f}  "
               f"clip {r['clip_frac']:.2f}", flush=True)

@@ -192,8 +192,13 @@ def run_rrpo_train(args: argparse.Namespace) -> int:
     finally:
         if hasattr(reader, "close"):
             reader.close()
-    last = json.loads((Path(config.output) / "log.jsonl").read_text(encoding="utf-8").splitlines()[-1])
+    lines = [json.loads(x) for x in (Path(config.output) / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    last = [r for r in lines if "reward" in r][-1]
     print(f"trained {trainer.step} steps; last step reward {last['reward']:+.4f} (reference {last['ref_reward']:+.4f}),"
           f" KL {last['kl']:.4f}; baseline reader calls {trainer.baseline_calls}")
+    for r in lines:
+        if "heldout" in r:
+            print(f"held-out, {r['heldout']}: mean step reward {r['heldout_mean_step_reward']:+.4f}, "
+                  f"EM@{config.k} {r['heldout_em']:.4f}")
     print(f"scorer: {Path(config.output) / 'final'} (use --selector pointwise:{Path(config.output) / 'final'})")
     return 0

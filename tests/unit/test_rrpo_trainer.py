@@ -176,11 +176,14 @@ def test_resume_matches_an_uninterrupted_run(tmp_path, tiny_model):
 
 
 def test_cli_train_then_eval_and_rerank_with_the_scorer(tmp_path, tiny_model, capsys):
-    cfg = config(tmp_path, tiny_model)
+    cfg = config(tmp_path, tiny_model, eval_data=str(qa_file(tmp_path / "heldout.jsonl", 3)))
     path = tmp_path / "rrpo.yaml"
     path.write_text(yaml.safe_dump({k: v for k, v in vars(cfg).items() if v is not None}))
     assert main(["rag", "rrpo", "train", "--config", str(path), "--set", "epochs=1", "--no-progress"]) == 0
-    assert "trained 2 steps" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "trained 2 steps" in printed and "held-out, reference:" in printed and "held-out, epoch 1:" in printed
+    log = [json.loads(x) for x in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [r.get("heldout") for r in log] == ["reference", None, None, "epoch 1"]
     final = tmp_path / "run" / "final"
     out = tmp_path / "eval"
     assert (
@@ -230,3 +233,14 @@ def test_cli_train_then_eval_and_rerank_with_the_scorer(tmp_path, tiny_model, ca
     head = [line.split()[2] for line in run.read_text().splitlines() if line.startswith("q0 ")]
     assert head == rows[0]["ranking"]
     assert main(["rag", "rrpo", "train", "--config", str(path), "--set", "colour=red"]) == 2
+
+
+def test_recipe_config_parses():
+    from tests.conftest import ROOT
+
+    config = RRPOConfig.from_yaml(ROOT / "recipes" / "rrpo_hotpotqa.yaml")
+    # the paper's HotpotQA settings
+    assert (config.k, config.epochs, config.lr, config.batch_size, config.beta, config.clip_eps) == (
+        3, 2, 2e-6, 32, 0.1, 0.2)
+    with pytest.raises(RearankError, match="unknown RRPO settings"):
+        RRPOConfig.from_yaml(ROOT / "recipes" / "rrpo_hotpotqa.yaml", {"learning_rate": 1.0})

@@ -7,7 +7,8 @@ scores and baseline answers are computed once per question and kept (in the chec
 no new baseline reader calls. Advantages come from GAE and are normalised over a sliding window; the loss is
 PPO-clip minus beta times the k3 KL to the reference, accumulated over the batch before one AdamW step.
 
-Output folder: ``log.jsonl`` (one line per optimizer step), ``checkpoint/`` (scorer, optimizer, trainer state;
+Output folder: ``log.jsonl`` (one line per optimizer step; with ``eval_data``, one more line with the held-out
+mean step reward and EM of the greedy top-k before training and after each epoch), ``checkpoint/`` (scorer, optimizer, trainer state;
 replaced atomically every ``save_every`` steps) and ``final/`` (the trained scorer, usable as
 ``--selector pointwise:OUT/final`` and ``rearank rerank --mode pointwise --model OUT/final``).
 """
@@ -161,9 +162,11 @@ class RRPOTrainer:
     """Train ``policy`` against ``reader``; ``reference`` is a frozen copy of the starting scorer."""
 
     def __init__(self, config: RRPOConfig, policy: PointwiseScorer, reference: PointwiseScorer, reader: Reader,
-                 items: Sequence[QAItem], log: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 items: Sequence[QAItem], log: Callable[[dict[str, Any]], None] | None = None,
+                 heldout: Sequence[QAItem] = ()) -> None:
         self.config, self.policy, self.reference, self.reader = config, policy, reference, reader
         self.items = list(items)
+        self.heldout = list(heldout)
         if not self.items:
             raise RearankError("RRPO: no training questions")
         short = [i.qid for i in self.items if len(i.passages) < config.k]
@@ -257,6 +260,8 @@ class RRPOTrainer:
         bar = tqdm(total=per_epoch * c.epochs, initial=self.step, unit="step", desc="rrpo", disable=not progress,
                    dynamic_ncols=True)
         try:
+            if self.step == 0 and self.position == 0 and self.epoch == 0:
+                self._evaluate(self.reference, "reference")
             while self.epoch < c.epochs:
                 items = self.order(self.epoch)
                 while self.position < len(items):
@@ -275,10 +280,17 @@ class RRPOTrainer:
                         self.save_checkpoint()
                 self.epoch += 1
                 self.position = 0
+                self._evaluate(self.policy, f"epoch {self.epoch}")
                 self.save_checkpoint()
         finally:
             bar.close()
         self.policy.save(self.output / "final")
+
+    def _evaluate(self, scorer: PointwiseScorer, label: str) -> None:
+        """Log the held-out figures of ``scorer`` (greedy top-k) when ``eval_data`` is set."""
+        if self.heldout:
+            figures = evaluate_policy(scorer, self.heldout, self.reader, self.config.k)
+            self._append_log({"step": self.step, "heldout": label, **{f"heldout_{k}": v for k, v in figures.items()}})
 
     def _append_log(self, record: dict[str, Any]) -> None:
         self.output.mkdir(parents=True, exist_ok=True)
@@ -360,7 +372,8 @@ def build_trainer(config: RRPOConfig, reader: Reader, resume: bool = False,
         p.requires_grad_(False)
     start = checkpoint / "scorer" if resume else config.scorer
     policy = PointwiseScorer.load(start, num_layers=None if resume else config.num_layers, **options)
-    trainer = RRPOTrainer(config, policy, reference, reader, items, log=log)
+    heldout = load_items(config.eval_data, config.fmt, config.eval_limit, config.max_candidates) if config.eval_data else []
+    trainer = RRPOTrainer(config, policy, reference, reader, items, log=log, heldout=heldout)
     if resume:
         trainer.load_checkpoint()
     return trainer
