@@ -6,9 +6,11 @@ import gzip
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rearank.errors import FormatError
-from rearank.io.qa import load_qa
+from rearank.io.qa import FORMATS, load_qa
 
 HOTPOT = {
     "_id": "h1",
@@ -116,3 +118,25 @@ def test_unknown_keys_and_format(tmp_path):
         load_qa(path)
     with pytest.raises(ValueError, match="unknown QA format"):
         load_qa(path, fmt="squad")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+KEYS = ["_id", "id", "question", "answer", "answers", "golden_answers", "answer_aliases", "context",
+        "supporting_facts", "paragraphs", "ctxs", "evidences"]
+
+
+@settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(KEYS), json_values, max_size=6), st.sampled_from(["auto", *FORMATS]))
+def test_fuzzed_records_load_or_raise_format_error(tmp_path, record, fmt):
+    path = tmp_path / "fuzz.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    try:
+        items = load_qa(path, fmt)
+    except FormatError as err:
+        assert "fuzz.jsonl:1:" in str(err)
+    else:
+        assert len(items) == 1 and isinstance(items[0].question, str) and items[0].answers
