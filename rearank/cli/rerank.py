@@ -70,8 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--seed", type=int, default=0, help="sampling seed (and groupwise shuffle seed)")
 
     rank = p.add_argument_group("reranking")
-    rank.add_argument("--mode", choices=("listwise", "groupwise"), default="listwise",
-                      help="listwise sliding windows, or groupwise scoring (GroupRank)")
+    rank.add_argument("--mode", choices=("listwise", "groupwise", "pointwise"), default="listwise",
+                      help="listwise sliding windows, groupwise scoring (GroupRank), or a pointwise scorer "
+                      "(--model: a saved RRPO scorer, a cross-encoder or a causal LM; -O kind=, device=, num_layers=)")
     rank.add_argument("--prompt", help="builtin template (rearank, rankgpt) or a YAML template file "
                       "(default: rearank; grouprank for --mode groupwise)")
     rank.add_argument("--window", type=int, default=20, help="passages per window")
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         check_settings(window=args.window, step=args.step, passes=args.passes, top_k=args.top_k,
                        batch_size=args.batch_size, max_passage_tokens=args.max_passage_tokens)
         load_template(args.prompt or "rearank")
-    else:
+    elif args.mode == "groupwise":
         from rearank.grouprank import check_group_settings, load_group_template
 
         check_group_settings(group_size=args.group_size, group_step=args.group_step, shuffles=args.shuffles,
@@ -190,6 +191,11 @@ def max_new_tokens_for(args: argparse.Namespace) -> int:
 
 
 def _make_reranker(args: argparse.Namespace, qrels: dict[str, dict[str, int]] | None) -> Any:
+    if args.mode == "pointwise":
+        from rearank.methods.pointwise import PointwiseReranker, PointwiseScorer
+
+        scorer = PointwiseScorer.from_options(args.model or "embedded", backend_options(args.backend_option))
+        return PointwiseReranker(scorer, top_k=args.top_k)
     try:
         from rearank.backends.registry import make_backend
     except ImportError as err:

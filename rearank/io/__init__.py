@@ -4,6 +4,7 @@
 - :mod:`rearank.io.topics`: ``qid TAB text`` topics and ``docid TAB text`` documents
 - :mod:`rearank.io.beir`: BEIR ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``
 - :mod:`rearank.io.requests_jsonl`: RankLLM request JSONL (Anserini ``-outputRerankerRequests``)
+- :mod:`rearank.io.qa`: QA items (HotpotQA, 2WikiMultihopQA, MuSiQue, DPR ``ctxs``, FlashRAG JSONL)
 
 Malformed input raises :class:`rearank.errors.FormatError` naming the file and line; every writer writes a
 temporary file beside the target and renames it into place.

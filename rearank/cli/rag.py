@@ -1,0 +1,204 @@
+"""``rearank rag``: evaluate passage selection by what a reader answers (``eval``, ``compare``) and train a
+pointwise scorer with reader feedback (``rrpo train``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rearank.cli.rerank import _HelpFormatter, backend_options
+from rearank.errors import RearankError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``rag`` subcommand and its own subcommands."""
+    p = subparsers.add_parser("rag", help="RAG: evaluate selectors by reader answers, train RRPO scorers",
+                              description=__doc__, formatter_class=_HelpFormatter)
+    sub = p.add_subparsers(dest="rag_command", metavar="SUBCOMMAND", required=True)
+    _register_eval(sub)
+    _register_compare(sub)
+    rrpo = sub.add_parser("rrpo", help="RRPO: train a pointwise reranker with reader feedback (PPO)")
+    rrpo_sub = rrpo.add_subparsers(dest="rrpo_command", metavar="SUBCOMMAND", required=True)
+    _register_rrpo_train(rrpo_sub)
+
+
+def _register_eval(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval", help="select passages, read the top-k, score EM/F1/Hit and answer recall",
+        description="For each question of a QA file (HotpotQA, 2Wiki, MuSiQue, DPR ctxs, FlashRAG JSONL), order its "
+        "passages with a selector, let a reader answer from the top-k for each --k, and score EM, F1 and Hit of the "
+        "answer, answer recall and supporting-passage recall of the top-k. Writes OUTPUT/items.jsonl (one record per "
+        "question, as it finishes), OUTPUT/metrics.json and OUTPUT/table.md (with the RRPO paper's figures).",
+        formatter_class=_HelpFormatter)
+    data = p.add_argument_group("data")
+    data.add_argument("--data", type=Path, required=True, help="QA file (.json list or .jsonl, .gz ok)")
+    data.add_argument("--format", default="auto", choices=("auto", "hotpotqa", "2wiki", "musique", "dpr", "flashrag"),
+                      help="file format (auto: from the record's keys)")
+    data.add_argument("--limit", type=int, help="only the first N questions")
+    sel = p.add_argument_group("selection")
+    sel.add_argument("--selector", default="none",
+                     help="none | oracle | bm25 (Lucene over the questions' own passages) | listwise:MODEL | "
+                     "pointwise:MODEL (a saved RRPO scorer, a cross-encoder, a causal LM, or 'embedded')")
+    sel.add_argument("--selector-option", "-S", action="append", default=[], metavar="KEY=VALUE",
+                     help="selector option, repeatable (pointwise: kind, num_layers, device; listwise: backend, "
+                     "window, step, and backend options)")
+    rd = p.add_argument_group("reader")
+    rd.add_argument("--reader", default="oracle", choices=("oracle", "noisy-oracle", "hf", "vllm", "openai"),
+                    help="oracle readers for checks; hf/vllm/openai run an LLM")
+    rd.add_argument("--reader-model", help="reader model (hub id, folder, .gguf, 'embedded', or the served name)")
+    rd.add_argument("--reader-option", "-R", action="append", default=[], metavar="KEY=VALUE",
+                    help="reader option, repeatable (oracle: require=any|all; noisy-oracle: p, seed; "
+                    "LLM: backend options such as device=cuda, base_url=...)")
+    rd.add_argument("--template", default="plain", choices=("plain", "rrpo"), help="reader prompt layout")
+    rd.add_argument("--max-new-tokens", type=int, default=32, help="reader answer budget")
+    rd.add_argument("--batch-size", type=int, default=32, help="reader prompts (from many questions) per call")
+    rd.add_argument("--reader-cache", type=Path, help="JSONL response cache shared across runs "
+                    "(default: OUTPUT/reader_cache.jsonl)")
+    sc = p.add_argument_group("scoring and output")
+    sc.add_argument("--k", default="1,3,5", help="comma-separated top-k values read by the reader")
+    sc.add_argument("--style", default="squad", choices=("squad", "arena"), help="answer normalisation")
+    sc.add_argument("--output", "-o", type=Path, required=True, help="output folder")
+    sc.add_argument("--label", help="run name in the table (default: selector + reader)")
+    sc.add_argument("--resume", action="store_true", help="keep the questions already in OUTPUT/items.jsonl")
+    sc.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_eval)
+
+
+def _register_compare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="paired tests between two rag eval folders",
+                       description="Compare two `rag eval` output folders question by question at one k: means, "
+                       "paired t-test and randomization test p-values, wins/ties/losses of B against A.",
+                       formatter_class=_HelpFormatter)
+    p.add_argument("a", type=Path, help="baseline folder (A)")
+    p.add_argument("b", type=Path, help="folder compared against it (B)")
+    p.add_argument("--k", type=int, default=3, help="the top-k to compare at")
+    p.add_argument("--permutations", type=int, default=10000, help="randomization test samples")
+    p.add_argument("--seed", type=int, default=0, help="randomization test seed")
+    p.set_defaults(func=run_compare)
+
+
+def _register_rrpo_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a pointwise scorer with RRPO",
+                       description="RRPO training (plain PyTorch): Plackett-Luce episodes of k picks, reader reward "
+                       "EM+F1+Hit, reference-anchored GAE, PPO-clip with a k3 KL penalty. Settings come from a YAML "
+                       "file whose keys are those of rearank.rag.rrpo.trainer.RRPOConfig; --set overrides them.",
+                       formatter_class=_HelpFormatter)
+    p.add_argument("--config", type=Path, required=True, help="YAML settings (data, output, scorer, reader, k, ...)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting, repeatable")
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_rrpo_train)
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(k) for k in text.split(",") if k.strip()})
+    except ValueError:
+        raise RearankError(f"--k {text!r}: expected comma-separated integers such as 1,3,5") from None
+    if not ks or ks[0] < 1:
+        raise RearankError(f"--k {text!r}: every k must be at least 1")
+    return ks
+
+
+def _make_reader(name: str, model: str | None, options: dict[str, Any], template: str, max_new_tokens: int,
+                 batch_size: int, cache_path: Path | None) -> Any:
+    from rearank.backends.base import SamplingSettings
+    from rearank.rag.cache import ResponseCache
+    from rearank.rag.readers import make_reader
+
+    if name in ("oracle", "noisy-oracle"):
+        if model:
+            raise RearankError(f"the {name} reader takes no --reader-model")
+        try:
+            return make_reader(name, **options)
+        except TypeError as err:
+            raise RearankError(f"bad --reader-option for the {name} reader: {err}") from None
+    if max_new_tokens < 1 or batch_size < 1:
+        raise RearankError("--max-new-tokens and --batch-size must be at least 1")
+    return make_reader(name, model, template=template, settings=SamplingSettings(max_new_tokens=max_new_tokens),
+                       cache=ResponseCache(cache_path), batch_size=batch_size, **options)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """Run ``rearank rag eval``."""
+    from rearank.io.qa import load_qa
+    from rearank.rag.evaluate import RagEvaluation
+    from rearank.rag.selectors import make_selector
+
+    ks = _ks(args.k)
+    if args.limit is not None and args.limit < 1:
+        raise RearankError(f"--limit must be at least 1, got {args.limit}")
+    items = load_qa(args.data, args.format, args.limit)
+    if not items:
+        raise RearankError(f"{args.data}: no questions")
+    qids = [i.qid for i in items]
+    if len(set(qids)) != len(qids):
+        raise RearankError(f"{args.data}: question ids repeat; they must be unique")
+    selector_options, reader_options = backend_options(args.selector_option), backend_options(args.reader_option)
+    label = args.label or f"{args.selector} / {args.reader}" + (f":{args.reader_model}" if args.reader_model else "")
+    config = {"data": str(args.data.resolve()), "format": args.format, "limit": args.limit,
+              "selector": args.selector, "selector_options": selector_options, "reader": args.reader,
+              "reader_model": args.reader_model, "reader_options": reader_options, "template": args.template,
+              "max_new_tokens": args.max_new_tokens, "k": ks, "style": args.style, "label": label}
+    evaluation = RagEvaluation(args.output, config, resume=args.resume)
+    if args.resume:
+        print(f"resume: {sum(q in evaluation.records for q in qids)} of {len(items)} questions already in "
+              f"{evaluation.items_path}", file=sys.stderr)
+    selector = make_selector(args.selector, **selector_options)
+    reader = _make_reader(args.reader, args.reader_model, reader_options, args.template, args.max_new_tokens,
+                          args.batch_size, args.reader_cache or args.output / "reader_cache.jsonl")
+    try:
+        evaluation.run(items, selector, reader, ks, style=args.style, chunk=args.batch_size,
+                       progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"interrupted: finished questions are in {evaluation.items_path}; rerun with --resume",
+              file=sys.stderr)
+        raise
+    finally:
+        if hasattr(reader, "close"):
+            reader.close()
+    print((args.output / "table.md").read_text(encoding="utf-8"), end="")
+    print(f"reader calls: {getattr(reader, 'generated', 'n/a')}; items: {evaluation.items_path}; "
+          f"metrics: {args.output / 'metrics.json'}")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """Run ``rearank rag compare``."""
+    from rearank.rag.evaluate import compare_runs
+
+    print(compare_runs(args.a, args.b, args.k, permutations=args.permutations, seed=args.seed))
+    return 0
+
+
+def run_rrpo_train(args: argparse.Namespace) -> int:
+    """Run ``rearank rag rrpo train``."""
+    from rearank.rag.rrpo.trainer import RRPOConfig, build_trainer
+
+    config = RRPOConfig.from_yaml(args.config, backend_options(args.set))
+    reader = _make_reader(config.reader, config.reader_model, dict(config.reader_options), config.reader_template,
+                          32, config.batch_size, Path(config.reader_cache) if config.reader_cache else
+                          Path(config.output) / "reader_cache.jsonl")
+    try:
+        trainer = build_trainer(config, reader, resume=args.resume)
+        trainer.train(progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"interrupted: rerun with --resume to continue from {Path(config.output) / 'checkpoint'}",
+              file=sys.stderr)
+        raise
+    finally:
+        if hasattr(reader, "close"):
+            reader.close()
+    lines = [json.loads(x) for x in (Path(config.output) / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    last = [r for r in lines if "reward" in r][-1]
+    print(f"trained {trainer.step} steps; last step reward {last['reward']:+.4f} (reference {last['ref_reward']:+.4f}),"
+          f" KL {last['kl']:.4f}; baseline reader calls {trainer.baseline_calls}")
+    for r in lines:
+        if "heldout" in r:
+            print(f"held-out, {r['heldout']}: mean step reward {r['heldout_mean_step_reward']:+.4f}, "
+                  f"EM@{config.k} {r['heldout_em']:.4f}")
+    print(f"scorer: {Path(config.output) / 'final'} (use --selector pointwise:{Path(config.output) / 'final'})")
+    return 0

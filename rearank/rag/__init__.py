@@ -1,0 +1,15 @@
+"""RAG layer: QA items, answer metrics, readers, selectors, `rag eval`, and RRPO training.
+
+- :mod:`rearank.rag.types`: :class:`Passage`, :class:`QAItem` (a QA item converts to a :class:`rearank.types.Request`)
+- :mod:`rearank.rag.metrics`: answer normalisation, EM, token F1, Hit, answer recall, supporting-passage recall
+- :mod:`rearank.rag.readers`: LLM readers (any backend, ``plain``/``rrpo`` templates), oracle and noisy oracle
+- :mod:`rearank.rag.cache`: the greedy response cache keyed by (model, prompt, sampling)
+- :mod:`rearank.rag.selectors`: ``none``, ``oracle``, ``bm25``, ``listwise:M``, ``pointwise:M`` behind a registry
+- :mod:`rearank.rag.evaluate`: ``rag eval`` (per-item JSONL, metrics, table, resume) and paired comparison
+- :mod:`rearank.rag.rrpo`: RRPO's formulas and trainer
+- loaders live with the other formats in :mod:`rearank.io.qa`
+"""
+
+from rearank.rag.types import Passage, QAItem
+
+__all__ = ["Passage", "QAItem"]

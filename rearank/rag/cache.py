@@ -1,0 +1,126 @@
+"""A response cache for readers: (model, prompt, sampling) -> generated text, in memory and optionally on disk.
+
+Only greedy (temperature 0) generations are cached: they are the ones a second call would reproduce. The disk
+form is JSON lines (``{"key", "text", "prompt_tokens", "completion_tokens"}``) appended and flushed one response
+at a time, so an interrupted run keeps what it generated; a torn last line is dropped with a warning on load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO
+
+from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
+from rearank.errors import FormatError, RearankError
+from rearank.io._files import PathLike, iter_lines
+
+log = logging.getLogger("rearank.rag.cache")
+
+
+def cache_key(model: str, prompt: Prompt, settings: SamplingSettings) -> str:
+    """A digest of the model name, the chat messages and the sampling settings."""
+    blob = json.dumps([model, list(prompt.messages), asdict(settings)], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """Greedy responses by :func:`cache_key`; ``path`` (JSONL) makes it persistent across runs."""
+
+    def __init__(self, path: PathLike | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self.entries: dict[str, Generation] = {}
+        self.hits = self.misses = 0
+        self._handle: IO[str] | None = None
+        if self.path is not None and self.path.is_file():
+            self._load(self.path)
+
+    def _load(self, path: Path) -> None:
+        lines = list(iter_lines(path))
+        for number, line in lines:
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                self.entries[record["key"]] = Generation(
+                    record["text"], int(record["prompt_tokens"]), int(record["completion_tokens"]))
+            except (ValueError, KeyError, TypeError) as err:
+                if number == lines[-1][0]:  # an interrupted append: drop it
+                    log.warning("%s:%d: dropping a torn last line of the response cache", path, number)
+                    self._truncate_last_line(path)
+                    continue
+                raise FormatError(path, number, f"not a response-cache record ({err}); delete the file to "
+                                  "start a fresh cache") from None
+
+    @staticmethod
+    def _truncate_last_line(path: Path) -> None:
+        data = path.read_bytes().rstrip(b"\n")
+        cut = data.rfind(b"\n")
+        path.write_bytes(data[: cut + 1] if cut >= 0 else b"")
+
+    def get(self, key: str) -> Generation | None:
+        found = self.entries.get(key)
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
+
+    def put(self, key: str, generation: Generation) -> None:
+        self.entries[key] = generation
+        if self.path is None:
+            return
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across calls, closed in close()
+        record = {"key": key, "text": generation.text, "prompt_tokens": generation.prompt_tokens,
+                  "completion_tokens": generation.completion_tokens}
+        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._handle.flush()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class CachedBackend:
+    """Wrap a backend: greedy prompts already answered come from ``cache``, the rest go in one batch."""
+
+    def __init__(self, backend: Backend, model: str, cache: ResponseCache | None = None) -> None:
+        self.backend = backend
+        self.name = getattr(backend, "name", type(backend).__name__)
+        self.model = model
+        self.cache = cache if cache is not None else ResponseCache()
+        self.generated = 0  # prompts actually sent to the backend
+
+    def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
+        if settings.temperature > 0:
+            self.generated += len(prompts)
+            return self._call(list(prompts), settings)
+        keys = [cache_key(self.model, p, settings) for p in prompts]
+        out: list[Generation | None] = [self.cache.get(k) for k in keys]
+        todo: dict[str, int] = {}  # first index of each missing key (repeats in one batch are generated once)
+        for i, (key, found) in enumerate(zip(keys, out)):
+            if found is None and key not in todo:
+                todo[key] = i
+        if todo:
+            fresh = self._call([prompts[i] for i in todo.values()], settings)
+            self.generated += len(todo)
+            made = dict(zip(todo, fresh))
+            for key, generation in made.items():
+                if generation.finish_reason != "error":
+                    self.cache.put(key, generation)
+            out = [made[k] if g is None else g for k, g in zip(keys, out)]
+        return [g for g in out if g is not None]
+
+    def _call(self, prompts: list[Prompt], settings: SamplingSettings) -> list[Generation]:
+        generations = list(self.backend.generate(prompts, settings))
+        if len(generations) != len(prompts):
+            raise RearankError(f"backend {self.name!r} returned {len(generations)} generations "
+                               f"for {len(prompts)} prompts")
+        return generations

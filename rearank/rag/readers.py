@@ -1,0 +1,212 @@
+"""Readers: answer a question from a list of passages, through any backend (hf, vllm, openai) or an oracle.
+
+- :class:`LLMReader` renders a reader template (:data:`TEMPLATES`: ``plain``, one user turn with numbered
+  passages; ``rrpo``, RRPO's layout: a system turn, a one-shot example, one user turn per passage, then the
+  question), sends the prompts of many questions per backend call, and caches greedy responses
+  (:mod:`rearank.rag.cache`), so a temperature-0 answer is never generated twice.
+- :class:`OracleReader` answers the first gold answer when its context holds the evidence (a supporting or
+  ``has_answer`` passage; with ``require="all"``, every supporting passage), else :data:`WRONG_ANSWER`.
+- :class:`NoisyOracleReader` is the oracle made right with probability ``p`` when the evidence is there; the coin
+  is a hash of (seed, qid, passage ids), so the same context always gets the same answer (like greedy decoding).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rearank.backends.base import Backend, Message, Prompt, SamplingSettings
+from rearank.errors import RearankError
+from rearank.prompts import MAX_PASSAGE_TOKENS, truncate_texts
+from rearank.rag.cache import CachedBackend, ResponseCache
+from rearank.rag.types import Passage, QAItem
+
+WRONG_ANSWER = "unanswerable"  # matches no gold answer (unlike "no answer", which Hits "no")
+#: Short answers: enough for an entity, a date or yes/no.
+READER_MAX_NEW_TOKENS = 32
+
+
+@dataclass(frozen=True)
+class ReaderOutput:
+    """The reader's raw response and the short answer extracted from it (what EM/F1 score)."""
+
+    response: str
+    answer: str
+
+
+class Reader(Protocol):
+    """Anything that answers a batch of (item, context passages) pairs, in order."""
+
+    name: str
+
+    def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]: ...
+
+
+_ANSWER_PREFIX = re.compile(r"^\s*(?:final\s+)?answer\s*[:\-]\s*", re.IGNORECASE)
+
+
+def extract_answer(response: str) -> str:
+    """The short answer in a response: its first non-empty line, without an ``Answer:`` prefix."""
+    for line in response.strip().splitlines():
+        line = _ANSWER_PREFIX.sub("", line).strip()
+        if line:
+            return line
+    return ""
+
+
+# --- templates -------------------------------------------------------------------------------------------------
+
+PLAIN_SYSTEM = ("Answer the question using the passages. Reply with the answer only, in a few words, "
+                "with no explanation.")
+RRPO_SYSTEM = ("You answer questions from documents. The user sends the documents one per message, then the "
+               "question. Reply with a short answer (a few words) and nothing else.")
+RRPO_EXAMPLE: tuple[Message, ...] = (
+    {"role": "user", "content": "Document [1] (Eiffel Tower): The Eiffel Tower is a wrought-iron lattice tower "
+                                "in Paris, completed in 1889."},
+    {"role": "user", "content": "Question: In which year was the Eiffel Tower completed?"},
+    {"role": "assistant", "content": "1889"},
+)
+
+
+def _passage_line(i: int, passage: Passage, text: str) -> str:
+    return f"[{i}] ({passage.title}) {text}" if passage.title else f"[{i}] {text}"
+
+
+def render_plain(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
+    body = "\n".join(_passage_line(i, p, t) for i, (p, t) in enumerate(zip(passages, texts), start=1))
+    return [{"role": "system", "content": PLAIN_SYSTEM},
+            {"role": "user", "content": f"Passages:\n{body}\n\nQuestion: {question}\nAnswer:"}]
+
+
+def render_rrpo(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
+    messages: list[Message] = [{"role": "system", "content": RRPO_SYSTEM}, *RRPO_EXAMPLE]
+    for i, (p, t) in enumerate(zip(passages, texts), start=1):
+        head = f"Document [{i}] ({p.title})" if p.title else f"Document [{i}]"
+        messages.append({"role": "user", "content": f"{head}: {t}"})
+    messages.append({"role": "user", "content": f"Question: {question}"})
+    return messages
+
+
+TEMPLATES = {"plain": render_plain, "rrpo": render_rrpo}
+
+
+# --- readers ---------------------------------------------------------------------------------------------------
+
+
+class LLMReader:
+    """Answer through a backend with a template; ``batch_size`` prompts (from as many questions) per call."""
+
+    def __init__(self, backend: Backend, model: str, template: str = "plain", settings: SamplingSettings | None = None,
+                 cache: ResponseCache | None = None, batch_size: int = 32,
+                 max_passage_tokens: int | None = MAX_PASSAGE_TOKENS) -> None:
+        if template not in TEMPLATES:
+            raise RearankError(f"unknown reader template {template!r}; choose one of {', '.join(TEMPLATES)}")
+        if batch_size < 1:
+            raise RearankError(f"reader batch_size must be at least 1, got {batch_size}")
+        self.name = f"{getattr(backend, 'name', 'llm')}:{model}"
+        self.backend = CachedBackend(backend, model, cache)
+        self.render = TEMPLATES[template]
+        self.settings = settings or SamplingSettings(max_new_tokens=READER_MAX_NEW_TOKENS)
+        self.batch_size = batch_size
+        self.max_passage_tokens = max_passage_tokens
+        self.tokenizer = getattr(backend, "tokenizer", None)
+
+    @property
+    def generated(self) -> int:
+        """Prompts sent to the backend so far (cache hits excluded)."""
+        return self.backend.generated
+
+    def close(self) -> None:
+        """Close the response cache file."""
+        self.backend.cache.close()
+
+    def prompt(self, item: QAItem, passages: Sequence[Passage]) -> Prompt:
+        texts = truncate_texts([" ".join(p.text.split()) for p in passages], self.max_passage_tokens, self.tokenizer)
+        messages = self.render(item.question, passages, texts)
+        return Prompt(messages=tuple(messages), qid=item.qid, docids=tuple(p.pid for p in passages))
+
+    def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]:
+        prompts = [self.prompt(item, passages) for item, passages in batch]
+        out: list[ReaderOutput] = []
+        for start in range(0, len(prompts), self.batch_size):
+            for generation in self.backend.generate(prompts[start:start + self.batch_size], self.settings):
+                text = "" if generation.finish_reason == "error" else generation.text
+                out.append(ReaderOutput(text, extract_answer(text)))
+        return out
+
+
+def has_evidence(item: QAItem, passages: Sequence[Passage], require: str = "any") -> bool:
+    """Whether ``passages`` hold the evidence for ``item``: a supporting or has-answer passage (``any``), or
+    every supporting passage (``all``; items without supporting labels fall back to ``any``)."""
+    pids = {p.pid for p in passages}
+    if require == "all" and item.supporting:
+        return item.supporting <= pids
+    return bool(pids & item.supporting) or any(p.has_answer for p in passages)
+
+
+class OracleReader:
+    """The gold answer when the context holds the evidence (see :func:`has_evidence`), else a fixed wrong one."""
+
+    name = "oracle"
+
+    def __init__(self, require: str = "any", wrong_answer: str = WRONG_ANSWER) -> None:
+        if require not in ("any", "all"):
+            raise RearankError(f"oracle reader: require must be 'any' or 'all', got {require!r}")
+        self.require = require
+        self.wrong_answer = wrong_answer
+        self.generated = 0
+
+    def _right(self, item: QAItem, passages: Sequence[Passage]) -> bool:
+        return has_evidence(item, passages, self.require)
+
+    def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]:
+        self.generated += len(batch)
+        out = []
+        for item, passages in batch:
+            answer = item.answers[0] if self._right(item, passages) else self.wrong_answer
+            out.append(ReaderOutput(answer, answer))
+        return out
+
+
+class NoisyOracleReader(OracleReader):
+    """The oracle, right with probability ``p`` when the evidence is there (a seeded, per-context coin)."""
+
+    name = "noisy-oracle"
+
+    def __init__(self, p: float = 0.8, seed: int = 0, require: str = "any", wrong_answer: str = WRONG_ANSWER) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise RearankError(f"noisy-oracle reader: p must be in [0, 1], got {p}")
+        super().__init__(require, wrong_answer)
+        self.p, self.seed = p, seed
+
+    def _coin(self, item: QAItem, passages: Sequence[Passage]) -> float:
+        blob = "\x1f".join([str(self.seed), item.qid, *(p.pid for p in passages)]).encode("utf-8")
+        return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") / 2**64
+
+    def _right(self, item: QAItem, passages: Sequence[Passage]) -> bool:
+        return super()._right(item, passages) and self._coin(item, passages) < self.p
+
+
+READERS = ("oracle", "noisy-oracle", "hf", "vllm", "openai")
+
+
+def make_reader(name: str, model: str | None = None, *, template: str = "plain",
+                settings: SamplingSettings | None = None, cache: ResponseCache | None = None,
+                batch_size: int = 32, max_passage_tokens: int | None = MAX_PASSAGE_TOKENS,
+                **options: Any) -> Reader:
+    """Build a reader: ``oracle`` / ``noisy-oracle`` (``options``: require, p, seed) or an LLM through the backend
+    ``name`` (hf, vllm, openai) for ``model`` (``options`` go to the backend)."""
+    if name == "oracle":
+        return OracleReader(**options)
+    if name == "noisy-oracle":
+        return NoisyOracleReader(**options)
+    if name not in READERS:
+        raise RearankError(f"unknown reader {name!r}; choose one of {', '.join(READERS)}")
+    from rearank.backends.registry import make_backend
+
+    backend = make_backend(name, model, **options)
+    return LLMReader(backend, model or "embedded", template=template, settings=settings, cache=cache,
+                     batch_size=batch_size, max_passage_tokens=max_passage_tokens)

@@ -1,0 +1,174 @@
+"""Selectors: order each QA item's passages so that a reader reads the top-k. ``--selector NAME[:ARG]``.
+
+Built in: ``none`` (the given order), ``oracle`` (supporting, then has-answer passages first), ``bm25`` (Lucene
+BM25 of the question over the passages of the questions in one batch, each item keeping its own), ``listwise:MODEL``
+(rearank's listwise driver through a backend) and ``pointwise:MODEL`` (a pointwise scorer: a saved RRPO scorer,
+a cross-encoder, or a causal LM scored by "yes"). :data:`SELECTORS` maps a name to ``module:factory``; another
+selector is one new module plus one line here. A factory takes ``(arg, **options)`` and returns a
+:class:`Selector`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from rearank.errors import RearankError
+from rearank.rag.types import Passage, QAItem
+
+
+class Selector(Protocol):
+    """Anything that ranks the passages of a batch of QA items (best first), in input order."""
+
+    name: str
+
+    def rank(self, items: Sequence[QAItem]) -> list[tuple[Passage, ...]]: ...
+
+
+#: selector name -> "module:factory"
+SELECTORS: dict[str, str] = {
+    "none": "rearank.rag.selectors:GivenOrder",
+    "oracle": "rearank.rag.selectors:OracleSelector",
+    "bm25": "rearank.rag.selectors:BM25Selector",
+    "listwise": "rearank.rag.selectors:listwise_selector",
+    "pointwise": "rearank.rag.selectors:pointwise_selector",
+}
+
+
+def make_selector(spec: str, **options: Any) -> Selector:
+    """Build the selector named by ``spec`` (``NAME`` or ``NAME:ARG``, e.g. ``pointwise:runs/rrpo/final``)."""
+    name, _, arg = spec.partition(":")
+    if name not in SELECTORS:
+        raise RearankError(f"unknown selector {name!r}; choose one of {', '.join(SELECTORS)} (as NAME or NAME:ARG)")
+    module, _, attr = SELECTORS[name].partition(":")
+    factory = getattr(importlib.import_module(module), attr)
+    try:
+        return factory(arg or None, **options)
+    except TypeError as err:
+        raise RearankError(f"bad options for the {name} selector: {err}") from None
+
+
+class GivenOrder:
+    """The passages in the order the item gives them."""
+
+    name = "none"
+
+    def __init__(self, arg: str | None = None) -> None:
+        if arg:
+            raise RearankError(f"the none selector takes no argument (got {arg!r})")
+
+    def rank(self, items: Sequence[QAItem]) -> list[tuple[Passage, ...]]:
+        return [item.passages for item in items]
+
+
+class OracleSelector:
+    """Supporting passages first, then has-answer ones, then the rest, each group in the given order."""
+
+    name = "oracle"
+
+    def __init__(self, arg: str | None = None) -> None:
+        if arg:
+            raise RearankError(f"the oracle selector takes no argument (got {arg!r})")
+
+    def rank(self, items: Sequence[QAItem]) -> list[tuple[Passage, ...]]:
+        def group(item: QAItem, p: Passage) -> int:
+            return 0 if p.pid in item.supporting else 1 if p.has_answer else 2
+
+        return [tuple(sorted(item.passages, key=lambda p: group(item, p))) for item in items]
+
+
+class BM25Selector:
+    """Rank each item's passages by Lucene BM25 (rearank.bm25: Anserini, k1 0.9, b 0.4) of its question.
+
+    The passages of a batch of items form one temporary index, so term statistics come from that pool; every item
+    keeps only its own passages, in BM25 order, then those with no matching term in the given order.
+    """
+
+    name = "bm25"
+
+    def __init__(self, arg: str | None = None) -> None:
+        if arg:
+            raise RearankError(f"the bm25 selector takes no argument (got {arg!r})")
+
+    def rank(self, items: Sequence[QAItem]) -> list[tuple[Passage, ...]]:
+        import json
+        import tempfile
+        from pathlib import Path
+
+        from rearank import bm25
+
+        with tempfile.TemporaryDirectory(prefix="rearank-bm25-") as tmp:
+            corpus = Path(tmp) / "corpus.jsonl"  # BEIR layout keeps titles; indexed as title + newline + text
+            with open(corpus, "w", encoding="utf-8") as handle:
+                for i, item in enumerate(items):
+                    handle.writelines(
+                        json.dumps({"_id": f"{i}-{j}", "title": p.title, "text": p.text}) + "\n"
+                        for j, p in enumerate(item.passages)
+                    )
+            total = sum(len(item.passages) for item in items)
+            index = bm25.build_index(corpus, cache=tmp, progress=False)
+            queries = {str(i): " ".join(item.question.split()) for i, item in enumerate(items)}
+            run = bm25.search(index, queries, k=max(total, 1), remove_self=False, progress=False)
+        out = []
+        for i, item in enumerate(items):
+            prefix = f"{i}-"
+            hits = [int(docid[len(prefix) :]) for docid, _ in run.get(str(i), ()) if docid.startswith(prefix)]
+            found = set(hits)
+            rest = [j for j in range(len(item.passages)) if j not in found]
+            out.append(tuple(item.passages[j] for j in hits + rest))
+        return out
+
+
+class RequestSelector:
+    """Rank through any reranker with ``rerank(requests, progress=...) -> results`` (listwise, pointwise)."""
+
+    def __init__(self, name: str, reranker: Any) -> None:
+        self.name, self.reranker = name, reranker
+
+    def rank(self, items: Sequence[QAItem]) -> list[tuple[Passage, ...]]:
+        results = self.reranker.rerank([item.to_request() for item in items], progress=False)
+        out = []
+        for item, result in zip(items, results):
+            by_id = {p.pid: p for p in item.passages}
+            out.append(tuple(by_id[c.docid] for c in result.candidates))
+        return out
+
+
+def pointwise_selector(arg: str | None, **options: Any) -> RequestSelector:
+    """``pointwise:MODEL``: a saved scorer, hub id, local folder or ``embedded`` (options: kind, device,
+    num_layers, max_passage_tokens, batch_size)."""
+    from rearank.methods.pointwise import PointwiseReranker, PointwiseScorer
+
+    scorer = PointwiseScorer.from_options(arg or "embedded", options)
+    return RequestSelector(f"pointwise:{arg or 'embedded'}", PointwiseReranker(scorer))
+
+
+def listwise_selector(
+    arg: str | None,
+    *,
+    backend: str = "hf",
+    template: str = "rearank",
+    window: int = 20,
+    step: int = 10,
+    batch_size: int = 32,
+    max_new_tokens: int = 256,
+    **options: Any,
+) -> RequestSelector:
+    """``listwise:MODEL``: rearank's listwise driver over the item's passages (options: backend, template, window,
+    step, batch_size, max_new_tokens; the rest go to the backend)."""
+    from rearank.backends.base import SamplingSettings
+    from rearank.backends.registry import make_backend
+    from rearank.driver import Reranker
+
+    if backend == "oracle":
+        raise RearankError("listwise selector: use --selector oracle for the oracle")
+    reranker = Reranker(
+        make_backend(backend, arg, **options),
+        template=template,
+        window=window,
+        step=step,
+        batch_size=batch_size,
+        settings=SamplingSettings(max_new_tokens=max_new_tokens),
+    )
+    return RequestSelector(f"listwise:{arg or 'embedded'}", reranker)

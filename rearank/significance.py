@@ -1,0 +1,32 @@
+"""Paired significance tests on per-query (or per-question) scores: paired t-test and sign-flip randomization.
+
+Shared by ``eval.compare`` (per-query nDCG of two suites) and ``rearank rag compare`` (per-question EM/F1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+
+def paired_t_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided paired t-test p-value; 1.0 when every difference is 0, 0.0 when all equal another constant."""
+    diff = b - a
+    if np.all(diff == diff[0]):
+        return 1.0 if diff[0] == 0 else 0.0
+    return float(stats.ttest_rel(b, a).pvalue)
+
+
+def randomization_p(a: np.ndarray, b: np.ndarray, permutations: int = 10000, seed: int = 0) -> float:
+    """Two-sided paired randomization test: random sign flips of the per-query differences.
+
+    p = (1 + #{|mean of flipped differences| >= |observed mean|}) / (1 + permutations).
+    """
+    diff = b - a
+    observed = abs(diff.mean())
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, permutations, 1000):
+        signs = rng.choice((-1.0, 1.0), size=(min(1000, permutations - start), diff.size))
+        hits += int(np.sum(np.abs((signs * diff).mean(axis=1)) >= observed - 1e-12))
+    return (1 + hits) / (1 + permutations)

@@ -1,0 +1,123 @@
+"""Readers, templates and the response cache, with a counting fake backend."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rearank.backends.base import Generation, SamplingSettings
+from rearank.errors import FormatError, RearankError
+from rearank.rag.cache import CachedBackend, ResponseCache, cache_key
+from rearank.rag.readers import (
+    WRONG_ANSWER,
+    LLMReader,
+    NoisyOracleReader,
+    OracleReader,
+    extract_answer,
+    make_reader,
+    render_rrpo,
+)
+from rearank.rag.types import Passage, QAItem
+
+PASSAGES = (Passage("0", "A", "alpha text"), Passage("1", "B", "beta text"), Passage("2", "C", "gamma", True))
+ITEM = QAItem("q1", "Who?", ("Ann", "Anne"), PASSAGES, frozenset({"0", "1"}), "test")
+
+
+class CountingBackend:
+    """Answers 'Answer: <n>' with n the call's running prompt count; records every batch size."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def generate(self, prompts, settings):
+        self.batches.append(len(prompts))
+        return [Generation(f"Answer: reply{sum(self.batches)}-{i}\nmore", 10, 3) for i in range(len(prompts))]
+
+
+def test_extract_answer():
+    assert extract_answer("  Answer: Paris.\nBecause...") == "Paris."
+    assert extract_answer("\n\nfinal answer - 1989") == "1989"
+    assert extract_answer("") == ""
+
+
+def test_oracle_any_all_and_has_answer():
+    any_reader, all_reader = OracleReader(), OracleReader(require="all")
+    batch = [(ITEM, PASSAGES[:1]), (ITEM, PASSAGES[:2]), (ITEM, PASSAGES[2:])]
+    assert [o.answer for o in any_reader.read(batch)] == ["Ann", "Ann", "Ann"]  # the 3rd: has_answer
+    assert [o.answer for o in all_reader.read(batch)] == [WRONG_ANSWER, "Ann", WRONG_ANSWER]
+    assert any_reader.generated == 3
+    with pytest.raises(RearankError):
+        OracleReader(require="most")
+
+
+def test_noisy_oracle_is_seeded_and_has_rate_p():
+    items = [QAItem(f"q{i}", "?", ("yes",), PASSAGES, frozenset({"0"})) for i in range(2000)]
+    batch = [(item, PASSAGES[:1]) for item in items]
+    reader = NoisyOracleReader(p=0.7, seed=3)
+    first = [o.answer for o in reader.read(batch)]
+    assert first == [o.answer for o in NoisyOracleReader(p=0.7, seed=3).read(batch)]  # same seed, same answers
+    assert first != [o.answer for o in NoisyOracleReader(p=0.7, seed=4).read(batch)]
+    rate = first.count("yes") / len(first)
+    assert abs(rate - 0.7) < 0.04  # binomial s.e. sqrt(.21/2000) = 0.010
+    no_evidence = [(item, PASSAGES[1:2]) for item in items[:50]]
+    assert {o.answer for o in reader.read(no_evidence)} == {WRONG_ANSWER}
+
+
+def test_rrpo_template_layout():
+    messages = render_rrpo("Who?", PASSAGES[:2], ["alpha text", "beta text"])
+    roles = [m["role"] for m in messages]
+    # system, one-shot (user doc, user question, assistant answer), one user turn per passage, the question
+    assert roles == ["system", "user", "user", "assistant", "user", "user", "user"]
+    assert messages[4]["content"] == "Document [1] (A): alpha text"
+    assert messages[-1]["content"] == "Question: Who?"
+
+
+def test_llm_reader_batches_across_questions_and_caches(tmp_path):
+    backend = CountingBackend()
+    cache = ResponseCache(tmp_path / "cache.jsonl")
+    reader = LLMReader(backend, "m", template="plain", cache=cache, batch_size=4)
+    items = [QAItem(f"q{i}", f"Question {i}?", ("x",), PASSAGES) for i in range(5)]
+    batch = [(item, PASSAGES[:k]) for item in items for k in (1, 2)]  # 10 distinct prompts
+    first = reader.read(batch)
+    assert backend.batches == [4, 4, 2]
+    assert first[0].answer == "reply4-0" and first[0].response.startswith("Answer: reply4-0")
+    again = reader.read(batch)
+    assert backend.batches == [4, 4, 2] and again == first and reader.generated == 10
+    reader.close()
+    # a new reader on the same cache file makes no call either
+    other_backend = CountingBackend()
+    other = LLMReader(other_backend, "m", cache=ResponseCache(tmp_path / "cache.jsonl"), batch_size=4)
+    assert other.read(batch) == first and other_backend.batches == []
+    # another model name is another key
+    assert cache_key("m", reader.prompt(*batch[0]), SamplingSettings()) != cache_key(
+        "m2", reader.prompt(*batch[0]), SamplingSettings())
+
+
+def test_cached_backend_skips_sampled_and_dedupes():
+    backend = CountingBackend()
+    cached = CachedBackend(backend, "m")
+    prompt = LLMReader(CountingBackend(), "m").prompt(ITEM, PASSAGES[:1])
+    out = cached.generate([prompt, prompt], SamplingSettings(temperature=0.0))
+    assert backend.batches == [1] and out[0] == out[1]
+    cached.generate([prompt], SamplingSettings(temperature=0.7))
+    cached.generate([prompt], SamplingSettings(temperature=0.7))
+    assert backend.batches == [1, 1, 1]  # sampled generations are never cached
+
+
+def test_cache_torn_last_line_dropped_and_bad_middle_line_fails(tmp_path):
+    path = tmp_path / "c.jsonl"
+    good = json.dumps({"key": "a", "text": "t", "prompt_tokens": 1, "completion_tokens": 1})
+    path.write_text(good + "\n" + '{"key": "b", "te')
+    cache = ResponseCache(path)
+    assert set(cache.entries) == {"a"} and path.read_text() == good + "\n"
+    path.write_text("garbage\n" + good + "\n")
+    with pytest.raises(FormatError, match=r"c\.jsonl:1:"):
+        ResponseCache(path)
+
+
+def test_make_reader_rejects_unknown():
+    with pytest.raises(RearankError, match="unknown reader"):
+        make_reader("gpt")
