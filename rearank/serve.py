@@ -1,7 +1,7 @@
 """A small OpenAI-compatible chat-completions server over any rearank backend.
 
-``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``, one generation at a time. It
-exists to test the ``openai`` backend end to end and to serve a local model to OpenAI clients; for
+``POST /v1/chat/completions`` (non-streaming; ``n`` completions a request) and ``GET /v1/models``, one request
+at a time. It exists to test the ``openai`` backend end to end and to serve a local model to OpenAI clients; for
 throughput use ``vllm serve`` or SGLang. Binds to 127.0.0.1 unless told otherwise.
 
     python -m rearank.serve --backend hf --model embedded --port 8000
@@ -20,6 +20,9 @@ from typing import Any
 
 from rearank.backends.base import Backend, Prompt, SamplingSettings
 from rearank.errors import RearankError
+
+#: Most completions one request may ask for (``n``); each copy is generated as its own prompt in one batch.
+MAX_N = 64
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -66,18 +69,24 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, _error(f"the model {body.get('model')!r} does not exist; "
                                    f"this server serves {self.server.model_name!r}"))
             return
+        n = body.get("n", 1)
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
+            self._send(400, _error(f"bad request: 'n' must be an integer in [1, {MAX_N}]"))
+            return
         with self.server.lock:
-            generation = self.server.backend.generate([prompt], settings)[0]
-        if generation.finish_reason == "error":
+            generations = self.server.backend.generate([prompt] * n, settings)
+        if any(g.finish_reason == "error" for g in generations):
             self._send(500, _error("generation failed"))
             return
+        completion_tokens = sum(g.completion_tokens for g in generations)
+        prompt_tokens = generations[0].prompt_tokens
         self._send(200, {
             "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
             "model": self.server.model_name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": generation.text},
-                         "finish_reason": generation.finish_reason}],
-            "usage": {"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.completion_tokens,
-                      "total_tokens": generation.prompt_tokens + generation.completion_tokens},
+            "choices": [{"index": i, "message": {"role": "assistant", "content": g.text},
+                         "finish_reason": g.finish_reason} for i, g in enumerate(generations)],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
         })
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
