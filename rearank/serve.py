@@ -29,6 +29,7 @@ class ChatServer(ThreadingHTTPServer):
     """HTTP server holding the backend, the model name it answers to, and a lock serializing generation."""
 
     daemon_threads = True
+    request_queue_size = 128  # clients send n-sample requests in bursts (reward loops, the BAR-RAG filter)
 
     def __init__(self, backend: Backend, model_name: str, host: str = "127.0.0.1", port: int = 0) -> None:
         super().__init__((host, port), _Handler)

@@ -9,7 +9,9 @@ not a completion with ``n`` choices -- raises :class:`ReaderError`; the reward t
 
 from __future__ import annotations
 
+import asyncio
 import os
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,24 +38,48 @@ def reader_endpoint(reader_url: str | None, router_address: str | None) -> str:
 
 async def sample_reader(
     url: str, model: str, messages: Sequence[dict], n: int, *, temperature: float = 1.0, max_tokens: int = 512,
-    timeout_s: float = 120.0, api_key_env: str = "OPENAI_API_KEY",
+    timeout_s: float = 120.0, max_retries: int = 3, api_key_env: str = "OPENAI_API_KEY",
 ) -> list[str]:
-    """``n`` completions of one chat in one request (``n=K``); raises :class:`ReaderError` on any failure."""
+    """``n`` completions of one chat in one request (``n=K``); raises :class:`ReaderError` on any failure.
+
+    Connection errors, timeouts, 408, 429 and 5xx are retried ``max_retries`` times (backoff 0.5 s, 1 s, 2 s, ...).
+    One HTTP client per event loop is kept open and reused.
+    """
     payload = {"model": model, "messages": list(messages), "n": n, "temperature": temperature,
                "max_tokens": max_tokens}
     key = os.environ.get(api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    try:
-        async with httpx.AsyncClient(timeout=timeout_s) as client:
-            response = await client.post(url, json=payload, headers=headers)
-    except httpx.HTTPError as err:
-        raise ReaderError(f"reader at {url} unreachable: {type(err).__name__}") from None
-    if response.status_code != 200:
-        raise ReaderError(f"reader at {url} answered HTTP {response.status_code}")
-    try:
-        return _texts(response.json(), n)
-    except (ValueError, TypeError, KeyError, AttributeError) as err:
-        raise ReaderError(f"reader at {url} sent a malformed completion ({err})") from None
+    client = _client()
+    problem = ""
+    for attempt in range(max_retries + 1):
+        if attempt:
+            await asyncio.sleep(0.5 * 2 ** (attempt - 1))
+        try:
+            response = await client.post(url, json=payload, headers=headers, timeout=timeout_s)
+        except httpx.HTTPError as err:
+            problem = f"unreachable: {type(err).__name__}"
+            continue
+        if response.status_code == 200:
+            try:
+                return _texts(response.json(), n)
+            except (ValueError, TypeError, KeyError, AttributeError) as err:
+                raise ReaderError(f"reader at {url} sent a malformed completion ({err})") from None
+        problem = f"answered HTTP {response.status_code}"
+        if response.status_code not in (408, 429) and response.status_code < 500:
+            break
+    raise ReaderError(f"reader at {url} {problem}")
+
+
+_CLIENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _client() -> httpx.AsyncClient:
+    """The running event loop's shared client (verl's reward loop and the filter each run one loop)."""
+    loop = asyncio.get_running_loop()
+    client = _CLIENTS.get(loop)
+    if client is None or client.is_closed:
+        client = _CLIENTS[loop] = httpx.AsyncClient(limits=httpx.Limits(max_connections=256))
+    return client
 
 
 def _texts(body: Any, n: int) -> list[str]:
