@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -29,7 +30,7 @@ import tempfile
 import time
 import urllib.request
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -248,8 +249,8 @@ def check_rewards(config: Any, mode: str, rows: Sequence[dict], tokenizer: Any) 
         _expect(group["garbage"] < 0, f"{mode}: garbage has a negative GRPO advantage in group {uid}: {group}")
         if mode != "barrag-selector":
             _expect(group[best] > 0, f"{mode}: {best} has a positive GRPO advantage in group {uid}: {group}")
-    lines = [f"verl's reward loop scored {len(rows)} prompts x {len(set(kinds))} completions through "
-             f"{config.reward.custom_reward_function.name}"]
+    lines = [(f"verl's reward loop scored {len(rows)} prompts x {len(set(kinds))} completions through "
+              f"{config.reward.custom_reward_function.name}")]
     for kind in dict.fromkeys(kinds):
         idx = [i for i, k in enumerate(kinds) if k == kind]
         extra = ""
@@ -269,41 +270,35 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class ReaderServer:
-    """``python -m rearank.serve --backend qa-oracle`` on 127.0.0.1 in a child process, for the selector reward."""
-
-    def __init__(self, qa_file: Path, name: str = "reader") -> None:
-        self.port, self.name = _free_port(), name
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rearank.serve", "--backend", "qa-oracle", "--model", str(qa_file),
-             "--served-name", name, "--port", str(self.port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+@contextlib.contextmanager
+def reader_server(qa_file: Path, name: str = "reader") -> Iterator[str]:
+    """``python -m rearank.serve --backend qa-oracle`` on 127.0.0.1 in a child process; yields its base URL."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rearank.serve", "--backend", "qa-oracle", "--model", str(qa_file),
+         "--served-name", name, "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise CheckFailed(f"the reader server exited: {self.proc.stderr.read().decode()[-500:]}")
+        while True:
+            if proc.poll() is not None:
+                raise CheckFailed(f"the reader server exited: {proc.stderr.read().decode()[-500:]}")
             try:
-                urllib.request.urlopen(f"{self.base_url}/models", timeout=1).read()
-                return
+                urllib.request.urlopen(f"{base_url}/models", timeout=1).read()
+                break
             except OSError:
+                if time.monotonic() > deadline:
+                    raise CheckFailed("the reader server did not start within 60 s") from None
                 time.sleep(0.2)
-        self.close()
-        raise CheckFailed("the reader server did not start within 60 s")
-
-    def close(self) -> None:
-        self.proc.terminate()
+        yield base_url
+    finally:
+        proc.terminate()
         try:
-            self.proc.wait(timeout=10)
+            proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def __enter__(self) -> ReaderServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+            proc.kill()
+            proc.wait()
 
 
 # ---------------------------------------------------------------------------------------- driver
@@ -358,8 +353,8 @@ def run_checks(scratch: Path, model_dir: Path, n_rows: int = 3) -> list[str]:
     for name, (mode, _, _) in RECIPES.items():
         data_dir = synthesize(mode, scratch / mode)
         if mode == "barrag-selector":
-            with ReaderServer(qa_root() / QA_FILES[mode][0]) as reader:
-                lines += check_recipe(name, data_dir, model_dir, n_rows, reader.base_url)
+            with reader_server(qa_root() / QA_FILES[mode][0]) as reader_url:
+                lines += check_recipe(name, data_dir, model_dir, n_rows, reader_url)
             lines.append(check_reader_failure(model_dir, data_dir))
         else:
             lines += check_recipe(name, data_dir, model_dir, n_rows, None)

@@ -257,13 +257,14 @@ async def compute_selector_score(
     reader_url: str | None = None, reader_model: str = "reader", k_samples: int = 10, temperature: float = 1.0,
     tau: float = 0.8, max_rel: float = 1.0, rel_norm: float = 10.0, relevance_weight: float = 0.2,
     bonus: float = 0.0, target: int = 5, failure_score: float = -0.5, reader_max_tokens: int = 512,
-    timeout_s: float = 120.0, reward_router_address: str | None = None, **kwargs: Any,
+    timeout_s: float = 120.0, reader_retries: int = 3, reward_router_address: str | None = None, **kwargs: Any,
 ) -> dict[str, float]:
     """Score one BAR-RAG selector completion, asking the reader K times (verl awaits it); keys :data:`SELECTOR_PARTS`."""
     _check_numbers(tau=tau, max_rel=max_rel, rel_norm=rel_norm, relevance_weight=relevance_weight, bonus=bonus,
                    failure_score=failure_score, temperature=temperature, timeout_s=timeout_s)
-    if isinstance(k_samples, bool) or not isinstance(k_samples, int) or k_samples < 1:
-        raise ValueError(f"BAR-RAG reward option k_samples must be an integer >= 1; got {k_samples!r}")
+    for name, value, least in (("k_samples", k_samples, 1), ("reader_retries", reader_retries, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"BAR-RAG reward option {name} must be an integer >= {least}; got {value!r}")
     url = reader_endpoint(reader_url, reward_router_address)
     result = dict.fromkeys(SELECTOR_PARTS, 0.0)
     truth = parse_selector_truth(ground_truth)
@@ -278,7 +279,7 @@ async def compute_selector_score(
     messages = generator_messages(truth.question, [truth.docs[i - 1] for i in selection.ids])
     try:
         texts = await sample_reader(url, reader_model, messages, k_samples, temperature=temperature,
-                                    max_tokens=reader_max_tokens, timeout_s=timeout_s)
+                                    max_tokens=reader_max_tokens, timeout_s=timeout_s, max_retries=reader_retries)
     except ReaderError as err:
         READER_FAILURES[url] += 1
         log.warning("BAR-RAG selector reward: %s (failure %d, scored %s)", err, READER_FAILURES[url], failure_score)

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rearank.errors import FormatError, RearankError
 from rearank.io._files import atomic_write, iter_json_lines
@@ -56,6 +56,7 @@ class FilterSettings:
     reader_max_tokens: int = 512
     concurrency: int = 8
     timeout_s: float = 300.0
+    retries: int = 3
 
 
 async def question_accuracies(row: dict, settings: FilterSettings) -> list[float]:
@@ -66,7 +67,7 @@ async def question_accuracies(row: dict, settings: FilterSettings) -> list[float
     selections = await sample_reader(
         reader_endpoint(settings.selector_url, None), settings.selector_model, list(row["prompt"]),
         settings.selector_samples, temperature=settings.selector_temperature,
-        max_tokens=settings.selector_max_tokens, timeout_s=settings.timeout_s)
+        max_tokens=settings.selector_max_tokens, timeout_s=settings.timeout_s, max_retries=settings.retries)
 
     async def accuracy(text: str) -> float:
         parsed = parse_selection(text, len(truth.docs))
@@ -76,7 +77,7 @@ async def question_accuracies(row: dict, settings: FilterSettings) -> list[float
             reader_endpoint(settings.reader_url, None), settings.reader_model,
             generator_messages(truth.question, [truth.docs[i - 1] for i in parsed.ids]), settings.reader_samples,
             temperature=settings.reader_temperature, max_tokens=settings.reader_max_tokens,
-            timeout_s=settings.timeout_s)
+            timeout_s=settings.timeout_s, max_retries=settings.retries)
         return success_rate(answers, truth.gold, settings.tau)
 
     return list(await asyncio.gather(*(accuracy(t) for t in selections)))
@@ -93,28 +94,27 @@ def _done(log_path: Path) -> dict[str, dict]:
     return done
 
 
-async def _judge_all(rows: list[dict], settings: FilterSettings, log_path: Path,
+async def _judge_all(rows: list[dict], settings: FilterSettings, log: IO[str],
                      progress: Callable[[], None]) -> Counter:
     failures: Counter = Counter()
     semaphore = asyncio.Semaphore(settings.concurrency)
-    with open(log_path, "a", encoding="utf-8") as log:
 
-        async def one(row: dict) -> None:
-            async with semaphore:
-                try:
-                    accuracies = await question_accuracies(row, settings)
-                except ReaderError as err:
-                    failures[str(err).split(":")[0]] += 1
-                    progress()
-                    return
-            verdict = judge(accuracies)
-            log.write(json.dumps({"qid": row["extra_info"]["qid"], "accuracies": accuracies,
-                                  "mean": round(verdict.mean, 6), "variance": round(verdict.variance, 6),
-                                  "keep": verdict.keep, "reason": verdict.reason}) + "\n")
-            log.flush()
-            progress()
+    async def one(row: dict) -> None:
+        async with semaphore:
+            try:
+                accuracies = await question_accuracies(row, settings)
+            except ReaderError as err:
+                failures[str(err).split(":")[0]] += 1
+                progress()
+                return
+        verdict = judge(accuracies)
+        log.write(json.dumps({"qid": row["extra_info"]["qid"], "accuracies": accuracies,
+                              "mean": round(verdict.mean, 6), "variance": round(verdict.variance, 6),
+                              "keep": verdict.keep, "reason": verdict.reason}) + "\n")
+        log.flush()
+        progress()
 
-        await asyncio.gather(*(one(r) for r in rows))
+    await asyncio.gather(*(one(r) for r in rows))
     return failures
 
 
@@ -136,7 +136,8 @@ def run_filter(data_dir: Path, output_dir: Path, settings: FilterSettings, progr
     done = _done(log_path)
     todo = [r for r in rows if r["extra_info"]["qid"] not in done]
     bar = tqdm(total=len(todo), desc="barrag filter", unit="question", disable=not progress)
-    failures = asyncio.run(_judge_all(todo, settings, log_path, bar.update))
+    with open(log_path, "a", encoding="utf-8") as log:
+        failures = asyncio.run(_judge_all(todo, settings, log, bar.update))
     bar.close()
     done = _done(log_path)
     stats: dict[str, Any] = {
