@@ -335,7 +335,8 @@ def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
         f"actor_rollout_ref.model.path={model_dir}", f"data.train_files={data_dir / 'train.parquet'}",
         f"data.val_files={data_dir / 'val.parquet'}", "data.max_prompt_length=8192",
         f"reward.custom_reward_function.reward_kwargs.reader_url={dead}",
-        "reward.custom_reward_function.reward_kwargs.timeout_s=2"])
+        "reward.custom_reward_function.reward_kwargs.timeout_s=2",
+        "reward.custom_reward_function.reward_kwargs.reader_retries=0"])
     tokenizer, train, _ = load_datasets(config)
     data, kinds, _ = completion_batch([train[0]], tokenizer, selector_completions)
     before = sum(READER_FAILURES.values())
