@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import rearank.rag.barrag.reward as reward
+from rearank.rag.barrag import reward
 from rearank.rag.barrag.filtering import judge
 from rearank.rag.barrag.parser import parse_generation, parse_selection
 from rearank.rag.barrag.reader import ReaderError
