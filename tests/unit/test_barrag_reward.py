@@ -183,3 +183,13 @@ def test_selector_reward_never_raises(text, truth, reader_texts):
     finally:
         reward.sample_reader = original
     assert -1.0 <= parts["score"] <= 1.2 and set(parts) == set(reward.SELECTOR_PARTS)
+
+
+def test_select_for_rag_eval():
+    from rearank.rag.barrag.select import select, selection_prompt
+    from rearank.rag.types import Passage, QAItem
+
+    item = QAItem("q", "Who?", ("x",), tuple(Passage(f"p{i}", "", f"t{i}") for i in range(30)))
+    assert "Doc [25]: t24" in selection_prompt(item)[-1]["content"] and "Doc [26]" not in selection_prompt(item)[-1]["content"]
+    assert select(item, "<think/><answer> [3], [26], [1], [3] </answer>") == ["p2", "p0"]
+    assert select(item, "no answer") == [] and select(item, "no answer", fallback_k=2) == ["p0", "p1"]
