@@ -322,7 +322,8 @@ def check_recipe(name: str, data_dir: Path, model_dir: Path, n_rows: int, reader
     lines.append(f"[ok] {name}: RLHFDataset loads {len(train)} train / {len(val)} val rows; a batch of "
                  f"{len(batch['index'])} collates")
     rows = [train[i] for i in range(min(n_rows, len(train)))]
-    lines += ["[ok] " + line if i == 0 else line for i, line in enumerate(check_rewards(config, mode, rows, tokenizer))]
+    lines += [f"[ok] {name}: " + line if i == 0 else line
+              for i, line in enumerate(check_rewards(config, mode, rows, tokenizer))]
     return lines
 
 
