@@ -57,6 +57,7 @@ train:
 
 train-check: setup
 	$(BIN)/python -m recipes.train_check
+	$(BIN)/python -m recipes.train_check_rag
 
 train-smoke: setup
 	$(BIN)/python -m recipes.train_smoke

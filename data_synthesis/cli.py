@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from data_synthesis.qa_cli import QA_MODES, add_qa_arguments, run_qa
 from rearank.errors import MissingDataError, RearankError
 
 DESCRIPTION = """\
@@ -73,8 +74,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out = p.add_argument_group("output")
     out.add_argument("--output-dir", required=True, metavar="DIR", help="folder for the parquet, JSONL and stats")
     out.add_argument("--sft", action="store_true", help="also write the direct-SFT JSONL (target: the ideal ranking)")
-    out.add_argument("--mode", choices=("listwise", "groupwise"), default="listwise",
-                     help="listwise (Rearank permutation answers, default) or groupwise (GroupRank JSON scores)")
+    out.add_argument("--mode", choices=("listwise", "groupwise", *QA_MODES), default="listwise",
+                     help="listwise (Rearank permutation answers, default) or groupwise (GroupRank JSON scores); "
+                     "barrag-selector, barrag-generator, arena read --qa files (docs/rag_training.md)")
     out.add_argument("--template", default=None, metavar="NAME|FILE",
                      help="prompt template: rearank (listwise default), rankgpt, grouprank (groupwise default), "
                      "or a YAML file")
@@ -85,6 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="cut each passage to N tokens of the tokenizer, as inference does (300; 0 = no cut)")
     out.add_argument("--data-source", metavar="NAME", help="data_source column (default rearank/<dataset or run name>)")
     out.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_qa_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -111,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     from data_synthesis.tokens import load_tokenizer
     from rearank.packs import load_qrels, load_requests
 
+    if args.mode in QA_MODES:
+        return run_qa(args)
     _check_inputs(args)
     started = time.perf_counter()
     requests = load_requests(dataset=args.dataset, run=args.run, topics=args.topics, docs=args.docs,

@@ -1,7 +1,7 @@
 """A small OpenAI-compatible chat-completions server over any rearank backend.
 
-``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``, one generation at a time. It
-exists to test the ``openai`` backend end to end and to serve a local model to OpenAI clients; for
+``POST /v1/chat/completions`` (non-streaming; ``n`` completions a request) and ``GET /v1/models``, one request
+at a time. It exists to test the ``openai`` backend end to end and to serve a local model to OpenAI clients; for
 throughput use ``vllm serve`` or SGLang. Binds to 127.0.0.1 unless told otherwise. ``rearank serve``
 (:mod:`rearank.server`) answers the same route through :func:`chat_completion`, beside its rerank routes.
 
@@ -22,11 +22,15 @@ from typing import Any
 from rearank.backends.base import Backend, Prompt, SamplingSettings
 from rearank.errors import RearankError
 
+#: Most completions one request may ask for (``n``); each copy is generated as its own prompt in one batch.
+MAX_N = 64
+
 
 class ChatServer(ThreadingHTTPServer):
     """HTTP server holding the backend, the model name it answers to, and a lock serializing generation."""
 
     daemon_threads = True
+    request_queue_size = 128  # clients send n-sample requests in bursts (reward loops, the BAR-RAG filter)
 
     def __init__(self, backend: Backend, model_name: str, host: str = "127.0.0.1", port: int = 0) -> None:
         super().__init__((host, port), _Handler)
@@ -86,17 +90,22 @@ def chat_completion(backend: Backend, model_name: str, body: Any, lock: threadin
         return 400, _error(f"bad request: {err}")
     if body.get("model") != model_name:
         return 404, _error(f"the model {body.get('model')!r} does not exist; this server serves {model_name!r}")
+    n = body.get("n", 1)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
+        return 400, _error(f"bad request: 'n' must be an integer in [1, {MAX_N}]")
     with lock:
-        generation = backend.generate([prompt], settings)[0]
-    if generation.finish_reason == "error":
+        generations = backend.generate([prompt] * n, settings)
+    if any(g.finish_reason == "error" for g in generations):
         return 500, _error("generation failed")
+    prompt_tokens = generations[0].prompt_tokens
+    completion_tokens = sum(g.completion_tokens for g in generations)
     return 200, {
         "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
         "model": model_name,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": generation.text},
-                     "finish_reason": generation.finish_reason}],
-        "usage": {"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.completion_tokens,
-                  "total_tokens": generation.prompt_tokens + generation.completion_tokens},
+        "choices": [{"index": i, "message": {"role": "assistant", "content": g.text},
+                     "finish_reason": g.finish_reason} for i, g in enumerate(generations)],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
     }
 
 

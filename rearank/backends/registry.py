@@ -15,6 +15,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "vllm": ("rearank.backends.vllm", "VLLMBackend"),
     "openai": ("rearank.backends.openai", "OpenAIBackend"),
     "oracle": ("rearank.backends.oracle", "OracleBackend"),
+    "qa-oracle": ("rearank.backends.qa_oracle", "QAOracleBackend"),
 }
 _NO_MODEL = {"oracle"}
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rearank.cli.rag_barrag import register_barrag
 from rearank.cli.rerank import _HelpFormatter, backend_options
 from rearank.errors import RearankError
 
@@ -23,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rrpo = sub.add_parser("rrpo", help="RRPO: train a pointwise reranker with reader feedback (PPO)")
     rrpo_sub = rrpo.add_subparsers(dest="rrpo_command", metavar="SUBCOMMAND", required=True)
     _register_rrpo_train(rrpo_sub)
+    register_barrag(sub)
 
 
 def _register_eval(sub: argparse._SubParsersAction) -> None:

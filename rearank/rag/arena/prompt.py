@@ -1,0 +1,54 @@
+"""The ARENA generator prompt: the question and numbered references, answered in three tags.
+
+Layout facts from the released code: references as ``1. text`` lines, 10 paragraphs (20 for MuSiQue), the output
+``<relevance>[i, j]</relevance><analysis>…</analysis><answer>…</answer>`` with the relevance ids as a JSON list.
+The wording is ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rearank.backends.base import Message
+from rearank.prompts.builder import Tokenizer, clean_passages
+from rearank.rag.types import Passage
+
+#: Paragraphs shown per question (MuSiQue ships 20 a question, the others 10).
+N_REFERENCES = 10
+N_REFERENCES_MUSIQUE = 20
+
+_SYSTEM = (
+    "You answer multi-hop questions from numbered references. First name the references that hold the evidence, "
+    "then reason over them, then answer."
+)
+_TASK = (
+    "References:\n{references}\n\nQuestion: {question}\n\n"
+    "Reply in exactly this form and nothing else:\n"
+    "<relevance>[ids of the references you used, as a JSON list, e.g. [1, 4]]</relevance>"
+    "<analysis>your step-by-step reasoning over those references</analysis>"
+    "<answer>the short final answer</answer>\n"
+    "Do not use the character '<' inside the tags."
+)
+
+
+def n_references(source: str) -> int:
+    """How many paragraphs ARENA shows for a dataset: 20 for MuSiQue, else 10."""
+    return N_REFERENCES_MUSIQUE if source == "musique" else N_REFERENCES
+
+
+def render_references(passages: Sequence[Passage], max_passage_tokens: int | None = None,
+                      tokenizer: Tokenizer | None = None) -> str:
+    """``1. Title: text`` lines, 1-based (``1. text`` when a passage has no title)."""
+    texts = clean_passages([f"{p.title}: {p.text}" if p.title.strip() else p.text for p in passages],
+                           max_passage_tokens, tokenizer)
+    return "\n".join(f"{i}. {text}" for i, text in enumerate(texts, start=1))
+
+
+def arena_messages(question: str, passages: Sequence[Passage], *, max_passage_tokens: int | None = None,
+                   tokenizer: Tokenizer | None = None) -> list[Message]:
+    """The ARENA generator's chat over ``passages`` (callers cut them to :func:`n_references`)."""
+    references = render_references(passages, max_passage_tokens, tokenizer)
+    return [
+        {"role": "system", "content": _SYSTEM},
+        {"role": "user", "content": _TASK.format(references=references, question=" ".join(question.split()))},
+    ]

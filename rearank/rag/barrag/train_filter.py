@@ -1,0 +1,163 @@
+"""BAR-RAG's training filter as its own resumable step over a ``barrag-selector`` parquet folder.
+
+For every training question: 8 selector samples (one request, ``n=8``) from the selector being trained (its
+starting checkpoint, served OpenAI-style), each selection read 10 times by the reader at temperature 0.7 (one
+request, ``n=10``); the per-selection accuracies are judged by :func:`rearank.rag.barrag.filtering.judge`.
+An unparseable selection has accuracy 0 and costs no reader call.
+
+Each finished question is appended to ``filter_log.jsonl`` in the output folder at once (flushed), so an
+interrupted run resumes where it stopped; a question whose selector or reader call fails is not logged (counted,
+retried on the next run). When every question is judged, the kept rows of ``train.parquet`` and an unchanged copy
+of ``val.parquet`` are written beside the log (renamed into place), with ``filter_stats.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from rearank.errors import FormatError, RearankError
+from rearank.io._files import atomic_write, iter_json_lines
+from rearank.rag.barrag.filtering import (
+    MEAN_RANGE,
+    MIN_VARIANCE,
+    READER_SAMPLES,
+    READER_TEMPERATURE,
+    SELECTOR_SAMPLES,
+    judge,
+)
+from rearank.rag.barrag.parser import parse_selection
+from rearank.rag.barrag.prompt import generator_messages
+from rearank.rag.barrag.reader import ReaderError, reader_endpoint, sample_reader
+from rearank.rag.barrag.reward import parse_selector_truth, success_rate
+
+LOG = "filter_log.jsonl"
+
+
+@dataclass(frozen=True)
+class FilterSettings:
+    selector_url: str
+    selector_model: str
+    reader_url: str
+    reader_model: str
+    selector_samples: int = SELECTOR_SAMPLES
+    reader_samples: int = READER_SAMPLES
+    selector_temperature: float = 1.0
+    reader_temperature: float = READER_TEMPERATURE
+    tau: float = 0.8
+    selector_max_tokens: int = 1024
+    reader_max_tokens: int = 512
+    concurrency: int = 8
+    timeout_s: float = 300.0
+    retries: int = 3
+
+
+async def question_accuracies(row: dict, settings: FilterSettings) -> list[float]:
+    """Per-selection reader accuracies of one selector row; raises ReaderError when a call fails."""
+    truth = parse_selector_truth(row["reward_model"]["ground_truth"])
+    if truth is None:
+        raise RearankError(f"question {row['extra_info']['qid']}: malformed ground truth (not a barrag-selector row)")
+    selections = await sample_reader(
+        reader_endpoint(settings.selector_url, None), settings.selector_model, list(row["prompt"]),
+        settings.selector_samples, temperature=settings.selector_temperature,
+        max_tokens=settings.selector_max_tokens, timeout_s=settings.timeout_s, max_retries=settings.retries)
+
+    async def accuracy(text: str) -> float:
+        parsed = parse_selection(text, len(truth.docs))
+        if not parsed.valid:
+            return 0.0
+        answers = await sample_reader(
+            reader_endpoint(settings.reader_url, None), settings.reader_model,
+            generator_messages(truth.question, [truth.docs[i - 1] for i in parsed.ids]), settings.reader_samples,
+            temperature=settings.reader_temperature, max_tokens=settings.reader_max_tokens,
+            timeout_s=settings.timeout_s, max_retries=settings.retries)
+        return success_rate(answers, truth.gold, settings.tau)
+
+    return list(await asyncio.gather(*(accuracy(t) for t in selections)))
+
+
+def _done(log_path: Path) -> dict[str, dict]:
+    if not log_path.is_file():
+        return {}
+    done = {}
+    for line, record in iter_json_lines(log_path):
+        if "qid" not in record or "keep" not in record:
+            raise FormatError(log_path, line, "not a filter log record; remove the file to start over")
+        done[str(record["qid"])] = record
+    return done
+
+
+async def _judge_all(rows: list[dict], settings: FilterSettings, log: IO[str],
+                     progress: Callable[[], None]) -> Counter:
+    failures: Counter = Counter()
+    semaphore = asyncio.Semaphore(settings.concurrency)
+
+    async def one(row: dict) -> None:
+        async with semaphore:
+            try:
+                accuracies = await question_accuracies(row, settings)
+            except ReaderError as err:
+                failures[str(err).split(":")[0]] += 1
+                progress()
+                return
+        verdict = judge(accuracies)
+        log.write(json.dumps({"qid": row["extra_info"]["qid"], "accuracies": accuracies,
+                              "mean": round(verdict.mean, 6), "variance": round(verdict.variance, 6),
+                              "keep": verdict.keep, "reason": verdict.reason}) + "\n")
+        log.flush()
+        progress()
+
+    await asyncio.gather(*(one(r) for r in rows))
+    return failures
+
+
+def run_filter(data_dir: Path, output_dir: Path, settings: FilterSettings, progress: bool = True) -> dict[str, Any]:
+    """Judge every training question not yet in the log; write the kept rows when all are judged."""
+    import pyarrow.parquet as pq
+    from tqdm import tqdm
+
+    train = data_dir / "train.parquet"
+    if not train.is_file():
+        raise RearankError(f"{train} not found; make it with `rearank synth --mode barrag-selector --qa FILE "
+                           f"--output-dir {data_dir}`")
+    if output_dir.resolve() == data_dir.resolve():
+        raise RearankError("--output-dir must differ from the input folder (the input parquet is never overwritten)")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    table = pq.read_table(train)
+    rows = table.to_pylist()
+    log_path = output_dir / LOG
+    done = _done(log_path)
+    todo = [r for r in rows if r["extra_info"]["qid"] not in done]
+    bar = tqdm(total=len(todo), desc="barrag filter", unit="question", disable=not progress)
+    with open(log_path, "a", encoding="utf-8") as log:
+        failures = asyncio.run(_judge_all(todo, settings, log, bar.update))
+    bar.close()
+    done = _done(log_path)
+    stats: dict[str, Any] = {
+        "questions": len(rows), "judged": sum(r["extra_info"]["qid"] in done for r in rows),
+        "failed_this_run": sum(failures.values()), "reasons": dict(Counter(d["reason"] for d in done.values())),
+        "rules": {"selector_samples": settings.selector_samples, "reader_samples": settings.reader_samples,
+                  "reader_temperature": settings.reader_temperature, "tau": settings.tau,
+                  "mean_range": list(MEAN_RANGE), "min_variance": MIN_VARIANCE},
+    }
+    if stats["judged"] < len(rows):
+        stats["complete"] = False
+        return stats
+    keep = [bool(done[r["extra_info"]["qid"]]["keep"]) for r in rows]
+    stats.update(complete=True, kept=sum(keep))
+    tmp = output_dir / ".train.parquet.tmp"
+    pq.write_table(table.filter(keep) if rows else table, tmp)
+    os.replace(tmp, output_dir / "train.parquet")
+    if (data_dir / "val.parquet").is_file():
+        shutil.copyfile(data_dir / "val.parquet", output_dir / ".val.parquet.tmp")
+        os.replace(output_dir / ".val.parquet.tmp", output_dir / "val.parquet")
+    with atomic_write(output_dir / "filter_stats.json") as handle:
+        handle.write(json.dumps(stats, indent=1) + "\n")
+    return stats
