@@ -7,6 +7,7 @@ import inspect
 from typing import Any
 
 from rearank.backends.base import Backend
+from rearank.backends.options import check_options
 from rearank.errors import RearankError
 
 #: name -> (module, class). Every backend takes ``model`` first, except the oracle, which takes ``qrels``.
@@ -23,7 +24,8 @@ def make_backend(name: str, model: str | None = None, **options: Any) -> Backend
     """Build the backend called ``name`` (one of :data:`BACKENDS`, exact) for ``model`` with ``options``.
 
     ``model`` is a hub id, local folder, ``.gguf`` file or ``embedded`` for ``hf``/``vllm``, and the
-    served model name for ``openai``. The oracle takes no model, and needs ``qrels=``.
+    served model name for ``openai``. The oracle takes no model, and needs ``qrels=``. Options the backend
+    declares in its ``OPTIONS`` are type- and range-checked first (:mod:`rearank.backends.options`).
     """
     if name not in BACKENDS:
         raise RearankError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
@@ -35,6 +37,7 @@ def make_backend(name: str, model: str | None = None, **options: Any) -> Backend
             raise RearankError(f"the {name} backend takes no model (got {model!r})")
     else:
         args = (model,)
+    options = check_options(name, getattr(cls, "OPTIONS", ()), options)
     try:
         inspect.signature(cls).bind(*args, **options)
     except TypeError as err:

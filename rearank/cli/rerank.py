@@ -7,19 +7,22 @@ valid partial run; ``--resume`` continues it. With qrels, nDCG@10 is printed bef
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rearank.backends.base import SamplingSettings
+from rearank.backends.options import parse_pairs
 from rearank.driver import Reranker, check_settings
 from rearank.errors import RearankError
+from rearank.io.outputs import check_outputs, exclusive
 from rearank.prompts import MAX_PASSAGE_TOKENS, load_template
-from rearank.runfiles import RunWriter
+from rearank.runfiles import RunWriter, read_traces
 from rearank.stats import RunStats
 from rearank.types import Request, Result
+from rearank.window import schedule
 
 BACKENDS = ("hf", "vllm", "openai", "oracle")
 #: Generation budget: enough for a 7B reasoning reranker's analysis of 20 passages.
@@ -120,25 +123,45 @@ def run(args: argparse.Namespace) -> int:
                              fusion_weight=args.fusion_weight, fallback=args.fallback, top_k=args.top_k,
                              batch_size=args.batch_size, max_passage_tokens=args.max_passage_tokens)
         load_group_template(args.prompt)
-    requests = packs.load_requests(
-        dataset=args.dataset, run=args.run or args.requests, topics=args.topics, docs=args.docs,
-        top_k=ALL_CANDIDATES, skip_missing=args.skip_missing, max_queries=args.max_queries,
-    )
+    traces = args.traces or args.output.with_name(args.output.name + ".traces.jsonl")
+    stats_path = args.output.with_name(args.output.name + ".stats.json")
+    check_outputs(_inputs(args), {"--output": args.output, "--traces": traces, "the stats file": stats_path})
+    with exclusive(args.output):
+        return _rerank(args, packs, traces, stats_path)
+
+
+def _rerank(args: argparse.Namespace, packs: Any, traces: Path, stats_path: Path) -> int:
+    if args.requests is not None:
+        requests = packs.read_request_file(args.requests, max_queries=args.max_queries)
+    else:
+        requests = packs.load_requests(
+            dataset=args.dataset, run=args.run, topics=args.topics, docs=args.docs,
+            top_k=ALL_CANDIDATES, skip_missing=args.skip_missing, max_queries=args.max_queries,
+        )
+    if not requests:
+        raise RearankError(f"{args.run or args.requests or args.dataset}: no query to rerank (the input is empty)")
     _check_unique(requests)
     qrels = _load_qrels(args, packs)
     if args.backend == "oracle" and qrels is None:
         raise RearankError("the oracle backend ranks by relevance judgments: pass --qrels (or a --dataset with qrels)")
 
-    traces = args.traces or args.output.with_name(args.output.name + ".traces.jsonl")
-    stats_path = args.output.with_name(args.output.name + ".stats.json")
+    config = _config(args)
+    if args.resume:
+        _check_resume_settings(args.output, stats_path, config)
     expected = {r.query.qid: len(r.candidates) for r in requests}
-    writer = RunWriter(args.output, traces, resume=args.resume, expected=expected, tag=args.tag)
+    windows = {r.query.qid: _windows_per_query(args, len(r.candidates)) for r in requests}
+    writer = RunWriter(args.output, traces, resume=args.resume, expected=expected, expected_traces=windows,
+                       tag=args.tag)
     todo = [r for r in requests if r.query.qid not in writer.done]
+    stats = RunStats()
     if args.resume:
         print(f"resume: {len(requests) - len(todo)} of {len(requests)} queries already in {args.output}",
               file=sys.stderr)
-    stats = RunStats()
-    extra: dict[str, Any] = {"config": _config(args), "resumed_queries": len(requests) - len(todo)}
+        earlier = read_traces(traces) if writer.done else {}
+        for qid in sorted(writer.done):
+            stats.add_traces(earlier.get(qid, ()))
+    extra: dict[str, Any] = {"config": config, "resumed_queries": len(requests) - len(todo)}
+    stats.write(stats_path, extra=extra)  # records the settings before any work, for a later --resume
 
     def save(result: Result) -> None:
         writer.write(result)
@@ -174,8 +197,55 @@ def _check_args(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise RearankError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if not (args.temperature >= 0 and math.isfinite(args.temperature)):
+        raise RearankError(f"--temperature must be a finite number >= 0 (0 = greedy), got {args.temperature}")
+    if not 0 < args.top_p <= 1:
+        raise RearankError(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.output.is_dir():
         raise RearankError(f"--output {args.output} is a folder; give a file name")
+
+
+def _inputs(args: argparse.Namespace) -> dict[str, Path | None]:
+    prompt = Path(args.prompt) if args.prompt and Path(args.prompt).is_file() else None
+    return {"--run": args.run, "--requests": args.requests, "--topics": args.topics, "--docs": args.docs,
+            "--qrels": args.qrels, "--prompt": prompt}
+
+
+#: Settings that do not change what a query's output is: they may differ between a run and its --resume.
+_RESUMABLE = {"resume", "no_progress", "output", "traces", "max_queries", "batch_size", "qrels"}
+
+
+def _check_resume_settings(output: Path, stats_path: Path, config: dict[str, Any]) -> None:
+    """Refuse ``--resume`` of a run made with other settings, or whose settings were not recorded."""
+    if not output.is_file() or output.stat().st_size == 0:
+        return
+    try:
+        recorded = json.loads(stats_path.read_text(encoding="utf-8"))["config"]
+        if not isinstance(recorded, dict):
+            raise TypeError
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        raise RearankError(f"--resume: {stats_path} (the settings of the run in {output}) is missing or unreadable, "
+                           "so the run cannot be continued safely; rerun without --resume") from None
+    changed = sorted(k for k in set(config) | set(recorded)
+                     if k not in _RESUMABLE and config.get(k) != recorded.get(k))
+    if changed:
+        diff = ", ".join(f"{k}: {recorded.get(k)!r} -> {config.get(k)!r}" for k in changed)
+        raise RearankError(f"--resume: {output} was made with other settings ({diff}); resume with the same "
+                           "settings, or write to another --output")
+
+
+def _windows_per_query(args: argparse.Namespace, n_candidates: int) -> int:
+    """How many window traces a finished query has: listwise windows x passes, or groups x shuffles."""
+    n = min(n_candidates, args.top_k)
+    if n < 2:
+        return 0
+    if args.mode == "listwise":
+        return len(schedule(n, args.window, args.step)) * args.passes
+    from rearank.grouprank.ranker import partition, sliding_groups
+
+    spans = partition(n, args.group_size) if args.group_step is None else sliding_groups(n, args.group_size,
+                                                                                          args.group_step)
+    return len(spans) * args.shuffles
 
 
 def _check_unique(requests: list[Request]) -> None:
@@ -196,17 +266,11 @@ def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int
 
 
 def backend_options(pairs: list[str]) -> dict[str, Any]:
-    """Parse repeated ``-O KEY=VALUE`` flags into backend keyword options (shared with ``rearank benchmark``)."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise RearankError(f"--backend-option {pair!r}: expected KEY=VALUE")
-        try:
-            options[key.strip().replace("-", "_")] = yaml.safe_load(value) if value else ""
-        except yaml.YAMLError:
-            options[key.strip().replace("-", "_")] = value
-    return options
+    """Parse repeated ``-O KEY=VALUE`` flags into backend keyword options (shared with ``rearank benchmark``).
+
+    Values are checked against the chosen backend's declared options when it is built (:func:`make_backend`).
+    """
+    return parse_pairs(pairs)
 
 
 def max_new_tokens_for(args: argparse.Namespace) -> int:
