@@ -60,7 +60,7 @@ class FaultServer(ThreadingHTTPServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
-    def __enter__(self) -> FaultServer:
+    def __enter__(self):
         self._thread.start()
         return self
 

@@ -22,7 +22,7 @@ from rearank.prompts import MAX_PASSAGE_TOKENS, load_template
 from rearank.runfiles import RunWriter, read_traces
 from rearank.stats import RunStats
 from rearank.types import Request, Result
-from rearank.window import schedule
+from rearank.window import window_count
 
 BACKENDS = ("hf", "vllm", "openai", "oracle")
 #: Generation budget: enough for a 7B reasoning reranker's analysis of 20 passages.
@@ -236,12 +236,13 @@ def _check_resume_settings(output: Path, stats_path: Path, config: dict[str, Any
 
 def _windows_per_query(args: argparse.Namespace, n_candidates: int) -> int:
     """How many window traces a finished query has: listwise windows x passes, or groups x shuffles."""
+    if args.mode == "listwise":
+        return window_count(n_candidates, args.window, args.step, args.passes, args.top_k)
+    from rearank.grouprank.ranker import partition, sliding_groups
+
     n = min(n_candidates, args.top_k)
     if n < 2:
         return 0
-    if args.mode == "listwise":
-        return len(schedule(n, args.window, args.step)) * args.passes
-    from rearank.grouprank.ranker import partition, sliding_groups
 
     spans = partition(n, args.group_size) if args.group_step is None else sliding_groups(n, args.group_size,
                                                                                           args.group_step)
