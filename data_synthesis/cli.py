@@ -103,6 +103,8 @@ def _check_inputs(args: argparse.Namespace) -> None:
             raise RearankError(f"--run needs {', '.join(absent)} too")
     for name in ("run", "topics", "docs", "qrels"):
         value = getattr(args, name)
+        if value and Path(value).is_dir():
+            raise RearankError(f"--{name} {value} is a folder, expected a file")
         if value and not Path(value).is_file():
             raise MissingDataError(f"--{name} file not found: {value}")
 

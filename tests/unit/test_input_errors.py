@@ -87,3 +87,29 @@ def test_full_disk_is_one_line_and_leaves_the_target(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
     assert err.value.__cause__ is None and err.value.__suppress_context__
     assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["out.trec"]
+
+
+def test_deep_yaml_template_is_one_line(tmp_path):
+    from rearank.prompts import load_template
+
+    path = tmp_path / "deep.yaml"
+    path.write_text("system: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(FormatError, match="YAML nested too deeply|invalid YAML"):
+        load_template(path)
+
+
+@pytest.mark.parametrize("measure", ["P@0", "P.0", "ndcg_cut.0", "nDCG@0"])
+def test_a_zero_cutoff_is_refused_before_pytrec_eval_aborts(tmp_path, measure):
+    """pytrec_eval kills the interpreter (SIGABRT) on a cutoff of 0: run the CLI in a subprocess to see it live."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    run, qrels = tmp_path / "run.trec", tmp_path / "qrels.txt"
+    run.write_text("q1 Q0 d1 1 2.0 t\n")
+    qrels.write_text("q1 0 d1 1\n")
+    done = subprocess.run([sys.executable, "-m", "rearank", "eval", "--qrels", str(qrels), "--run", str(run),
+                           "-m", measure], check=False, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    assert "the cutoff must be a whole number of at least 1" in done.stderr and "Traceback" not in done.stderr
