@@ -8,7 +8,8 @@ scored by the same reward and read by the same parser (``rearank.answer.parse_an
 
 * ``mean_reward``: mean ``compute_score`` over the held-out sets;
 * ``format_valid``: share of answers the parser reads as ``ok`` (every id once, in range, nothing else wrong);
-* ``ndcg``: mean nDCG@10 of the parsed (repaired) permutations.
+* ``ndcg``: mean nDCG@10 of the parsed (repaired) permutations;
+* ``names_ids``: share of answers naming at least one passage id (parse status other than ``wrong_format``).
 
 It writes ``learn.json`` (settings, every evaluation, the per-step training logs) and ``learn.png`` (the curves)
 into ``--output-dir`` and prints which figures rose and which did not. Seeds are fixed; CPU thread timing
@@ -36,7 +37,7 @@ from recipes.data import synthesize_small
 from recipes.train_smoke import rearank_reward, shorten_prompt
 
 SEED = 0
-FIGURES = ("mean_reward", "format_valid", "ndcg")
+FIGURES = ("mean_reward", "format_valid", "ndcg", "names_ids")
 
 
 def load_sets(parquets: Sequence[Path], rows: int | None, max_words: int) -> list[dict]:
@@ -56,7 +57,8 @@ def score_answers(texts: Sequence[str], sets: Sequence[dict]) -> dict[str, Any]:
     statuses = Counter(parse_answer(text, _set_size(s)).status for text, s in zip(texts, sets))
     n = len(scores)
     return {"mean_reward": sum(r["score"] for r in scores) / n, "format_valid": statuses["ok"] / n,
-            "ndcg": sum(r["ndcg"] for r in scores) / n, "statuses": dict(statuses)}
+            "ndcg": sum(r["ndcg"] for r in scores) / n, "names_ids": 1 - statuses["wrong_format"] / n,
+            "statuses": dict(statuses)}
 
 
 def _set_size(row: dict) -> int:
