@@ -56,7 +56,7 @@ train-check: setup
 train-smoke: setup
 	$(BIN)/python -m recipes.train_smoke
 
-# A benchmark (about 40 min on 2 cores), not part of CI: figures in bench/out/train_learn/learn.{json,png}.
+# A benchmark (about 45 min on 2 cores), not part of CI: figures in bench/out/train_learn/learn.{json,png}.
 train-learn: setup
 	$(BIN)/python -m recipes.train_learn $(ARGS)
 
