@@ -61,8 +61,10 @@ class OpenAIBackend:
     ``base_url``: default ``$OPENAI_BASE_URL``, else :data:`DEFAULT_BASE_URL` (see
     :func:`chat_completions_url`). ``api_key_env``: the environment variable holding the key
     (default ``OPENAI_API_KEY``, optional; a variable named explicitly must be set).
-    ``timeout_s`` bounds each attempt as a whole (connecting, sending, and reading the whole reply, however
-    slowly the server trickles it); ``max_response_bytes`` caps a reply's body. ``max_retries`` retries follow
+    ``timeout_s`` bounds each attempt as a whole (connecting, sending, and reading the whole reply): a reply still
+    arriving after ``timeout_s``, however steadily it trickles, is abandoned at its next chunk, and no single wait
+    exceeds ``timeout_s``, so an attempt never outlives twice ``timeout_s`` (a server that stalls just before the
+    deadline). ``max_response_bytes`` caps a reply's (decoded) body. ``max_retries`` retries follow
     the first attempt, waiting ``backoff_s * 2**k`` (at most ``max_backoff_s``, longer if the server sends
     ``Retry-After``, never longer than ``max_backoff_s``). ``extra_body`` is merged into every request (e.g.
     ``{"chat_template_kwargs": {...}}`` for vLLM). Every option is checked against :attr:`OPTIONS`.
