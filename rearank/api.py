@@ -224,7 +224,7 @@ class Reranker:
         elif qrels is not None:
             raise RearankError(f"qrels= is for the oracle backend only (backend is {backend!r})")
         try:
-            cls, args = backend_class(backend, model, **backend_options)
+            cls, args, backend_options = backend_class(backend, model, **backend_options)
         except RearankError as err:
             names = ', '.join(dict.fromkeys([*own, *common, *sampling]))
             raise RearankError(f"{err}; reranking options are: {names}") from None
@@ -269,14 +269,15 @@ class Reranker:
         to ``<output>.stats.json``; a progress bar shows unless ``progress=False``. Returns the statistics; with
         ``qrels``, also ``ndcg_cut_10`` before and after.
         """
-        requests = packs.load_requests(run=run, topics=topics, docs=docs, top_k=job.ALL_CANDIDATES, skip_missing=skip_missing,
-                                       max_queries=max_queries)
+        requests = packs.load_requests(run=run, topics=topics, docs=docs, top_k=job.ALL_CANDIDATES,
+                                       skip_missing=skip_missing, max_queries=max_queries)
         job.check_unique_qids(requests)
         output = Path(output)
+        inputs = {"run": Path(run), "topics": topics and Path(topics), "docs": docs and Path(docs)}
         stats, extra = job.rerank_to_files(requests, lambda: self._ranker, output=output,
                                            traces=Path(traces) if traces is not None else None, resume=resume,
-                                           tag=tag, progress=progress,
-                                           extra={"config": {"method": self.method.name, "model": self.model_name}})
+                                           tag=tag, progress=progress, inputs=inputs,
+                                           config={"method": self.method.name, "model": self.model_name})
         if qrels is not None:
             judged = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
             extra["ndcg_cut_10"] = job.ndcg_before_after(requests, judged, output)

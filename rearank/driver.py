@@ -97,7 +97,7 @@ class Reranker:
         if n < 2:
             return []
         one = schedule(n, self.window, self.step)
-        return [(start, end, p) for p in range(self.passes) for start, end in one]
+        return [(start, end, p) for p in range(self.passes) for start, end in one]  # window_count() of them
 
     def rerank(
         self,

@@ -6,16 +6,18 @@ valid partial run, ``resume`` continues it), and the run statistics go to ``<out
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from rearank.errors import RearankError
+from rearank.io.outputs import check_outputs, exclusive
 from rearank.io.trec import read_run
 from rearank.metrics import evaluate
 from rearank.models import is_embedded
-from rearank.runfiles import RunWriter
+from rearank.runfiles import RunWriter, read_traces
 from rearank.stats import RunStats
 from rearank.types import Request, Result
 
@@ -25,6 +27,8 @@ DEFAULT_MAX_NEW_TOKENS = 2048
 EMBEDDED_MAX_NEW_TOKENS = 256
 #: Load every candidate of a run (the reranker's ``top_k`` decides how many it reorders).
 ALL_CANDIDATES = sys.maxsize
+#: Settings that do not change what a query's output is: they may differ between a run and its resume.
+RESUMABLE = frozenset({"resume", "no_progress", "output", "traces", "max_queries", "batch_size", "qrels"})
 
 
 class Ranker(Protocol):
@@ -64,40 +68,78 @@ def rerank_to_files(
     tag: str = "rearank",
     progress: bool = True,
     extra: dict[str, Any] | None = None,
+    config: Mapping[str, Any] | None = None,
+    windows: Mapping[str, int] | None = None,
+    inputs: Mapping[str, Path | None] | None = None,
 ) -> tuple[RunStats, dict[str, Any]]:
     """Rerank ``requests`` into ``output`` (+ traces and stats); return the stats and the extra stats entries.
 
-    ``make_ranker`` is called only when some query is left to do, so a finished run loads no model.
+    ``make_ranker`` is called only when some query is left to do, so a finished run loads no model. The outputs
+    must not be one of ``inputs`` (name -> path) or each other, and one process writes them at a time. ``config``
+    (the run's settings) is recorded in the stats before any work; a ``resume`` with other settings is refused.
+    ``windows`` (qid -> traces a finished query has) lets a resume rerun queries whose traces were cut. After a
+    resume the stats count the earlier queries too, as an uninterrupted run's would.
     """
     output = Path(output)
     if output.is_dir():
         raise RearankError(f"output {output} is a folder; give a file name")
     traces, stats_path = output_paths(output, traces)
-    expected = {r.query.qid: len(r.candidates) for r in requests}
-    writer = RunWriter(output, traces, resume=resume, expected=expected, tag=tag)
-    todo = [r for r in requests if r.query.qid not in writer.done]
-    if resume:
-        print(f"resume: {len(requests) - len(todo)} of {len(requests)} queries already in {output}", file=sys.stderr)
-    stats = RunStats()
-    extra = {**(extra or {}), "resumed_queries": len(requests) - len(todo)}
+    check_outputs(inputs or {}, {"--output": output, "--traces": traces, "the stats file": stats_path})
+    with exclusive(output):
+        if resume and config is not None:
+            check_resume_settings(output, stats_path, config)
+        expected = {r.query.qid: len(r.candidates) for r in requests}
+        writer = RunWriter(output, traces, resume=resume, expected=expected, expected_traces=windows, tag=tag)
+        todo = [r for r in requests if r.query.qid not in writer.done]
+        stats = RunStats()
+        if resume:
+            print(f"resume: {len(requests) - len(todo)} of {len(requests)} queries already in {output}",
+                  file=sys.stderr)
+            earlier = read_traces(traces) if writer.done else {}
+            for qid in sorted(writer.done):
+                stats.add_traces(earlier.get(qid, ()))
+        extra = {**(extra or {}), "resumed_queries": len(requests) - len(todo)}
+        if config is not None:
+            extra["config"] = dict(config)
+        stats.write(stats_path, extra=extra)  # records the settings before any work, for a later resume
 
-    def save(result: Result) -> None:
-        writer.write(result)
-        stats.add(result)
+        def save(result: Result) -> None:
+            writer.write(result)
+            stats.add(result)
 
-    try:
-        if todo:
-            ranker = make_ranker()
-            stats.restart()
-            ranker.rerank(todo, on_result=save, progress=progress)
-    except KeyboardInterrupt:
-        print(f"interrupted: {stats.queries} queries finished in this session are saved in {output}; "
-              "rerun with --resume to continue", file=sys.stderr)
-        raise
-    finally:
-        writer.close()
-        stats.write(stats_path, extra=extra)
+        try:
+            if todo:
+                ranker = make_ranker()
+                stats.restart()
+                ranker.rerank(todo, on_result=save, progress=progress)
+        except KeyboardInterrupt:
+            print(f"interrupted: {stats.queries} queries finished in this session are saved in {output}; "
+                  "rerun with --resume to continue", file=sys.stderr)
+            raise
+        finally:
+            writer.close()
+            stats.write(stats_path, extra=extra)
     return stats, extra
+
+
+def check_resume_settings(output: Path, stats_path: Path, config: Mapping[str, Any]) -> None:
+    """Refuse to resume a run made with other settings (those outside :data:`RESUMABLE`), or whose settings
+    were not recorded."""
+    if not output.is_file() or output.stat().st_size == 0:
+        return
+    try:
+        recorded = json.loads(stats_path.read_text(encoding="utf-8"))["config"]
+        if not isinstance(recorded, dict):
+            raise TypeError
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        raise RearankError(f"--resume: {stats_path} (the settings of the run in {output}) is missing or unreadable, "
+                           "so the run cannot be continued safely; rerun without --resume") from None
+    changed = sorted(k for k in set(config) | set(recorded)
+                     if k not in RESUMABLE and config.get(k) != recorded.get(k))
+    if changed:
+        diff = ", ".join(f"{k}: {recorded.get(k)!r} -> {config.get(k)!r}" for k in changed)
+        raise RearankError(f"--resume: {output} was made with other settings ({diff}); resume with the same "
+                           "settings, or write to another --output")
 
 
 def ndcg_before_after(

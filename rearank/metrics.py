@@ -71,9 +71,14 @@ def _parse_one(name: str) -> list:
         parsers = (ir_measures.parse_trec_measure, lambda n: [ir_measures.parse_measure(n)])
     for parse in parsers:
         try:
-            return list(parse(name))
+            measures = list(parse(name))
         except (ValueError, NameError, KeyError, TypeError, AttributeError, SyntaxError):
             continue
+        for measure in measures:  # pytrec_eval aborts the interpreter on a cutoff of 0
+            cutoff = dict(measure.params).get("cutoff")
+            if cutoff is not None and (not isinstance(cutoff, int) or cutoff < 1):
+                raise RearankError(f"measure {name!r}: the cutoff must be a whole number of at least 1, got {cutoff}")
+        return measures
     raise RearankError(
         f"unknown measure {name!r}; use trec_eval names (ndcg_cut.10, recall.100, map_cut.100, map, recip_rank, "
         "P.10) or ir-measures names (nDCG@10, R@100, AP@100, RR@10, P@10)"

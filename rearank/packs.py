@@ -155,12 +155,21 @@ def load_docs(path: PathLike, ids: Collection[str] | None = None) -> dict[str, t
 
 
 def load_qrels(source: PathLike) -> dict[str, dict[str, int]]:
-    """Qrels of a registered dataset name, or of a file: BEIR ``.tsv`` (with header) or TREC qrels."""
+    """Qrels of a registered dataset name, or of a file: BEIR ``.tsv`` (with header) or TREC qrels.
+
+    Qrels without a single judgment are refused, naming the file.
+    """
     if isinstance(source, str) and source in REGISTRY:
-        return trec.read_qrels(resolve(source).qrels)
-    if str(source).removesuffix(".gz").endswith(".tsv"):
-        return beir.read_qrels(source)
-    return trec.read_qrels(source)
+        source = resolve(source).qrels
+    qrels = beir.read_qrels(source) if str(source).removesuffix(".gz").endswith(".tsv") else trec.read_qrels(source)
+    if not any(qrels.values()):
+        raise RearankError(f"{source}: the qrels hold no judgments")
+    return qrels
+
+
+def read_request_file(path: PathLike, max_queries: int | None = None) -> list[Request]:
+    """The queries of a RankLLM request JSONL file (whatever its name ends with), the first ``max_queries``."""
+    return read_requests(path)[:max_queries]
 
 
 def load_requests(

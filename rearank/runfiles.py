@@ -2,8 +2,8 @@
 
 Each finished query is appended and flushed (its traces first, then its run lines), so an interrupted
 run leaves every finished query on disk. On resume, :func:`recover` keeps only the queries whose run
-lines are complete and well formed (and their traces), rewrites both files with them, and reports their
-qids so the caller skips them.
+lines are complete and well formed and whose traces are all there, rewrites both files with them, and
+reports their qids so the caller skips them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from rearank.errors import FormatError, RearankError
-from rearank.io._files import PathLike, atomic_write, is_gzip
+from rearank.io._files import PathLike, atomic_write, is_gzip, open_input
 from rearank.io.trec import append_run
 from rearank.types import Result, WindowTrace
 
@@ -42,17 +42,25 @@ def trace_record(trace: WindowTrace) -> dict:
 def read_traces(path: PathLike) -> dict[str, list[WindowTrace]]:
     """Window traces of a traces JSONL (as :class:`RunWriter` writes them), by qid, in file order."""
     traces: dict[str, list[WindowTrace]] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with open_input(path) as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = raw.decode("utf-8", errors="replace")
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-                trace = WindowTrace(**{**record, "permutation": tuple(record["permutation"])})
-            except (json.JSONDecodeError, TypeError, KeyError) as err:
-                raise FormatError(path, number, f"not a window trace ({err})") from None
+            trace = _trace(line)
+            if trace is None:
+                raise FormatError(path, number, "not a window trace")
             traces.setdefault(trace.qid, []).append(trace)
     return traces
+
+
+def _trace(line: str) -> WindowTrace | None:
+    """One traces line as a window trace; None when it is not one (cut, edited, another format)."""
+    try:
+        record = json.loads(line)
+        return WindowTrace(**{**record, "permutation": tuple(record["permutation"])})
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return None
 
 
 def _run_blocks(path: Path) -> tuple[dict[str, list[str]], set[str]]:
@@ -82,18 +90,24 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def recover(run_path: PathLike, traces_path: PathLike | None, expected: Mapping[str, int]) -> set[str]:
+def recover(run_path: PathLike, traces_path: PathLike | None, expected: Mapping[str, int],
+            expected_traces: Mapping[str, int] | None = None) -> set[str]:
     """Keep only the complete queries of an interrupted run and return their qids.
 
-    A query is complete when all its lines are well formed and, if ``expected`` knows its qid, it has
-    exactly ``expected[qid]`` lines. Incomplete queries are removed from the run and their traces from
-    the traces file (both rewritten atomically), so they are reranked again.
+    A query is complete when all its run lines are well formed (the last one ends with a newline), it has
+    exactly ``expected[qid]`` lines if ``expected`` knows its qid, and -- when ``expected_traces`` knows it --
+    the traces file holds exactly ``expected_traces[qid]`` well-formed traces for it. Incomplete queries are
+    removed from the run and their traces from the traces file (both rewritten atomically), so they are
+    reranked again.
     """
     run_file = Path(run_path)
     if not run_file.is_file():
         return set()
     blocks, bad = _run_blocks(run_file)
     done = {qid for qid, lines in blocks.items() if qid not in bad and len(lines) == expected.get(qid, len(lines))}
+    traces = _trace_lines(Path(traces_path)) if traces_path is not None and Path(traces_path).is_file() else {}
+    if expected_traces is not None and traces_path is not None:
+        done = {qid for qid in done if len(traces.get(qid, ())) == expected_traces.get(qid, len(traces.get(qid, ())))}
     dropped = set(blocks) - done
     if dropped:
         log.warning("%s: %d incomplete queries dropped, they will be reranked: %s",
@@ -103,25 +117,20 @@ def recover(run_path: PathLike, traces_path: PathLike | None, expected: Mapping[
                 if qid in done:
                     handle.write("".join(line + "\n" for line in blocks[qid]))
     if traces_path is not None and Path(traces_path).is_file():
-        _filter_traces(Path(traces_path), done)
+        kept = [line for qid in traces if qid in done for line in traces[qid]]
+        if len(kept) != sum(map(len, traces.values())) or traces.get(None):
+            with atomic_write(traces_path) as handle:
+                handle.write("".join(line + "\n" for line in kept))
     return done
 
 
-def _filter_traces(path: Path, keep: set[str]) -> None:
-    kept: list[str] = []
-    changed = False
+def _trace_lines(path: Path) -> dict[str | None, list[str]]:
+    """The lines of a traces file by qid, in file order; lines that are not a trace fall under ``None``."""
+    by_qid: dict[str | None, list[str]] = {}
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            qid = str(json.loads(line).get("qid"))
-        except (ValueError, AttributeError):
-            qid = None
-        if qid in keep:
-            kept.append(line)
-        else:
-            changed = True
-    if changed:
-        with atomic_write(path) as handle:
-            handle.write("".join(line + "\n" for line in kept))
+        trace = _trace(line) if line.strip() else None
+        by_qid.setdefault(trace.qid if trace is not None else None, []).append(line)
+    return by_qid
 
 
 class RunWriter:
@@ -138,22 +147,30 @@ class RunWriter:
         *,
         resume: bool = False,
         expected: Mapping[str, int] | None = None,
+        expected_traces: Mapping[str, int] | None = None,
         tag: str = "rearank",
     ) -> None:
         for path in (run_path, traces_path):
             if path is not None and is_gzip(path):
                 raise RearankError(f"{path}: incremental output cannot be gzip; write plain text and compress it after")
         self.tag = tag
-        self.done: set[str] = recover(run_path, traces_path, expected or {}) if resume else set()
         self._handles: list[IO[str]] = []
-        self._run = self._open(run_path, resume)
-        self._traces = self._open(traces_path, resume) if traces_path is not None else None
+        paths = [Path(p) for p in (run_path, traces_path) if p is not None]
+        for path in paths:  # fail on an unwritable place before anything is truncated or rewritten
+            self._open(path).close()
+        self._handles.clear()
+        self.done: set[str] = recover(run_path, traces_path, expected or {}, expected_traces) if resume else set()
+        self._run = self._open(Path(run_path))
+        self._traces = self._open(Path(traces_path)) if traces_path is not None else None
+        if not resume:
+            for handle in self._handles:
+                handle.truncate(0)
 
-    def _open(self, path: PathLike, append: bool) -> IO[str]:
-        target = Path(path)
+    def _open(self, target: Path) -> IO[str]:
+        """Open ``target`` for appending (creating it), or raise a one-line error naming it."""
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(target, "a" if append else "w", encoding="utf-8", newline="\n")  # noqa: SIM115 (kept open)
+            handle = open(target, "a", encoding="utf-8", newline="\n")  # noqa: SIM115 (kept open)
         except OSError as err:
             self.close()
             raise RearankError(f"{target}: cannot write output ({err.strerror or err})") from None
@@ -162,14 +179,22 @@ class RunWriter:
 
     def write(self, result: Result) -> None:
         """Append one finished query: its traces, then its run lines; flush both."""
-        if self._traces is not None:
-            self._traces.write("".join(json.dumps(trace_record(t), ensure_ascii=False) + "\n" for t in result.traces))
-            self._traces.flush()
-        append_run(self._run, result.query.qid, ranked_pairs(result), self.tag)
+        try:
+            if self._traces is not None:
+                self._traces.write("".join(json.dumps(trace_record(t), ensure_ascii=False) + "\n"
+                                           for t in result.traces))
+                self._traces.flush()
+            append_run(self._run, result.query.qid, ranked_pairs(result), self.tag)
+        except OSError as err:  # a full disk: the queries written before are kept; --resume continues
+            raise RearankError(f"cannot write output ({err.strerror or err}); the finished queries are kept, "
+                               "free space and rerun with --resume") from None
         self.done.add(result.query.qid)
 
     def close(self) -> None:
-        """Close the files (idempotent)."""
+        """Close the files (idempotent; a failed final flush is not raised again)."""
         for handle in self._handles:
-            handle.close()
+            try:
+                handle.close()
+            except OSError:
+                pass
         self._handles.clear()

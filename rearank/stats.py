@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rearank.answer import STATUSES
 from rearank.io._files import PathLike, atomic_write
-from rearank.types import Result
+from rearank.types import Result, WindowTrace
 
 
 @dataclass
@@ -29,9 +30,14 @@ class RunStats:
 
     def add(self, result: Result) -> None:
         """Count one finished query: one LLM call per window."""
+        self.add_traces(result.traces)
+
+    def add_traces(self, traces: Iterable[WindowTrace]) -> None:
+        """Count one finished query from its window traces (as ``--resume`` does for the queries already done)."""
+        traces = list(traces)
         self.queries += 1
-        self.calls += len(result.traces)
-        for trace in result.traces:
+        self.calls += len(traces)
+        for trace in traces:
             self.prompt_tokens += trace.prompt_tokens
             self.completion_tokens += trace.completion_tokens
             self.statuses[trace.status] += 1

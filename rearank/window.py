@@ -27,3 +27,9 @@ def schedule(n: int, window: int = 20, step: int = 10, passes: int = 1) -> list[
         one.append((start, end))
         end -= step
     return one * passes
+
+
+def window_count(n_candidates: int, window: int, step: int, passes: int, top_k: int) -> int:
+    """How many windows (LLM calls, traces) the driver runs for a query of ``n_candidates``: none below 2."""
+    n = min(n_candidates, top_k)
+    return len(schedule(n, window, step)) * passes if n >= 2 else 0

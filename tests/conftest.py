@@ -1,11 +1,22 @@
-"""Shared fixtures: where the real data packs are, and skip/fail rules when they are absent."""
+"""Shared fixtures: where the real data packs are, and skip/fail rules when they (or a module) are absent.
+
+Developers with a partial install get a skip with its reason; on CI (``CI`` set, as ``.ci/run`` does) an absent
+pack or module is a failure, so a broken install can never pass as a green run with skips.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+from hypothesis import settings
+
+# CPU-bound properties on a shared 2-core machine: no per-example deadline (a slow example is not a bug).
+settings.register_profile("rearank", deadline=None)
+settings.load_profile("rearank")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,15 +29,37 @@ def data_root() -> Path:
     return ROOT.parent / "shared" / "data"
 
 
+def on_ci() -> bool:
+    """Whether the tests run on CI (``CI`` set to anything but empty, ``0`` or ``false``)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def absent(reason: str) -> None:
+    """Skip the test with ``reason`` for a developer's partial install; fail it on CI."""
+    if on_ci():
+        pytest.fail(f"{reason} (CI must have it: a missing dependency fails, it does not skip)", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
 def require_pack(relpath: str) -> Path:
     """Return the pack folder, skipping the test with a reason if it is absent (failing on CI)."""
     path = data_root() / relpath
     if not path.is_dir():
-        msg = f"data pack {relpath!r} not found under {data_root()} (set REARANK_DATA to the packs folder)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+        absent(f"data pack {relpath!r} not found under {data_root()} (set REARANK_DATA to the packs folder)")
     return path
+
+
+def require(module: str, reason: str = "") -> ModuleType:
+    """Import and return a third-party ``module``; if it cannot be imported, skip with a reason (fail on CI).
+
+    Only for optional dependencies (verl, hydra, vllm...); the project's own modules are imported plainly,
+    so that an error in them fails the test.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        absent(f"{module} cannot be imported ({err}){': ' + reason if reason else ''}")
+        raise  # unreachable: absent() always raises
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.backends.options import Option
 from rearank.errors import RearankError
 from rearank.models import resolve_model
 
@@ -25,6 +26,8 @@ class HFBackend:
     """
 
     name = "hf"
+    OPTIONS = (Option("device", "str"), Option("dtype", "str"), Option("batch_size", "int", minimum=1),
+               Option("trust_remote_code", "bool", nullable=False))
 
     def __init__(self, model: str | None = None, *, device: str | None = None, dtype: str | None = None,
                  batch_size: int | None = None, trust_remote_code: bool = False) -> None:

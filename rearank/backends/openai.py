@@ -11,6 +11,7 @@ server text is scrubbed of it first.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -21,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.backends.options import Option, check_options
 from rearank.errors import RearankError
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,8 @@ log = logging.getLogger(__name__)
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 _CHAT_PATH = "/chat/completions"
+#: A chat completion of a few thousand tokens is tens of kilobytes; anything this large is a misbehaving server.
+DEFAULT_MAX_RESPONSE_BYTES = 8 << 20
 
 
 def chat_completions_url(base_url: str) -> str:
@@ -57,23 +61,42 @@ class OpenAIBackend:
     ``base_url``: default ``$OPENAI_BASE_URL``, else :data:`DEFAULT_BASE_URL` (see
     :func:`chat_completions_url`). ``api_key_env``: the environment variable holding the key
     (default ``OPENAI_API_KEY``, optional; a variable named explicitly must be set).
-    ``timeout_s`` bounds each HTTP request; ``max_retries`` retries follow the first attempt, waiting
-    ``backoff_s * 2**k`` (at most ``max_backoff_s``, longer if the server sends ``Retry-After``).
-    ``extra_body`` is merged into every request (e.g. ``{"chat_template_kwargs": {...}}`` for vLLM).
+    ``timeout_s`` bounds each attempt as a whole (connecting, sending, and reading the whole reply): a reply still
+    arriving after ``timeout_s``, however steadily it trickles, is abandoned at its next chunk, and no single wait
+    exceeds ``timeout_s``, so an attempt never outlives twice ``timeout_s`` (a server that stalls just before the
+    deadline). ``max_response_bytes`` caps a reply's (decoded) body. ``max_retries`` retries follow
+    the first attempt, waiting ``backoff_s * 2**k`` (at most ``max_backoff_s``, longer if the server sends
+    ``Retry-After``, never longer than ``max_backoff_s``). ``extra_body`` is merged into every request (e.g.
+    ``{"chat_template_kwargs": {...}}`` for vLLM). Every option is checked against :attr:`OPTIONS`.
     """
 
     name = "openai"
+    OPTIONS = (
+        Option("base_url", "str"), Option("api_key_env", "str"),
+        Option("concurrency", "int", minimum=1, nullable=False),
+        Option("timeout_s", "float", minimum=0, above_minimum=True, nullable=False),
+        Option("max_retries", "int", minimum=0, nullable=False),
+        Option("backoff_s", "float", minimum=0, nullable=False),
+        Option("max_backoff_s", "float", minimum=0, nullable=False),
+        Option("max_response_bytes", "int", minimum=1, nullable=False),
+        Option("extra_body", "mapping"),
+    )
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key_env: str | None = None,
                  concurrency: int = 8, timeout_s: float = 600.0, max_retries: int = 4, backoff_s: float = 1.0,
-                 max_backoff_s: float = 60.0, extra_body: Mapping[str, Any] | None = None) -> None:
+                 max_backoff_s: float = 60.0, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 extra_body: Mapping[str, Any] | None = None) -> None:
         import httpx
 
         if not model:
             raise RearankError("the openai backend needs --model: the model name the server serves "
                                "(listed by GET <base URL>/models)")
-        if concurrency < 1 or max_retries < 0 or timeout_s <= 0:
-            raise RearankError("concurrency must be >= 1, max_retries >= 0 and timeout_s > 0")
+        given = {"base_url": base_url, "api_key_env": api_key_env, "concurrency": concurrency,
+                 "timeout_s": timeout_s, "max_retries": max_retries, "backoff_s": backoff_s,
+                 "max_backoff_s": max_backoff_s, "max_response_bytes": max_response_bytes, "extra_body": extra_body}
+        check_options(self.name, self.OPTIONS, given)
+        self.max_response_bytes = max_response_bytes
+        self._sleep = time.sleep  # tests count the waits instead of timing them
         self.model = model
         self.url = chat_completions_url(base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
         self.concurrency = concurrency
@@ -117,7 +140,6 @@ class OpenAIBackend:
         return body
 
     def _request(self, payload: dict[str, Any]) -> Generation:
-        httpx = self._httpx
         began = time.perf_counter()
         problem = ""
         wait_hint: float | None = None
@@ -125,29 +147,52 @@ class OpenAIBackend:
             if attempt:
                 delay = self._backoff(attempt, wait_hint)
                 log.info("openai backend: %s; retry %d/%d in %.2fs", problem, attempt, self.max_retries, delay)
-                time.sleep(delay)
+                self._sleep(delay)
             wait_hint = None
             try:
-                response = self._client.post(self.url, json=payload)
-            except httpx.TimeoutException:
-                problem = f"no response within {self.timeout_s:g}s"
+                status, headers, body = self._post(payload)
+            except _Failure as failure:
+                problem = self._scrub(str(failure))
+                if failure.final:
+                    break
                 continue
-            except httpx.TransportError as err:
-                problem = self._scrub(f"connection error ({type(err).__name__}: {err})")
-                continue
-            if response.status_code == 200:
+            if status == 200:
                 try:
-                    return self._generation(response.json(), time.perf_counter() - began)
-                except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
+                    return self._generation(_json(body), time.perf_counter() - began)
+                except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as err:
                     problem = self._scrub(f"malformed response ({type(err).__name__}: {err})")
                     break
-            problem = self._scrub(f"HTTP {response.status_code}: {response.text[:300]}")
-            if not _retryable(response.status_code):
+            problem = self._scrub(f"HTTP {status}: {body[:300].decode('utf-8', errors='replace')}")
+            if not _retryable(status):
                 break
-            wait_hint = _retry_after(response.headers.get("retry-after"))
+            wait_hint = _retry_after(headers.get("retry-after"))
         log.warning("openai backend: request to %s failed (%s); the window keeps its input order", self.url, problem)
         return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason="error",
                           latency_s=time.perf_counter() - began)
+
+    def _post(self, payload: dict[str, Any]) -> tuple[int, Any, bytes]:
+        """One attempt: status, headers and the whole body, within ``timeout_s`` in all and ``max_response_bytes``."""
+        httpx = self._httpx
+        deadline = time.monotonic() + self.timeout_s
+        late = _Failure(f"no complete response within {self.timeout_s:g}s")
+        try:
+            with self._client.stream("POST", self.url, json=payload) as response:
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_bytes():  # decoded (gzip...): the cap holds for what we keep
+                    size += len(chunk)
+                    if size > self.max_response_bytes:
+                        raise _Failure(f"response larger than {self.max_response_bytes} bytes", final=True)
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise late
+                if time.monotonic() > deadline:
+                    raise late
+                return response.status_code, response.headers, b"".join(chunks)
+        except httpx.TimeoutException:
+            raise late from None
+        except (httpx.TransportError, httpx.StreamError) as err:
+            raise _Failure(f"connection error ({type(err).__name__}: {err})") from None
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         delay = self.backoff_s * 2 ** (attempt - 1) * random.uniform(1.0, 1.25)
@@ -160,8 +205,7 @@ class OpenAIBackend:
             text = text.replace(secret, "***")
         return text
 
-    @staticmethod
-    def _generation(data: dict[str, Any], latency: float) -> Generation:
+    def _generation(self, data: dict[str, Any], latency: float) -> Generation:
         choice = data["choices"][0]
         message = choice.get("message") or {}
         text = message.get("content") or ""
@@ -169,11 +213,26 @@ class OpenAIBackend:
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         if reasoning:
             text = f"<think>{reasoning}</think>{text}"
+        if not isinstance(text, str):
+            raise TypeError(f"message content is {type(text).__name__}, not text")
+        text = self._scrub(text)  # a server that echoes the key must not put it in the traces
         usage = data.get("usage") or {}
         return Generation(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
                           completion_tokens=int(usage.get("completion_tokens") or 0),
                           finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
                           latency_s=latency)
+
+
+class _Failure(Exception):
+    """An attempt that got no usable reply; ``final``: retrying cannot help."""
+
+    def __init__(self, message: str, final: bool = False) -> None:
+        super().__init__(message)
+        self.final = final
+
+
+def _json(body: bytes) -> Any:
+    return json.loads(body.decode("utf-8"))
 
 
 def _retry_after(value: str | None) -> float | None:

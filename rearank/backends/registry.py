@@ -7,6 +7,7 @@ import inspect
 from typing import Any
 
 from rearank.backends.base import Backend
+from rearank.backends.options import check_options
 from rearank.errors import RearankError
 
 #: name -> (module, class). Every backend takes ``model`` first, except the oracle, which takes ``qrels``.
@@ -20,9 +21,10 @@ BACKENDS: dict[str, tuple[str, str]] = {
 _NO_MODEL = {"oracle"}
 
 
-def backend_class(name: str, model: str | None = None, **options: Any) -> tuple[type, tuple[Any, ...]]:
-    """The class of backend ``name`` and its positional arguments, after checking ``model`` and ``options``
-    against its signature (this imports the backend's module, but loads no model)."""
+def backend_class(name: str, model: str | None = None, **options: Any) -> tuple[type, tuple[Any, ...], dict[str, Any]]:
+    """The class of backend ``name``, its positional arguments and its checked options, after checking ``model``
+    and ``options`` against its ``OPTIONS`` (:mod:`rearank.backends.options`: types and ranges) and its signature
+    (this imports the backend's module, but loads no model)."""
     if name not in BACKENDS:
         raise RearankError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
     module_name, class_name = BACKENDS[name]
@@ -33,12 +35,13 @@ def backend_class(name: str, model: str | None = None, **options: Any) -> tuple[
             raise RearankError(f"the {name} backend takes no model (got {model!r})")
     else:
         args = (model,)
+    options = check_options(name, getattr(cls, "OPTIONS", ()), options)
     try:
         inspect.signature(cls).bind(*args, **options)
     except TypeError as err:
         accepted = [p for p in inspect.signature(cls).parameters if p != "model"]
         raise RearankError(f"bad options for the {name} backend ({err}); it accepts: {', '.join(accepted)}") from None
-    return cls, args
+    return cls, args, options
 
 
 def make_backend(name: str, model: str | None = None, **options: Any) -> Backend:
@@ -47,5 +50,5 @@ def make_backend(name: str, model: str | None = None, **options: Any) -> Backend
     ``model`` is a hub id, local folder, ``.gguf`` file or ``embedded`` for ``hf``/``vllm``, and the
     served model name for ``openai``. The oracle takes no model, and needs ``qrels=``.
     """
-    cls, args = backend_class(name, model, **options)
+    cls, args, options = backend_class(name, model, **options)
     return cls(*args, **options)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.backends.options import Option
 from rearank.errors import RearankError
 from rearank.models import resolve_model
 
@@ -25,6 +26,9 @@ class VLLMBackend:
     """
 
     name = "vllm"
+    OPTIONS = (Option("tensor_parallel_size", "int", minimum=1, nullable=False),
+               Option("enable_prefix_caching", "bool", nullable=False), Option("dtype", "str", nullable=False),
+               Option("seed", "int", nullable=False))
 
     def __init__(self, model: str | None = None, *, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
                  dtype: str = "auto", seed: int = 0, **llm_options: Any) -> None:

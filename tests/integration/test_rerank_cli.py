@@ -73,7 +73,10 @@ def test_interrupt_leaves_whole_queries_and_resume_completes(dl19_env, tmp_path,
     assert main([*args, "--output", str(out), "--resume"]) == 0
     assert out.read_text().splitlines() == full.read_text().splitlines()
     assert len((tmp_path / "run.trec.traces.jsonl").read_text().splitlines()) == 8 * 9
-    assert json.loads((tmp_path / "run.trec.stats.json").read_text())["resumed_queries"] == 4
+    stats = json.loads((tmp_path / "run.trec.stats.json").read_text())
+    assert stats["resumed_queries"] == 4
+    # like the uninterrupted run: 8 queries x 9 windows (schedule(100, 20, 10)), all parsed ok
+    assert (stats["queries"], stats["calls"], stats["status_counts"]["ok"]) == (8, 72, 72)
 
 
 def test_requests_jsonl_input_with_rankgpt_prompt_and_groupwise_mode(dl19, tmp_path):

@@ -14,9 +14,10 @@ from rearank.answer import format_answer
 from rearank.io.trec import read_qrels
 from rearank.packs import load_requests
 from rearank.reward import compute_score
+from tests.conftest import require
 
-verl_dataset = pytest.importorskip("verl.utils.dataset.rl_dataset", reason="verl is not installed")
-omegaconf = pytest.importorskip("omegaconf")
+verl_dataset = require("verl.utils.dataset.rl_dataset", "verl is in the `train` extra")
+omegaconf = require("omegaconf", "the `train` extra")
 
 
 @pytest.fixture(scope="module")

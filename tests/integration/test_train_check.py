@@ -5,7 +5,9 @@ import subprocess
 
 import pytest
 
-pytest.importorskip("verl", reason="verl is in the `train` extra")
+from tests.conftest import require
+
+require("verl", "verl is in the `train` extra")
 
 from recipes import RECIPES_DIR
 from recipes.data import synthesize_small

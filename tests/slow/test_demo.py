@@ -5,12 +5,13 @@ import json
 import pytest
 
 from rearank.demo import main
+from tests.conftest import require
 
 pytestmark = pytest.mark.slow
 
 
 def test_demo_reranks_with_the_embedded_model(dl19, monkeypatch, tmp_path, capsys):
-    pytest.importorskip("transformers")
+    require("transformers", "the `hf` extra")
     monkeypatch.setenv("REARANK_DATA", str(dl19.parents[1]))
     code = main(["--out", str(tmp_path), "--queries", "2", "--top-k", "25", "--max-new-tokens", "8",
                  "--max-passage-tokens", "24"])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from rearank.backends.base import Backend, Prompt, SamplingSettings
@@ -27,12 +25,15 @@ def backend():
     return make_backend("hf", "embedded", batch_size=8)
 
 
-def test_embedded_model_is_a_cached_safetensors_folder(backend):
+def test_embedded_model_is_a_cached_safetensors_folder(backend, monkeypatch):
+    from rearank import models
     from rearank.models import embedded_model_path
 
-    began = time.perf_counter()
+    def no_conversion(*args):
+        raise AssertionError("the cached folder should be used, not a new conversion")
+
+    monkeypatch.setattr(models, "_convert_gguf", no_conversion)
     folder = embedded_model_path()
-    assert time.perf_counter() - began < 1.0
     assert str(folder) == backend.model_path
     for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
         assert (folder / name).is_file(), name

@@ -9,13 +9,13 @@ import textwrap
 
 import pytest
 
-from tests.conftest import ROOT, data_root, require_pack
+from tests.conftest import ROOT, data_root, require, require_pack
 
 pytestmark = pytest.mark.slow
 
 
 def test_trl_grpo_smoke_logs_finite_metrics(tmp_path):
-    pytest.importorskip("trl")
+    require("trl", "the `train` extra")
     require_pack("msmarco-v2-passage/dl21")
     os.environ.setdefault("REARANK_DATA", str(data_root()))
     from recipes.train_smoke import main
@@ -57,7 +57,7 @@ dist.destroy_process_group()
 
 
 def test_export_real_verl_fsdp_checkpoint(tmp_path):
-    pytest.importorskip("verl")
+    require("verl", "the `train` extra")
     import torch
     from transformers import AutoModelForCausalLM
 

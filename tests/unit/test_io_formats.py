@@ -138,7 +138,8 @@ def test_beir_round_trip(corpus: dict, queries: dict, suffix: str) -> None:
 
 candidates = st.builds(Candidate, docid=ids, score=scores, text=texts, title=texts)
 requests_st = st.lists(
-    st.builds(Request, query=st.builds(Query, qid=ids, text=texts), candidates=st.lists(candidates, max_size=5)),
+    st.builds(Request, query=st.builds(Query, qid=ids, text=texts),
+             candidates=st.lists(candidates, max_size=5, unique_by=lambda c: c.docid)),
     max_size=5,
 )
 

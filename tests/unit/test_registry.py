@@ -42,7 +42,6 @@ def test_unknown_option_is_a_clear_error():
 
 
 def test_oracle_takes_qrels_and_no_model():
-    pytest.importorskip("rearank.backends.oracle", reason="the oracle backend module is not in this checkout yet")
     backend = make_backend("oracle", qrels={"q1": {"d2": 2}})
     assert isinstance(backend, Backend) and backend.name == "oracle"
     [gen] = backend.generate([Prompt(messages=(), qid="q1", docids=("d1", "d2"))], SamplingSettings())

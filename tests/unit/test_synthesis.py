@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 from itertools import combinations
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from data_synthesis import FilterConfig, SynthConfig, synthesize
+from data_synthesis import FilterConfig, SynthConfig, synthesize, writers
 from data_synthesis.filters import labels_for, query_ideal_dcg, rejection, score_set
 from data_synthesis.pipeline import sample_query, sft_target
 from data_synthesis.sampling import draw_sets, ideal_permutation, split_queries, stable_seed
-from data_synthesis.writers import staged_outputs, write_text
+from data_synthesis.writers import staged_outputs, verify, write_text
 from rearank.answer import parse_answer
 from rearank.cli import main
 from rearank.errors import RearankError
 from rearank.types import Candidate, Query, Request
+
+#: SHA-256 of the reward_model and extra_info columns for seed 0 in test_synthesis_outputs_are_pinned_for_a_fixed_seed,
+#: recorded when the test was written; a change means the same seed now gives other sets (say so in CHANGES).
+PINNED_SETS = "7992e3dc8929b185715e3db726ec5b52ff162fbb7f740f138f99c86323ca001d"
 
 
 def make_request(qid: str, n: int) -> Request:
@@ -175,7 +181,7 @@ def test_synthesize_writes_verl_rows_split_by_query(tmp_path):
     assert sft[0]["prompt"] == train[0]["prompt"] and sft[0]["completion"][0]["role"] == "assistant"
     written = json.loads((tmp_path / "stats.json").read_text())
     assert written["splits"]["val"]["sets"] == len(val)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(written["outputs"])  # no temp files left
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*written["outputs"], "manifest.json"])  # no temp files
 
 
 def test_groupwise_mode_writes_grouprank_prompts_and_score_targets(tmp_path):
@@ -234,13 +240,56 @@ def test_no_judged_query_is_a_clear_error(tmp_path):
 
 def test_failed_run_leaves_nothing_that_looks_complete(tmp_path):
     (tmp_path / "sft_train.jsonl").write_text("stale\n")
-    with pytest.raises(RuntimeError), staged_outputs(tmp_path) as out:
+    earlier = "already holds synthesis outputs .*sft_train.jsonl.*--overwrite"
+    with pytest.raises(RearankError, match=earlier), staged_outputs(tmp_path) as out:
+        write_text(out.path("train.parquet"), "new")
+    with pytest.raises(RuntimeError), staged_outputs(tmp_path, overwrite=True) as out:
         write_text(out.path("train.parquet"), "partial")
         raise RuntimeError("disk full")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sft_train.jsonl"]  # untouched, no temp files
-    with staged_outputs(tmp_path) as out:
+    with staged_outputs(tmp_path, overwrite=True) as out:
         write_text(out.path("train.parquet"), "complete")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.parquet"]  # the stale output of another run goes
+    # the stale output of another run goes; the manifest names what is there
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "train.parquet"]
+    assert set(verify(tmp_path)["files"]) == {"train.parquet"}
+
+
+def test_a_kill_during_the_final_renames_is_finished_by_the_next_run(tmp_path, monkeypatch):
+    with staged_outputs(tmp_path) as out:
+        write_text(out.path("train.parquet"), "old rows")
+        write_text(out.path("stats.json"), "old stats")
+    calls = []
+    real = os.replace
+
+    def killed_after_two(src, dst):  # the commit point (staged manifest) and one file moved, then the kill
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(dst)
+        real(src, dst)
+
+    monkeypatch.setattr(writers.os, "replace", killed_after_two)
+    with pytest.raises(KeyboardInterrupt), staged_outputs(tmp_path, overwrite=True) as out:
+        write_text(out.path("train.parquet"), "new rows")
+        write_text(out.path("stats.json"), "new stats")
+    monkeypatch.setattr(writers.os, "replace", real)
+    assert not (tmp_path / "manifest.json").exists()  # mid-way no manifest claims either set
+    writers.recover(tmp_path)  # what the next `rearank synth` does first
+    assert verify(tmp_path)["files"].keys() == {"train.parquet", "stats.json"}
+    assert (tmp_path / "train.parquet").read_text() == "new rows" and (tmp_path / "stats.json").read_text() == \
+        "new stats"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "stats.json", "train.parquet"]
+
+
+def test_synthesis_outputs_are_pinned_for_a_fixed_seed(tmp_path):
+    """The sets, labels and split for seed 0 (prompt wording aside) hash to a recorded value, on any machine."""
+    requests = [make_request(f"q{i}", 30) for i in range(6)]
+    synthesize(requests, make_qrels(requests), tmp_path, SynthConfig(samples_per_query=4, set_size=5, seed=0),
+               progress=False)
+    digest = hashlib.sha256()
+    for split in ("train", "val"):
+        table = pq.read_table(tmp_path / f"{split}.parquet", columns=["reward_model", "extra_info"])
+        digest.update(json.dumps(table.to_pylist(), sort_keys=True).encode())
+    assert digest.hexdigest() == PINNED_SETS
 
 
 # ---- command line errors ----------------------------------------------------------------------------------

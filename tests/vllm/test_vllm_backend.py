@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rearank.backends.base import Backend, Prompt, SamplingSettings
+from tests.conftest import require
 
 pytestmark = pytest.mark.vllm
 
@@ -21,7 +22,7 @@ SETTINGS = SamplingSettings(max_new_tokens=24)
 
 @pytest.fixture(scope="module")
 def vllm_backend():
-    pytest.importorskip("vllm", reason="vllm is not installed here; `make test-vllm` builds .venv-vllm with it")
+    require("vllm", "`make test-vllm` builds .venv-vllm with it")
     from rearank.backends.registry import make_backend
 
     # CPU: fp32 like the hf backend, a 1 GiB KV cache (vLLM would otherwise reserve most of the RAM),

@@ -1,0 +1,87 @@
+"""`rearank synth` SIGKILLed while it replaces earlier outputs: the folder then holds the old set or the new one,
+never a mix, and no temporary file survives the next run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from data_synthesis.writers import MANIFEST, STAGING, check_output_dir, verify
+from tests.conftest import ROOT
+
+QUERIES, CANDIDATES = 60, 40
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory) -> list[str]:
+    folder = tmp_path_factory.mktemp("pack")
+    run, topics, docs, qrels = (folder / n for n in ("run.trec", "topics.tsv", "docs.tsv", "qrels.txt"))
+    run.write_text("".join(f"q{q} Q0 d{q}_{c} {c + 1} {CANDIDATES - c} bm25\n"
+                           for q in range(QUERIES) for c in range(CANDIDATES)))
+    topics.write_text("".join(f"q{q}\tquery {q}\n" for q in range(QUERIES)))
+    docs.write_text("".join(f"d{q}_{c}\t{'passage words ' * 30}{q} {c}\n"
+                            for q in range(QUERIES) for c in range(CANDIDATES)))
+    qrels.write_text("".join(f"q{q} 0 d{q}_{c} {c % 3}\n" for q in range(QUERIES) for c in range(0, CANDIDATES, 4)))
+    return ["--run", str(run), "--topics", str(topics), "--docs", str(docs), "--qrels", str(qrels),
+            "--samples-per-query", "20", "--set-size", "10", "--tokenizer", "none", "--sft", "--quiet"]
+
+
+def synth(pack, out: Path, seed: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "rearank", "synth", *pack, "--seed", str(seed), "--output-dir", str(out), *extra]
+
+
+def complete(cmd) -> None:
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def sets(pack, tmp_path_factory):
+    """The manifests of a complete seed-0 run (old) and seed-1 run (new)."""
+    old, new = tmp_path_factory.mktemp("old"), tmp_path_factory.mktemp("new")
+    complete(synth(pack, old, 0))
+    complete(synth(pack, new, 1))
+    return old, verify(old), verify(new)
+
+
+@pytest.mark.parametrize("moment", [STAGING, f"{STAGING}/{MANIFEST}"])  # writing the new set; replacing the old
+def test_killed_synth_leaves_old_or_new_never_a_mix(pack, sets, tmp_path, moment):
+    old_dir, old, new = sets
+    out = tmp_path / "out"
+    out.mkdir()
+    for path in old_dir.iterdir():
+        (out / path.name).write_bytes(path.read_bytes())
+    proc = subprocess.Popen(synth(pack, out, 1, "--overwrite"), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        while proc.poll() is None and not (out / moment).exists():
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    check_output_dir(out, overwrite=True)  # what the next `rearank synth` does first
+    assert verify(out) in (old, new)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted([*verify(out)["files"], MANIFEST])  # no staging folder, no temporary file
+    if verify(out) == old:
+        assert json.loads((out / "stats.json").read_text())["config"]["seed"] == 0
+    else:
+        assert json.loads((out / "stats.json").read_text())["config"]["seed"] == 1
+
+
+def test_synth_refuses_to_replace_earlier_outputs(pack, sets, capsys):
+    from rearank.cli import main
+
+    old_dir, old, _ = sets
+    code = main(["synth", *pack, "--output-dir", str(old_dir)])
+    err = capsys.readouterr().err
+    assert code == 2 and "already holds synthesis outputs" in err and "--overwrite" in err
+    assert verify(old_dir) == old

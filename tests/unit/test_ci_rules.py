@@ -1,0 +1,48 @@
+"""The test-suite's own rule: a missing dependency or pack skips for a developer and fails on CI."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests import conftest
+
+
+def _without(monkeypatch, name: str) -> None:
+    """Make ``import name`` fail as it would after ``pip uninstall name`` (None in sys.modules halts an import)."""
+    monkeypatch.setitem(sys.modules, name, None)
+
+
+@pytest.mark.parametrize("module", ["verl", "hydra", "vllm"])
+def test_missing_module_skips_for_developers(monkeypatch, module):
+    monkeypatch.delenv("CI", raising=False)
+    _without(monkeypatch, module)
+    with pytest.raises(pytest.skip.Exception, match=f"{module} cannot be imported"):
+        conftest.require(module)
+
+
+@pytest.mark.parametrize("module", ["verl", "hydra", "vllm"])
+def test_missing_module_fails_on_ci(monkeypatch, module):
+    monkeypatch.setenv("CI", "true")
+    _without(monkeypatch, module)
+    with pytest.raises(pytest.fail.Exception, match="CI must have it"):
+        conftest.require(module)
+
+
+def test_missing_pack_fails_on_ci(monkeypatch, tmp_path):
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("REARANK_DATA", str(tmp_path))
+    with pytest.raises(pytest.fail.Exception, match="data pack 'msmarco-v1-passage/dl19' not found"):
+        conftest.require_pack("msmarco-v1-passage/dl19")
+
+
+def test_present_module_is_returned(monkeypatch):
+    monkeypatch.setenv("CI", "true")
+    assert conftest.require("json").dumps([1]) == "[1]"
+
+
+@pytest.mark.parametrize(("value", "ci"), [("true", True), ("1", True), ("", False), ("false", False), ("0", False)])
+def test_ci_flag(monkeypatch, value, ci):
+    monkeypatch.setenv("CI", value)
+    assert conftest.on_ci() is ci
