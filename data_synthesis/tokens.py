@@ -1,4 +1,4 @@
-"""Tokenizer loading, passage rendering, and fast prompt-length counting for many sets of the same passages.
+"""Tokenizer loading and fast prompt-length counting for many sets of the same passages.
 
 Tokenizing every rendered prompt (a few thousand tokens each, thousands of sets) would dominate synthesis, so
 each distinct passage is tokenized once and a set's prompt length is counted as
@@ -18,10 +18,9 @@ from typing import Any
 
 from rearank.errors import RearankError
 from rearank.models import resolve_model
-from rearank.prompts import PromptTemplate, clean_passage, passage_text, truncate
-from rearank.types import Candidate
+from rearank.prompts import PromptTemplate, clean_passage
 
-#: ``--tokenizer`` value that turns token counting off (passages are then cut by whitespace words).
+#: ``--tokenizer`` value that turns token counting off (a token budget then cuts passages by whitespace words).
 NO_TOKENIZER = "none"
 
 
@@ -48,22 +47,6 @@ def load_tokenizer(name: str | None) -> Any | None:
     if not getattr(tokenizer, "chat_template", None):
         raise RearankError(f"tokenizer {name!r} has no chat template; prompts are chat messages, pick a chat model's")
     return tokenizer
-
-
-def render_passages(candidates: Sequence[Candidate], max_tokens: int | None, tokenizer: Any | None) -> list[str]:
-    """Passage texts exactly as :func:`rearank.prompts.passage_text` renders them for inference.
-
-    Passages that may exceed ``max_tokens`` are tokenized in one batch (a token is at least one UTF-8 byte, so a
-    text of at most ``max_tokens`` bytes cannot be cut); only those over the budget go through ``truncate``.
-    """
-    if tokenizer is None or max_tokens is None:
-        return [passage_text(c, max_tokens, tokenizer) for c in candidates]
-    texts = [passage_text(c, None) for c in candidates]
-    longer = [i for i, text in enumerate(texts) if len(text.encode()) > max_tokens]
-    for i, n_tokens in zip(longer, _lengths(tokenizer, [texts[i] for i in longer])):
-        if n_tokens > max_tokens:
-            texts[i] = truncate(texts[i], max_tokens, tokenizer)
-    return texts
 
 
 def _lengths(tokenizer: Any, texts: Sequence[str]) -> list[int]:

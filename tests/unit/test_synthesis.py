@@ -164,9 +164,12 @@ def test_synthesize_writes_verl_rows_split_by_query(tmp_path):
             info = row["extra_info"]
             assert row["data_source"] == "rearank/test" and row["ability"] == "rerank" and info["split"] == split
             assert row["reward_model"]["style"] == "rule"
-            labels = json.loads(row["reward_model"]["ground_truth"])["labels"]
-            assert labels == [qrels[info["qid"]][d] for d in info["docids"]]
-            user_turns = [m["content"] for m in row["prompt"] if m["role"] == "user"]
+            truth = json.loads(row["reward_model"]["ground_truth"])
+            assert truth["labels"] == [qrels[info["qid"]][d] for d in info["docids"]]
+            # the 10 highest grades of the query's whole judged pool (the released reward's normaliser)
+            assert truth["pool"] == sorted(qrels[info["qid"]].values(), reverse=True)[:10]
+            assert info["query"] == f"query {info['qid']}"
+            user_turns = [m["content"] for m in row["prompt"] if m["role"] == "user"][1:]  # after the task turn
             texts = {c.docid: c.text for r in requests for c in r.candidates}
             for number, docid in enumerate(info["docids"], start=1):  # passages numbered in presented order
                 assert user_turns[number - 1] == f"[{number}] {texts[docid]}"
