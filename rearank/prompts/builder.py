@@ -126,7 +126,7 @@ def render_passages(
 
 def build_messages(
     query: str,
-    passages: Sequence[str],
+    passages: Sequence[str | Candidate],
     template: str | Path | PromptTemplate = "rearank",
     *,
     budget: BudgetLike = None,
@@ -139,7 +139,8 @@ def build_messages(
     a user turn and, when the template has one, an assistant acknowledgement (``layout: messages``); then the
     post prompt carrying the query, the output format and, with ``layout: inline``, every passage. With
     ``clean`` the passages go through :func:`render_passages` (the template's budget, or ``budget``);
-    ``clean=False`` takes texts that were rendered already.
+    ``clean=False`` takes texts that were rendered already. A :class:`Candidate` is rendered with its title
+    (:func:`candidate_text`).
     """
     tpl = load_template(template)
     values: dict[str, Any] = {"query": query, "num": len(passages)}
