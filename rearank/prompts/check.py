@@ -72,7 +72,10 @@ def read_rows(path: str | Path) -> Iterator[Row]:
 
 def _row(record: Mapping[str, Any], where: str) -> Row:
     extra = record.get("extra_info") or {}
-    get = lambda key: record.get(key) if record.get(key) is not None else extra.get(key)  # noqa: E731
+
+    def get(key: str) -> Any:
+        return record.get(key) if record.get(key) is not None else extra.get(key)
+
     messages = get("prompt") or get("messages")
     if not isinstance(messages, list) or not all(isinstance(m, dict) and "content" in m for m in messages):
         raise RearankError(f"{where}: no chat messages ('prompt' or 'messages': a list of role/content objects)")
