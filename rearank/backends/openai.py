@@ -60,13 +60,15 @@ class OpenAIBackend:
     ``timeout_s`` bounds each HTTP request; ``max_retries`` retries follow the first attempt, waiting
     ``backoff_s * 2**k`` (at most ``max_backoff_s``, longer if the server sends ``Retry-After``).
     ``extra_body`` is merged into every request (e.g. ``{"chat_template_kwargs": {...}}`` for vLLM).
+    ``enable_thinking`` (true/false) is sent as ``extra_body["chat_template_kwargs"]["enable_thinking"]``.
     """
 
     name = "openai"
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key_env: str | None = None,
                  concurrency: int = 8, timeout_s: float = 600.0, max_retries: int = 4, backoff_s: float = 1.0,
-                 max_backoff_s: float = 60.0, extra_body: Mapping[str, Any] | None = None) -> None:
+                 max_backoff_s: float = 60.0, extra_body: Mapping[str, Any] | None = None,
+                 enable_thinking: bool | None = None) -> None:
         import httpx
 
         if not model:
@@ -82,6 +84,9 @@ class OpenAIBackend:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.extra_body = dict(extra_body or {})
+        if enable_thinking is not None:
+            kwargs = dict(self.extra_body.get("chat_template_kwargs") or {})
+            self.extra_body["chat_template_kwargs"] = {**kwargs, "enable_thinking": bool(enable_thinking)}
         key = os.environ.get(api_key_env or DEFAULT_KEY_ENV, "")
         if api_key_env and not key:
             raise RearankError(f"environment variable {api_key_env} (the API key) is not set or empty")
