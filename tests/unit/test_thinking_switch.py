@@ -38,3 +38,26 @@ def test_openai_backend_sends_the_switch_in_extra_body():
                             extra_body={"chat_template_kwargs": {"other": 1}, "top_k": 20})
     assert backend.extra_body == {"chat_template_kwargs": {"other": 1, "enable_thinking": False}, "top_k": 20}
     assert OpenAIBackend("m", base_url="http://127.0.0.1:9/v1").extra_body == {}
+
+
+def test_table4_analysis_switches_thinking_per_mode(monkeypatch, tmp_path):
+    import argparse
+
+    import eval.analyses as analyses
+    import eval.run
+
+    seen = {}
+
+    def fake_run_suite(args):
+        seen[args.label] = (args.prompt, args.backend_option)
+        return object()
+
+    monkeypatch.setattr(eval.run, "run_suite", fake_run_suite)
+    monkeypatch.setattr(analyses, "reasoning_report", lambda *a: "report\n")
+    args = argparse.Namespace(label="m", model=None, backend="openai", backend_option=["timeout_s=5"],
+                              out=tmp_path, thinking_switch="on")
+    analyses.run_reasoning(args)
+    assert seen == {"m reasoning": ("rearank", ["timeout_s=5", "enable_thinking=true"]),
+                    "m zero-shot": ("rankgpt", ["timeout_s=5", "enable_thinking=false"])}
+    assert not analyses.uses_thinking_switch(argparse.Namespace(thinking_switch="auto", backend="openai"))
+    assert not analyses.uses_thinking_switch(argparse.Namespace(thinking_switch="off", backend="hf"))
