@@ -43,8 +43,8 @@ def test_openai_backend_sends_the_switch_in_extra_body():
 def test_table4_analysis_switches_thinking_per_mode(monkeypatch, tmp_path):
     import argparse
 
-    import eval.analyses as analyses
     import eval.run
+    from eval import analyses
 
     seen = {}
 
