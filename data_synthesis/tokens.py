@@ -6,7 +6,8 @@ each distinct passage is tokenized once and a set's prompt length is counted as
     tokens(prompt of the set) = overhead(query) + sum of tokens(passage) over the set's passages,
 
 where ``overhead(query)`` (template, query text, chat markup, passage numbers) is measured exactly on one set of
-the query. This is exact when tokens never span a passage's boundary, which holds for the builtin templates
+the query (passages as :func:`rearank.prompts.render_passages` renders them). This is exact when tokens never
+span a passage's boundary, which holds for the builtin templates
 (each passage sits in its own chat message, after ``"] "``) and byte-level BPE tokenizers;
 :func:`data_synthesis.pipeline.prompt_lengths` recounts sampled sets exactly and the stats report the error.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 from rearank.errors import RearankError
 from rearank.models import resolve_model
-from rearank.prompts import PromptTemplate, clean_passage
+from rearank.prompts import PromptTemplate
 
 #: ``--tokenizer`` value that turns token counting off (a token budget then cuts passages by whitespace words).
 NO_TOKENIZER = "none"
@@ -66,8 +67,8 @@ class PromptTokenCounter:
         self.lead = " " if head.endswith(" ") and not head.endswith("  ") else ""
 
     def passage_lengths(self, passages: Sequence[str]) -> list[int]:
-        """Tokens of each passage as it appears in a prompt (cleaned as the prompt builder cleans it)."""
-        return _lengths(self.tokenizer, [self.lead + clean_passage(p) for p in passages])
+        """Tokens of each passage as it appears in a prompt (``passages`` as :func:`rearank.prompts.render_passages` left them)."""
+        return _lengths(self.tokenizer, [self.lead + p for p in passages])
 
     def exact(self, prompts: Sequence[list[dict]]) -> list[int]:
         """Exact token counts of chat prompts (batched)."""
