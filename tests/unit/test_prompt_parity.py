@@ -1,9 +1,13 @@
 """A template written from the paper's appendix renders the published layout byte for byte."""
 
+import json
 from pathlib import Path
 
+import pytest
+
+from rearank.errors import RearankError
 from rearank.prompts import build_messages, load_template
-from rearank.prompts.check import first_difference
+from rearank.prompts.check import check_rows, first_difference, read_rows
 from rearank.types import Candidate
 
 APPENDIX = Path(__file__).resolve().parents[1] / "fixtures" / "rearank_appendix.yaml"
@@ -59,3 +63,21 @@ def test_inline_layout_puts_every_passage_in_one_user_message(tmp_path):
                     'post: "Q: {query}\\n{passages}\\nScore all {num}."\n', encoding="utf-8")
     messages = build_messages("q", ["abcdefgh", "xy  z"], load_template(path))
     assert messages == [{"role": "user", "content": "Q: q\n[1]. abcde\n[2]. xy z\nScore all 2."}]
+
+
+def test_check_reads_chat_jsonl_with_inline_passages(tmp_path):
+    good = {"messages": EXPECTED, "query": QUERY,
+            "passages": [LONG, {"title": "Flea biology", "text": BEIR.text}, SHORT.text]}
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "query": "other"}) + "\n", encoding="utf-8")
+    count, diff = check_rows(read_rows(path), APPENDIX)
+    assert count == 1 and diff.where == f"{path}:2" and diff.message == 1
+    assert check_rows(read_rows(path), "rearank")[0] == 0  # our own wording differs from the appendix's
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"query": "q", "passages": ["x"]}) + "\n", encoding="utf-8")
+    with pytest.raises(RearankError, match=r"bad.jsonl:1: no chat messages"):
+        list(read_rows(bad))
+    no_query = tmp_path / "noq.jsonl"
+    no_query.write_text(json.dumps({"messages": EXPECTED, "passages": ["x"]}) + "\n", encoding="utf-8")
+    with pytest.raises(RearankError, match="no query text"):
+        check_rows(read_rows(no_query), APPENDIX)
