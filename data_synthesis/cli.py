@@ -84,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out.add_argument("--tokenizer", default="embedded", metavar="T",
                      help="tokenizer for prompt-token stats (and token passage budgets): 'embedded' (SmolLM2, "
                      "default), a local model folder or .gguf file, or 'none' (no token stats)")
-    out.add_argument("--passage-budget", metavar="N UNIT",
+    out.add_argument("--passage-budget", metavar="BUDGET",
                      help="cut each passage to N characters, words or tokens (400c, 300w, 300t, none), as "
                      "inference does; default: the template's declared budget (rearank: 400 characters)")
     out.add_argument("--max-passage-tokens", dest="passage_budget", type=int, help=argparse.SUPPRESS)

@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser, with_prompt: bool = True) -> 
     parser.add_argument("--passes", type=int, default=1, help="sliding passes over the list")
     parser.add_argument("--top-k", type=int, default=100, help="rerank the BM25 top K")
     parser.add_argument("--batch-size", type=int, default=32, help="windows (from as many queries) per backend call")
-    parser.add_argument("--passage-budget", metavar="N UNIT",
+    parser.add_argument("--passage-budget", metavar="BUDGET",
                         help="cut passages to N characters/words/tokens (400c, 300w, 300t, none); "
                         "default: the template's declared budget")
     parser.add_argument("--max-passage-tokens", dest="passage_budget", type=int, help=argparse.SUPPRESS)

@@ -88,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rank.add_argument("--passes", type=int, default=1, help="sliding passes over the list")
     rank.add_argument("--top-k", type=int, default=100, help="rerank the first K candidates; the rest follow them")
     rank.add_argument("--batch-size", type=int, default=32, help="windows (from as many queries) per backend call")
-    rank.add_argument("--passage-budget", metavar="N UNIT",
+    rank.add_argument("--passage-budget", metavar="BUDGET",
                       help="cut each passage to N characters, words or tokens (e.g. 400c, 300w, 300t, none); "
                       "default: the budget the template declares (rearank 400 characters, rankgpt 300)")
     rank.add_argument("--max-passage-tokens", dest="passage_budget", type=int, help=argparse.SUPPRESS)
