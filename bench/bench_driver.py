@@ -89,7 +89,7 @@ def sequential_vs_batched(requests: list[Request], max_new_tokens: int, passage_
                                 (f"batched driver, hf micro-batch {n}", n, n)):
         hf.batch_size = micro  # prompts per transformers generate() call inside the backend
         reranker = Reranker(backend, top_k=top_k, settings=settings, batch_size=batch,
-                            max_passage_tokens=passage_tokens)
+                            passage_budget=f"{passage_tokens} tokens")
         _, wall, stats = run(reranker, backend, requests)
         d = stats.to_dict()
         figures[label] = wall

@@ -28,6 +28,7 @@ renamed into place only when all are complete, manifest.json (sizes and SHA-256)
 EPILOG = """\
 examples:
   rearank synth --dataset dl21 --output-dir data/rl/dl21
+  rearank synth --dataset dl21,dl22,dl23 --output-dir data/rl/dl21-23   # one split by query across all three
   rearank synth --dataset dl21 --order shuffle --sft --output-dir data/rl/dl21-shuffle
   rearank synth --run run.trec --topics topics.tsv --docs docs.tsv --qrels qrels.txt --output-dir out
 """
@@ -40,7 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = p.add_argument_group("input (a dataset pack, or run + topics + docs + qrels)")
-    src.add_argument("--dataset", metavar="NAME", help="dataset pack name, e.g. dl21 (see `rearank data list`)")
+    src.add_argument("--dataset", metavar="NAME[,NAME...]",
+                     help="dataset pack name, e.g. dl21, or several separated by commas (dl21,dl22,dl23): one "
+                     "output split by query across all of them, with per-source counts (see `rearank data list`)")
     src.add_argument("--run", metavar="FILE", help="TREC run (or RankLLM request JSONL, which needs no topics/docs)")
     src.add_argument("--topics", metavar="FILE", help="topics: qid TAB text, or BEIR queries.jsonl")
     src.add_argument("--docs", metavar="FILE", help="passages: docid TAB text, or BEIR corpus.jsonl")
@@ -84,11 +87,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="prompt template: rearank (listwise default), rankgpt, grouprank (groupwise default), "
                      "or a YAML file")
     out.add_argument("--tokenizer", default="embedded", metavar="T",
-                     help="tokenizer for passage truncation and prompt-token stats: 'embedded' (SmolLM2, default), "
-                     "a local model folder or .gguf file, or 'none' (cut passages by words, no token stats)")
-    out.add_argument("--max-passage-tokens", type=int, default=300, metavar="N",
-                     help="cut each passage to N tokens of the tokenizer, as inference does (300; 0 = no cut)")
-    out.add_argument("--data-source", metavar="NAME", help="data_source column (default rearank/<dataset or run name>)")
+                     help="tokenizer for prompt-token stats (and token passage budgets): 'embedded' (SmolLM2, "
+                     "default), a local model folder or .gguf file, or 'none' (no token stats)")
+    out.add_argument("--passage-budget", metavar="BUDGET",
+                     help="cut each passage to N characters, words or tokens (400c, 300w, 300t, none), as "
+                     "inference does; default: the template's declared budget (rearank: 400 characters)")
+    out.add_argument("--max-passage-tokens", dest="passage_budget", type=int, help=argparse.SUPPRESS)
+    out.add_argument("--data-source", metavar="NAME",
+                     help="data_source column (default rearank/<dataset or run name>; with several datasets, "
+                     "each row's own)")
     out.add_argument("--quiet", action="store_true", help="no progress bars")
     add_qa_arguments(p)
     p.set_defaults(func=run)
@@ -112,6 +119,32 @@ def _check_inputs(args: argparse.Namespace) -> None:
             raise MissingDataError(f"--{name} file not found: {value}")
 
 
+def dataset_names(value: str | None) -> list[str]:
+    """``dl21,dl22`` -> ``["dl21", "dl22"]`` (empty names and repeats are errors)."""
+    if not value:
+        return []
+    names = [part.strip() for part in value.split(",")]
+    if "" in names or len(set(names)) != len(names):
+        raise RearankError(f"--dataset {value!r}: give distinct pack names separated by commas, e.g. dl21,dl22")
+    return names
+
+
+def load_sources(datasets: list[str], top_k: int, skip_missing: bool) -> tuple[list, dict, dict[str, str]]:
+    """Requests and qrels of several packs, and qid -> pack name; a qid in two packs is an error."""
+    from rearank.packs import load_qrels, load_requests
+
+    requests, qrels, sources = [], {}, {}
+    for name in datasets:
+        for request in load_requests(dataset=name, top_k=top_k, skip_missing=skip_missing):
+            qid = request.query.qid
+            if qid in sources:
+                raise RearankError(f"query {qid} is in both {sources[qid]} and {name}; synthesize them separately")
+            sources[qid] = name
+            requests.append(request)
+        qrels.update({qid: judged for qid, judged in load_qrels(name).items() if sources.get(qid) == name})
+    return requests, qrels, sources
+
+
 def run(args: argparse.Namespace) -> int:
     """Load the input, synthesize, and print where the files went and the main figures."""
     from data_synthesis.filters import FilterConfig
@@ -127,9 +160,16 @@ def run(args: argparse.Namespace) -> int:
         raise RearankError(f"--output-dir {args.output_dir} exists and is not a folder")
     check_output_dir(args.output_dir, args.overwrite)  # before any work
     started = time.perf_counter()
-    requests = load_requests(dataset=args.dataset, run=args.run, topics=args.topics, docs=args.docs,
-                             top_k=args.top_k, skip_missing=args.skip_missing)
-    qrels = load_qrels(args.qrels or args.dataset)
+    datasets = dataset_names(args.dataset)
+    sources: dict[str, str] | None = None
+    if len(datasets) > 1:
+        if args.qrels:
+            raise RearankError("--qrels applies to one dataset; with several, each pack's own qrels are used")
+        requests, qrels, sources = load_sources(datasets, args.top_k, args.skip_missing)
+    else:
+        requests = load_requests(dataset=args.dataset, run=args.run, topics=args.topics, docs=args.docs,
+                                 top_k=args.top_k, skip_missing=args.skip_missing)
+        qrels = load_qrels(args.qrels or args.dataset)
     name = args.dataset or Path(args.run).name.split(".")[0]
     config = SynthConfig(
         samples_per_query=args.samples_per_query, set_size=args.set_size, seed=args.seed,
@@ -140,13 +180,14 @@ def run(args: argparse.Namespace) -> int:
             min_ideal_ndcg=args.min_ideal_ndcg,
         ),
         small_queries=args.small_queries, mode=args.mode, template=args.template,
-        max_passage_tokens=args.max_passage_tokens or None, sft=args.sft,
-        data_source=args.data_source or f"rearank/{name}",
+        passage_budget=None if args.passage_budget is None else str(args.passage_budget), sft=args.sft,
+        data_source=args.data_source or ("" if sources else f"rearank/{name}"),
     )
     config.check()
     tokenizer = load_tokenizer(args.tokenizer)
     stats = synthesize(requests, qrels, args.output_dir, config, tokenizer=tokenizer,
-                       tokenizer_name=args.tokenizer, progress=not args.quiet, overwrite=args.overwrite)
+                       tokenizer_name=args.tokenizer, progress=not args.quiet, overwrite=args.overwrite,
+                       sources=sources)
     _print_summary(stats, Path(args.output_dir), time.perf_counter() - started)
     return 0
 
@@ -160,6 +201,9 @@ def _print_summary(stats: dict, output_dir: Path, elapsed: float) -> None:
         (f"sets: {stats['sampling']['sets_drawn']} drawn, removed: {rejected or 'none'}; kept {flt['kept']} "
         f"(train {splits['train']['sets']} / val {splits['val']['sets']} sets)"),
     ]
+    for source, c in stats.get("sources", {}).items():
+        lines.append(f"  {source}: {c['queries']} queries, {c['with_sets']} with sets; train {c['train_queries']} "
+                     f"queries / {c['train_sets']} sets, val {c['val_queries']} / {c['val_sets']}")
     tokens = stats["prompt_tokens"]
     if tokens:
         t = tokens["all"]

@@ -20,13 +20,13 @@ from tqdm import tqdm
 from data_synthesis.filters import FILTERS, FilterConfig, SetScores, labels_for, query_ideal_dcg, rejection, score_set
 from data_synthesis.sampling import ORDERS, draw_sets, ideal_permutation, query_rng, split_queries
 from data_synthesis.stats import recommended_max_prompt_length, render_markdown, spread, token_summary
-from data_synthesis.tokens import PromptTokenCounter, render_passages
+from data_synthesis.tokens import PromptTokenCounter
 from data_synthesis.writers import staged_outputs, write_jsonl, write_parquet, write_text
 from rearank.answer import format_answer
 from rearank.errors import RearankError
 from rearank.grouprank.prompt import load_group_template
 from rearank.grouprank.prompt import sft_target as group_sft_target
-from rearank.prompts import MAX_PASSAGE_TOKENS, PromptTemplate, build_messages, load_template
+from rearank.prompts import PromptTemplate, as_budget, build_messages, load_template, render_passages
 from rearank.types import Candidate, Request
 
 #: What to do with a query that has fewer candidates than the set size.
@@ -35,6 +35,9 @@ SMALL_QUERY_MODES = ("use-all", "skip")
 MODES = ("listwise", "groupwise")
 #: Sets whose prompt length is recounted exactly to check the fast count.
 TOKEN_CHECK_SETS = 64
+#: Grades of a query's judged pool kept in the ground truth (the highest ones: enough for its ideal DCG@10,
+#: which the released reward normalises by).
+POOL_GRADES = 10
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class SynthConfig:
     small_queries: str = "use-all"
     mode: str = "listwise"
     template: str | None = None
-    max_passage_tokens: int | None = MAX_PASSAGE_TOKENS
+    passage_budget: str | None = None
     sft: bool = False
     data_source: str = "rearank/custom"
 
@@ -72,8 +75,10 @@ class SynthConfig:
                                f"got {self.small_queries!r}")
         if self.mode not in MODES:
             raise RearankError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.max_passage_tokens is not None and self.max_passage_tokens < 1:
-            raise RearankError(f"max passage tokens must be at least 1, got {self.max_passage_tokens}")
+        try:
+            as_budget(self.passage_budget)
+        except ValueError as err:
+            raise RearankError(str(err)) from None
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,7 @@ class KeptSet:
     candidates: tuple[Candidate, ...]
     labels: tuple[int, ...]
     scores: SetScores
+    pool: tuple[int, ...] = ()
 
 
 def sample_query(request: Request, judged: Mapping[str, int], config: SynthConfig, set_size: int) -> tuple[
@@ -96,6 +102,7 @@ def sample_query(request: Request, judged: Mapping[str, int], config: SynthConfi
     drawn = draw_sets(qid, len(cands), set_size, config.samples_per_query, config.seed, config.order)
     labels_all = labels_for([c.docid for c in cands], judged)
     pool_ideal = query_ideal_dcg(judged)
+    pool = tuple(sorted((max(int(g), 0) for g in judged.values()), reverse=True)[:POOL_GRADES])
     counts: Counter = Counter(
         sets_drawn=len(drawn.sets), duplicate_draws=drawn.duplicates,
         queries_short=int(len(drawn.sets) < config.samples_per_query),
@@ -108,7 +115,7 @@ def sample_query(request: Request, judged: Mapping[str, int], config: SynthConfi
         if reason:
             counts[f"rejected_{reason}"] += 1
             continue
-        kept.append(KeptSet(qid, index, tuple(cands[p] for p in positions), labels, scores))
+        kept.append(KeptSet(qid, index, tuple(cands[p] for p in positions), labels, scores, pool))
     return kept, counts
 
 
@@ -122,13 +129,16 @@ def synthesize(
     tokenizer_name: str = "none",
     progress: bool = True,
     overwrite: bool = False,
+    sources: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Synthesize RL training data from judged requests and write it to ``output_dir``; return the stats.
 
     Writes ``train.parquet``, ``val.parquet`` (verl RL rows), ``sft_{train,val}.jsonl`` with ``config.sft``,
     ``stats.json`` and ``stats.md``, all renamed into place only once every file is complete. ``tokenizer``
     (a Hugging Face tokenizer) truncates passages and measures prompt lengths; None cuts passages by words and
-    skips the token statistics.
+    skips the token statistics. ``sources`` (qid -> source name, for several judged sets at once) gives each
+    row the data source ``rearank/<source>`` (unless ``config.data_source`` is set) and per-source counts in the
+    stats; the train/val split is by query across all sources.
     """
     config.check()
     groupwise = config.mode == "groupwise"
@@ -174,25 +184,26 @@ def synthesize(
     val_qids = split_queries(kept, config.val_fraction, config.seed)
     queries = {r.query.qid: r.query.text for r in requests}
     all_sets = [s for sets in kept.values() for s in sets]
-    texts = _render_texts(all_sets, config, tokenizer, progress)
+    texts = _render_texts(all_sets, config, template, tokenizer, progress)
 
     rows: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
     sft_rows: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
     prompts: list[list[dict]] = []
     for s in tqdm(all_sets, desc="render", unit="set", disable=not progress, dynamic_ncols=True):
         split = "val" if s.qid in val_qids else "train"
-        messages = build_messages(queries[s.qid], [texts[c.docid] for c in s.candidates], template)
+        messages = build_messages(queries[s.qid], [texts[c.docid] for c in s.candidates], template, clean=False)
         prompts.append(messages)
         extra = {
             "qid": s.qid, "set_index": s.set_index, "docids": [c.docid for c in s.candidates],
             "initial_ndcg10": s.scores.initial_ndcg, "ideal_ndcg10": s.scores.ideal_ndcg,
-            "split": split, "index": len(rows[split]),
+            "split": split, "index": len(rows[split]), "query": queries[s.qid],
         }
+        truth = {"labels": list(s.labels), "pool": list(s.pool)}
         rows[split].append({
-            "data_source": config.data_source,
+            "data_source": config.data_source or f"rearank/{(sources or {}).get(s.qid, 'custom')}",
             "prompt": messages,
             "ability": "rerank",
-            "reward_model": {"style": "rule", "ground_truth": json.dumps({"labels": list(s.labels)})},
+            "reward_model": {"style": "rule", "ground_truth": json.dumps(truth)},
             "extra_info": extra,
         })
         if config.sft:
@@ -205,6 +216,8 @@ def synthesize(
         token_stats = _token_stats(lengths, [s.qid in val_qids for s in all_sets], tokenizer_name)
 
     stats = _stats(config, template, counts, kept, val_qids, rows, len(requests), token_stats)
+    if sources is not None:
+        stats["sources"] = source_counts(requests, kept, val_qids, sources)
     with staged_outputs(output_dir, overwrite) as out:  # earlier outputs: replaced only with overwrite
         for split in ("train", "val"):
             write_parquet(out.path(f"{split}.parquet"), rows[split])
@@ -216,6 +229,24 @@ def synthesize(
     return stats
 
 
+def source_counts(
+    requests: Sequence[Request], kept: Mapping[str, Sequence[KeptSet]], val_qids: set[str], sources: Mapping[str, str]
+) -> dict[str, dict[str, int]]:
+    """Per source: queries in, queries with sets, and train/val queries and sets."""
+    out: dict[str, dict[str, int]] = {}
+    for request in requests:
+        qid = request.query.qid
+        row = out.setdefault(sources.get(qid, "custom"), dict.fromkeys(
+            ("queries", "with_sets", "train_queries", "train_sets", "val_queries", "val_sets"), 0))
+        row["queries"] += 1
+        if qid in kept:
+            split = "val" if qid in val_qids else "train"
+            row["with_sets"] += 1
+            row[f"{split}_queries"] += 1
+            row[f"{split}_sets"] += len(kept[qid])
+    return out
+
+
 def sft_target(labels: Sequence[int]) -> dict[str, str]:
     """The assistant turn of the direct-SFT variant: an empty think block and the ideal ranking."""
     answer = format_answer(ideal_permutation(labels))
@@ -223,7 +254,7 @@ def sft_target(labels: Sequence[int]) -> dict[str, str]:
 
 
 def _render_texts(
-    sets: Sequence[KeptSet], config: SynthConfig, tokenizer: Any | None, progress: bool
+    sets: Sequence[KeptSet], config: SynthConfig, template: PromptTemplate, tokenizer: Any | None, progress: bool
 ) -> dict[str, str]:
     """Render each distinct passage of the kept sets once: docid -> prompt text."""
     distinct: dict[str, Candidate] = {}
@@ -236,7 +267,8 @@ def _render_texts(
     for start in tqdm(range(0, len(todo), chunk), desc="passages", unit="chunk", disable=not progress or not todo,
                       dynamic_ncols=True):
         part = todo[start: start + chunk]
-        texts.update(zip((c.docid for c in part), render_passages(part, config.max_passage_tokens, tokenizer)))
+        texts.update(zip((c.docid for c in part),
+                         render_passages(part, template, budget=config.passage_budget, tokenizer=tokenizer)))
     return texts
 
 
@@ -302,6 +334,8 @@ def _stats(
     labels = Counter(label for s in all_sets for label in s.labels)
     cfg = asdict(config)
     cfg["template"] = template.name
+    cfg["passage_budget"] = str(template.passage_budget if config.passage_budget is None
+                                else as_budget(config.passage_budget))
     return {
         "config": cfg,
         "inputs": {

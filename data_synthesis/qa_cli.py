@@ -39,7 +39,7 @@ def run_qa(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     items = [item for path in args.qa for item in load_qa(path, args.qa_format, args.qa_limit)]
     config = QARowsConfig(mode=args.mode, val_fraction=args.val_fraction, seed=args.seed,
-                          data_source=args.data_source or "", max_passage_tokens=args.max_passage_tokens or None)
+                          data_source=args.data_source or "", max_passage_tokens=args.passage_budget or None)
     tokenizer = load_tokenizer(args.tokenizer)
     rows, skipped = qa_rows(items, config, load_evidence(args.evidence) if args.evidence else None, tokenizer)
     stats = write_qa_outputs(rows, skipped, args.output_dir, config, args.qa, tokenizer, args.tokenizer)

@@ -106,7 +106,7 @@ class QARowsConfig:
     data_source: str = ""
     candidates: int = SELECTOR_CANDIDATES
     evidence_k: int = SELECT_K
-    max_passage_tokens: int | None = None
+    max_passage_tokens: int | str | None = None  # a passage budget: tokens (int) or '400c', '300w', ...
 
     def check(self) -> None:
         if self.mode not in MODES:

@@ -42,7 +42,7 @@ def render_markdown(stats: Mapping[str, Any]) -> str:
     """A human-readable ``stats.md`` from the ``stats.json`` dictionary."""
     cfg, inputs, sampling, filters = stats["config"], stats["inputs"], stats["sampling"], stats["filters"]
     lines = [
-        f"# Synthesis report: {cfg['data_source']}",
+        f"# Synthesis report: {cfg['data_source'] or ', '.join(stats.get('sources', {}))}",
         "",
         (f"{cfg['samples_per_query']} sets of {cfg['set_size']} passages per query from the top {cfg['top_k']}, "
         f"order `{cfg['order']}`, seed {cfg['seed']}, template `{cfg['template']}`, "
@@ -79,6 +79,15 @@ def render_markdown(stats: Mapping[str, Any]) -> str:
         "Filters are checked in the order listed; a set is counted under the first one that removes it.",
         "",
     ]
+    if stats.get("sources"):
+        lines += [
+            "## Sources", "",
+            "| source | queries | with sets | train queries / sets | val queries / sets |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        lines += [f"| {name} | {c['queries']} | {c['with_sets']} | {c['train_queries']} / {c['train_sets']} | "
+                  f"{c['val_queries']} / {c['val_sets']} |" for name, c in stats["sources"].items()]
+        lines.append("")
     per_query = stats["sets_per_query"]
     lines += [
         "## Kept sets",

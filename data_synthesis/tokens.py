@@ -1,4 +1,4 @@
-"""Tokenizer loading, passage rendering, and fast prompt-length counting for many sets of the same passages.
+"""Tokenizer loading and fast prompt-length counting for many sets of the same passages.
 
 Tokenizing every rendered prompt (a few thousand tokens each, thousands of sets) would dominate synthesis, so
 each distinct passage is tokenized once and a set's prompt length is counted as
@@ -6,7 +6,8 @@ each distinct passage is tokenized once and a set's prompt length is counted as
     tokens(prompt of the set) = overhead(query) + sum of tokens(passage) over the set's passages,
 
 where ``overhead(query)`` (template, query text, chat markup, passage numbers) is measured exactly on one set of
-the query. This is exact when tokens never span a passage's boundary, which holds for the builtin templates
+the query (passages as :func:`rearank.prompts.render_passages` renders them). This is exact when tokens never
+span a passage's boundary, which holds for the builtin templates
 (each passage sits in its own chat message, after ``"] "``) and byte-level BPE tokenizers;
 :func:`data_synthesis.pipeline.prompt_lengths` recounts sampled sets exactly and the stats report the error.
 """
@@ -18,10 +19,9 @@ from typing import Any
 
 from rearank.errors import RearankError
 from rearank.models import resolve_model
-from rearank.prompts import PromptTemplate, clean_passage, passage_text, truncate
-from rearank.types import Candidate
+from rearank.prompts import PromptTemplate
 
-#: ``--tokenizer`` value that turns token counting off (passages are then cut by whitespace words).
+#: ``--tokenizer`` value that turns token counting off (a token budget then cuts passages by whitespace words).
 NO_TOKENIZER = "none"
 
 
@@ -50,22 +50,6 @@ def load_tokenizer(name: str | None) -> Any | None:
     return tokenizer
 
 
-def render_passages(candidates: Sequence[Candidate], max_tokens: int | None, tokenizer: Any | None) -> list[str]:
-    """Passage texts exactly as :func:`rearank.prompts.passage_text` renders them for inference.
-
-    Passages that may exceed ``max_tokens`` are tokenized in one batch (a token is at least one UTF-8 byte, so a
-    text of at most ``max_tokens`` bytes cannot be cut); only those over the budget go through ``truncate``.
-    """
-    if tokenizer is None or max_tokens is None:
-        return [passage_text(c, max_tokens, tokenizer) for c in candidates]
-    texts = [passage_text(c, None) for c in candidates]
-    longer = [i for i, text in enumerate(texts) if len(text.encode()) > max_tokens]
-    for i, n_tokens in zip(longer, _lengths(tokenizer, [texts[i] for i in longer])):
-        if n_tokens > max_tokens:
-            texts[i] = truncate(texts[i], max_tokens, tokenizer)
-    return texts
-
-
 def _lengths(tokenizer: Any, texts: Sequence[str]) -> list[int]:
     """Token counts without special tokens (one batched call: a fast tokenizer uses every core)."""
     if not texts:
@@ -83,8 +67,8 @@ class PromptTokenCounter:
         self.lead = " " if head.endswith(" ") and not head.endswith("  ") else ""
 
     def passage_lengths(self, passages: Sequence[str]) -> list[int]:
-        """Tokens of each passage as it appears in a prompt (cleaned as the prompt builder cleans it)."""
-        return _lengths(self.tokenizer, [self.lead + clean_passage(p) for p in passages])
+        """Tokens of each passage as it appears in a prompt (``passages`` as :func:`rearank.prompts.render_passages` left them)."""
+        return _lengths(self.tokenizer, [self.lead + p for p in passages])
 
     def exact(self, prompts: Sequence[list[dict]]) -> list[int]:
         """Exact token counts of chat prompts (batched)."""

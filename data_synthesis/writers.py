@@ -40,6 +40,7 @@ RL_SCHEMA = pa.schema([
         ("ideal_ndcg10", pa.float64()),
         ("split", pa.string()),
         ("index", pa.int64()),
+        ("query", pa.string()),
     ])),
 ])
 

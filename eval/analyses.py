@@ -2,7 +2,10 @@
 
 ``python -m eval.analyses reasoning --suite S --backend B --model M --out DIR``
     runs the suite with the reasoning prompt (``rearank``) into DIR/reasoning and with the zero-shot prompt
-    (``rankgpt``) into DIR/zero-shot, and writes DIR/reasoning.md (nDCG@10 side by side, and Table 4).
+    (``rankgpt``) into DIR/zero-shot, and writes DIR/reasoning.md (nDCG@10 side by side, and Table 4). When the
+    model's chat template has a thinking switch (Qwen3's ``enable_thinking``; ``--thinking-switch auto`` reads the
+    hf/vllm model's template, ``on`` forces it, e.g. for an openai server), the reasoning run also sets
+    ``-O enable_thinking=true`` and the zero-shot run ``-O enable_thinking=false``.
 ``python -m eval.analyses length RESULT_DIR [--dataset D] [--bins 20]``
     bins the windows of a finished suite by completion tokens (equal-width bins) and writes
     RESULT_DIR/reasoning_length.{md,png}: per bin, the windows' mean nDCG@10 after reranking, computed inside
@@ -191,7 +194,31 @@ def passes_report(suite: SuiteResult, curves: Mapping[str, Sequence[float]]) -> 
                       markdown_table(header, body)]) + "\n"
 
 
-def reasoning_report(with_reasoning: SuiteResult, without: SuiteResult, label: str) -> str:
+#: ``-O enable_thinking=...`` added to each mode when the thinking switch is used.
+THINKING = {"reasoning": "true", "zero-shot": "false"}
+
+
+def uses_thinking_switch(args: argparse.Namespace) -> bool:
+    """``--thinking-switch``: on/off as given; auto: whether the hf/vllm model's chat template has the switch."""
+    if args.thinking_switch != "auto":
+        return args.thinking_switch == "on"
+    if args.backend not in ("hf", "vllm"):
+        return False
+    from rearank.backends.base import has_thinking_switch
+    from rearank.models import resolve_model
+
+    try:
+        from transformers import AutoTokenizer
+
+        source = resolve_model(args.model)
+        tokenizer = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
+    except (ImportError, OSError, ValueError) as err:
+        raise RearankError(f"--thinking-switch auto: cannot read the chat template of {args.model!r} ({err}); "
+                           "pass --thinking-switch on or off") from None
+    return has_thinking_switch(getattr(tokenizer, "chat_template", None))
+
+
+def reasoning_report(with_reasoning: SuiteResult, without: SuiteResult, label: str, switch: bool = False) -> str:
     """Markdown comparing the reasoning and zero-shot prompts per dataset and per paper average (Table 4)."""
     names = [d for d in with_reasoning.datasets if d in without.datasets]
     on = {d: 100 * with_reasoning.datasets[d].score() for d in names}
@@ -206,7 +233,8 @@ def reasoning_report(with_reasoning: SuiteResult, without: SuiteResult, label: s
     return "\n".join([
         f"# Reasoning on and off ({label})", "",
         (f"nDCG@10 x 100 with the reasoning prompt (`{with_reasoning.config.get('prompt')}`, {with_reasoning.path}) and "
-        f"the zero-shot prompt (`{without.config.get('prompt')}`, {without.path})."), "",
+        f"the zero-shot prompt (`{without.config.get('prompt')}`, {without.path})"
+        + (", thinking switched on and off through the chat template (`enable_thinking`)." if switch else ".")), "",
         markdown_table(["Dataset", "Reasoning", "Zero-shot", "Delta"], body), "",
         *[f"- skipped `{d}`: {why}" for d, why in with_reasoning.skipped.items()], "",
         f"## Published: {paper['title']}", "",
@@ -226,12 +254,14 @@ def run_reasoning(args: argparse.Namespace) -> list[Path]:
     from eval.run import run_suite
 
     base = args.label or args.model or args.backend
+    switch = uses_thinking_switch(args)
     suites = {}
     for mode, prompt in PROMPTS.items():
+        options = list(args.backend_option) + ([f"enable_thinking={THINKING[mode]}"] if switch else [])
         sub = argparse.Namespace(**{**vars(args), "prompt": prompt, "out": args.out / mode,
-                                    "label": f"{base} {mode}"})
+                                    "label": f"{base} {mode}", "backend_option": options})
         suites[mode] = run_suite(sub)
-    text = reasoning_report(suites["reasoning"], suites["zero-shot"], base)
+    text = reasoning_report(suites["reasoning"], suites["zero-shot"], base, switch)
     return [_write(args.out / REASONING_REPORT, text)]
 
 
@@ -270,6 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="analysis", required=True)
     reasoning = sub.add_parser("reasoning", help="same model with the reasoning and the zero-shot prompt (Table 4)")
     add_arguments(reasoning, with_prompt=False)
+    reasoning.add_argument("--thinking-switch", choices=("auto", "on", "off"), default="auto",
+                           help="also switch the chat template's enable_thinking (auto: when the hf/vllm model's "
+                           "template has it)")
     reasoning.set_defaults(func=run_reasoning)
     passes = sub.add_parser("passes", help="nDCG@10 after 1..P reranking passes (Figure 7)")
     add_arguments(passes)

@@ -36,13 +36,12 @@ from rearank.types import Query, Result
 
 #: Settings a resumed suite must share with the run it continues.
 RESUME_KEYS = ("backend", "model", "backend_options", "prompt", "window", "step", "passes", "top_k", "max_new_tokens",
-               "temperature", "top_p", "seed", "max_queries", "max_passage_tokens")
+               "temperature", "top_p", "seed", "max_queries", "passage_budget")
 
 
 def add_arguments(parser: argparse.ArgumentParser, with_prompt: bool = True) -> None:
     """The suite runner's options (shared by ``python -m eval.run``, ``rearank benchmark`` and the analyses)."""
     from rearank.backends.registry import BACKENDS
-    from rearank.prompts import MAX_PASSAGE_TOKENS
 
     parser.add_argument("--suite", required=True,
                         help=f"{', '.join(SUITES)}, or a comma-separated list of suites and datasets (e.g. dl19,dl21)")
@@ -64,7 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser, with_prompt: bool = True) -> 
     parser.add_argument("--passes", type=int, default=1, help="sliding passes over the list")
     parser.add_argument("--top-k", type=int, default=100, help="rerank the BM25 top K")
     parser.add_argument("--batch-size", type=int, default=32, help="windows (from as many queries) per backend call")
-    parser.add_argument("--max-passage-tokens", type=int, default=MAX_PASSAGE_TOKENS, help="passage truncation")
+    parser.add_argument("--passage-budget", metavar="BUDGET",
+                        help="cut passages to N characters/words/tokens (400c, 300w, 300t, none); "
+                        "default: the template's declared budget")
+    parser.add_argument("--max-passage-tokens", dest="passage_budget", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -80,7 +82,7 @@ def settings_of(args: argparse.Namespace) -> dict[str, Any]:
         "backend_options": backend_options(args.backend_option), "prompt": args.prompt, "label": _label(args),
         "window": args.window, "step": args.step, "passes": args.passes, "top_k": args.top_k,
         "max_new_tokens": max_new_tokens_for(args), "temperature": args.temperature, "top_p": args.top_p,
-        "seed": args.seed, "max_queries": args.max_queries, "max_passage_tokens": args.max_passage_tokens,
+        "seed": args.seed, "max_queries": args.max_queries, "passage_budget": args.passage_budget,
         "batch_size": args.batch_size,
     }
 
@@ -177,7 +179,7 @@ class SuiteRunner:
                 reranker = Reranker(
                     self.backend(qrels), template=args.prompt, window=args.window, step=args.step,
                     passes=args.passes, top_k=args.top_k, batch_size=args.batch_size,
-                    max_passage_tokens=args.max_passage_tokens,
+                    passage_budget=args.passage_budget,
                     settings=SamplingSettings(max_new_tokens=self.config["max_new_tokens"],
                                               temperature=args.temperature, top_p=args.top_p, seed=args.seed),
                 )
@@ -213,7 +215,7 @@ def run_suite(args: argparse.Namespace) -> SuiteResult:
         if value is not None and value < 1:
             raise RearankError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
     check_settings(window=args.window, step=args.step, passes=args.passes, top_k=args.top_k,
-                   batch_size=args.batch_size, max_passage_tokens=args.max_passage_tokens)
+                   batch_size=args.batch_size, passage_budget=args.passage_budget)
     load_template(args.prompt)
     config = settings_of(args)
     out: Path = args.out

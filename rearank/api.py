@@ -25,7 +25,7 @@ from rearank.driver import BACKEND_ERROR, check_settings
 from rearank.driver import Reranker as ListwiseReranker
 from rearank.errors import RearankError
 from rearank.grouprank import FALLBACKS, GroupReranker, check_group_settings, load_group_template
-from rearank.prompts import MAX_PASSAGE_TOKENS, load_template
+from rearank.prompts import load_template
 from rearank.types import Candidate, Query, Request, Result, WindowTrace
 
 #: A passage as the face takes it.
@@ -47,7 +47,7 @@ class Method:
 
 def _check_listwise(common: Mapping[str, Any], own: Mapping[str, Any]) -> None:
     check_settings(window=own["window"], step=own["step"], passes=own["passes"], top_k=common["top_k"],
-                   batch_size=common["batch_size"], max_passage_tokens=common["max_passage_tokens"])
+                   batch_size=common["batch_size"], passage_budget=common["passage_budget"])
     load_template(own["prompt"] or "rearank")
 
 
@@ -60,7 +60,7 @@ def _build_listwise(backend: Backend, settings: SamplingSettings, common: Mappin
 def _check_groupwise(common: Mapping[str, Any], own: Mapping[str, Any]) -> None:
     check_group_settings(group_size=own["group_size"], group_step=own["group_step"], shuffles=own["shuffles"],
                          fusion_weight=own["fusion_weight"], fallback=own["fallback"], top_k=common["top_k"],
-                         batch_size=common["batch_size"], max_passage_tokens=common["max_passage_tokens"])
+                         batch_size=common["batch_size"], passage_budget=common["passage_budget"])
     load_group_template(own["prompt"])
 
 
@@ -81,7 +81,7 @@ METHODS: dict[str, Method] = {
                         _check_groupwise, _build_groupwise),
 }
 _SAMPLING = ("max_new_tokens", "temperature", "top_p", "seed")
-_COMMON = {"top_k": 100, "batch_size": 32, "max_passage_tokens": MAX_PASSAGE_TOKENS}
+_COMMON = {"top_k": 100, "batch_size": 32, "passage_budget": None}
 
 
 def rank_scores(n: int) -> list[float]:
@@ -179,8 +179,8 @@ class Reranker:
     name, ``base_url=...``) or ``oracle`` (no model; ranks by ``qrels``, a mapping or a qrels file).
     ``method``: a key of :data:`METHODS` (``listwise`` sliding windows, ``groupwise`` GroupRank scoring).
     Keyword options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), reranking (``top_k``,
-    ``batch_size``, ``max_passage_tokens``), the method's own (listwise ``prompt window step passes``; groupwise
-    ``prompt group_size group_step shuffles fusion_weight fallback``); any other keyword goes to the backend
+    ``batch_size``, ``passage_budget``: None keeps the template's), the method's own (listwise
+    ``prompt window step passes``; groupwise ``prompt group_size group_step shuffles fusion_weight fallback``); any other keyword goes to the backend
     (e.g. ``device="cuda"``, ``tensor_parallel_size=4``, ``base_url=...``). All are checked before a model loads.
     ``progress=True`` shows a progress bar in :meth:`rerank_many` (``rerank_run`` shows one by default).
     """

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from rearank.answer import apply_permutation, parse_answer
 from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
-from rearank.prompts import MAX_PASSAGE_TOKENS, PromptTemplate, build_messages, load_template, passage_texts
+from rearank.prompts import BudgetLike, PromptTemplate, as_budget, build_messages, load_template, render_passages
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace
 from rearank.window import schedule
@@ -46,16 +46,24 @@ class QueryState:
 
 
 def check_settings(
-    *, window: int, step: int, passes: int, top_k: int, batch_size: int, max_passage_tokens: int | None
+    *, window: int, step: int, passes: int, top_k: int, batch_size: int, passage_budget: BudgetLike = None
 ) -> None:
     """Raise :class:`RearankError` for window settings the driver cannot run (checked before loading a model)."""
-    passage = 1 if max_passage_tokens is None else max_passage_tokens
+    check_budget(passage_budget)
     for name, value, low in (("window", window, 2), ("step", step, 1), ("passes", passes, 1), ("top_k", top_k, 1),
-                             ("batch_size", batch_size, 1), ("max_passage_tokens", passage, 1)):
+                             ("batch_size", batch_size, 1)):
         if value < low:
             raise RearankError(f"{name} must be at least {low}, got {value}")
     if step > window:
         raise RearankError(f"step ({step}) must not exceed window ({window}), or some passages are never compared")
+
+
+def check_budget(passage_budget: BudgetLike) -> None:
+    """Raise :class:`RearankError` for a passage budget that does not parse (None: the template's)."""
+    try:
+        as_budget(passage_budget)
+    except ValueError as err:
+        raise RearankError(str(err)) from None
 
 
 class Reranker:
@@ -64,8 +72,9 @@ class Reranker:
     ``window``/``step``/``passes`` set the schedule (:func:`rearank.window.schedule`) over the first
     ``top_k`` candidates; candidates beyond ``top_k`` keep their order after them. ``batch_size`` is the
     number of windows (from as many queries) per backend call. Passages are rendered with
-    :func:`rearank.prompts.passage_text`, truncated to ``max_passage_tokens`` tokens of ``tokenizer``
-    (default: the backend's ``tokenizer`` attribute if it has one, else whitespace words).
+    :func:`rearank.prompts.render_passages`, cut to the template's declared budget or ``passage_budget``
+    (``400c``, ``300 words``, ``300 tokens`` -- tokens of ``tokenizer``, by default the backend's ``tokenizer``
+    attribute if it has one, else whitespace words).
     """
 
     def __init__(
@@ -78,17 +87,17 @@ class Reranker:
         top_k: int = 100,
         settings: SamplingSettings | None = None,
         batch_size: int = 32,
-        max_passage_tokens: int | None = MAX_PASSAGE_TOKENS,
+        passage_budget: BudgetLike = None,
         tokenizer: Tokenizer | None = None,
     ) -> None:
         check_settings(window=window, step=step, passes=passes, top_k=top_k, batch_size=batch_size,
-                       max_passage_tokens=max_passage_tokens)
+                       passage_budget=passage_budget)
         self.backend = backend
         self.template = load_template(template)
         self.window, self.step, self.passes, self.top_k = window, step, passes, top_k
         self.settings = settings or SamplingSettings()
         self.batch_size = batch_size
-        self.max_passage_tokens = max_passage_tokens
+        self.passage_budget = passage_budget
         self.tokenizer = tokenizer if tokenizer is not None else getattr(backend, "tokenizer", None)
 
     def windows(self, n_candidates: int) -> list[tuple[int, int, int]]:
@@ -155,7 +164,7 @@ class Reranker:
         windows = self.windows(len(request.candidates))
         n = min(len(request.candidates), self.top_k)
         head = request.candidates[:n] if windows else ()
-        texts = passage_texts(head, self.max_passage_tokens, self.tokenizer)
+        texts = render_passages(head, self.template, budget=self.passage_budget, tokenizer=self.tokenizer)
         return QueryState(request, texts, windows, order=list(range(n)))
 
     def prompt(self, query: QueryState) -> Prompt:

@@ -22,6 +22,19 @@ Edge cases (all documented in docs/training.md):
 * No positive label in the set: no ranking signal, r_rank = 0 for every completion.
 * Malformed ground truth: score 0, every part 0, ``parse_status = PARSE_STATUSES.index("bad_ground_truth")``.
 
+``variant="released"`` (``reward_kwargs.variant=released``) scores as the authors' released training reward
+does, beside the default above (differences tabled in docs/training.md):
+
+* ``r_format1`` = 1 only when the whole completion is ``<think>…</think>``, optional whitespace,
+  ``<answer>…</answer>`` (nothing before or after; tags case-sensitive);
+* ``r_format2`` = 1 when the first ``<answer>…</answer>`` block contains a ``[d] > … > [d]`` chain (one ``[d]``
+  counts);
+* σ = every run of digits in the first answer block (the whole completion when there is none), 1-based,
+  repeats and out-of-range numbers dropped, missing ids appended in presented order;
+* nDCG@10 of σ, τ and the set's best order are normalised by the query's whole judged pool (the ground
+  truth's ``pool`` grades; the set's own labels when it has none) and rounded to 5 decimals;
+  ``r_rank = (nDCG(σ) - nDCG(τ)) / (best - nDCG(τ))``, unclipped, and 0 when best == nDCG(τ).
+
 :func:`compute_score` never raises for any completion or ground truth; it raises ``ValueError`` only for
 an invalid reward option (a configuration error that should stop the run at its first step).
 """
@@ -30,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -40,6 +54,9 @@ from rearank.ndcg import dcg_at_k, ideal_dcg_at_k
 #: ``rank_reward`` options: the paper's normalized gain and its two ablations.
 RANK_REWARDS = ("normalized", "absolute", "difference")
 
+#: ``variant`` options: rearank's reward, or the released training reward's rules.
+VARIANTS = ("default", "released")
+
 #: ``parse_status`` is logged as the index into this tuple (verl logs numeric reward parts only).
 PARSE_STATUSES = (*STATUSES, "bad_ground_truth")
 
@@ -47,6 +64,11 @@ K = 10
 _EPS = 1e-9
 _BAD_GROUND_TRUTH = float(PARSE_STATUSES.index("bad_ground_truth"))
 _NUMBERS = (int, float)  # exact types: bool and numeric strings are malformed labels
+_RELEASED_FORMAT = re.compile(r"<think>.*</think>\s*<answer>.*</answer>", re.DOTALL)
+_RELEASED_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_RELEASED_CHAIN = re.compile(r"\[\d+\](?:\s*>\s*\[\d+\])*")
+_DIGITS = re.compile(r"\d+")
+_ROUND = 5
 
 
 @dataclass(frozen=True)
@@ -56,6 +78,7 @@ class _Truth:
     labels: tuple[float, ...]
     idcg: float
     init_ndcg: float
+    pool_idcg: float
 
 
 @lru_cache(maxsize=8192)
@@ -67,18 +90,27 @@ def _truth_from_json(text: str) -> _Truth | None:
         return None
 
 
-def _truth_from_value(value: Any) -> _Truth | None:
-    if isinstance(value, dict):
-        value = value.get("labels")
+def _grades(value: Any) -> tuple[float, ...] | None:
+    """Finite numeric grades from a list/tuple/array; None when malformed."""
     if hasattr(value, "tolist"):  # numpy arrays from parquet
         value = value.tolist()
-    if not isinstance(value, (list, tuple)) or not value or not all(type(x) in _NUMBERS for x in value):
+    if not isinstance(value, (list, tuple)) or not all(type(x) in _NUMBERS for x in value):
         return None
-    labels = tuple(map(float, value))
-    if not all(map(math.isfinite, labels)):
+    grades = tuple(map(float, value))
+    return grades if all(map(math.isfinite, grades)) else None
+
+
+def _truth_from_value(value: Any) -> _Truth | None:
+    pool = None
+    if isinstance(value, dict):
+        pool = _grades(value["pool"]) if value.get("pool") is not None else None
+        value = value.get("labels")
+    labels = _grades(value)
+    if not labels:
         return None
     idcg = ideal_dcg_at_k(labels, K)
-    return _Truth(labels, idcg, dcg_at_k(labels, K) / idcg if idcg > 0 else 0.0)
+    pool_idcg = idcg if pool is None else ideal_dcg_at_k(pool, K)
+    return _Truth(labels, idcg, dcg_at_k(labels, K) / idcg if idcg > 0 else 0.0, pool_idcg)
 
 
 def _parse_truth(ground_truth: object) -> _Truth | None:
@@ -117,7 +149,11 @@ def rank_reward_value(ndcg: float, init_ndcg: float, ideal_ndcg: float, rank_rew
     return max(-1.0, min(1.0, (ndcg - init_ndcg) / gap))
 
 
-def _check_options(rank_reward: str, weights: tuple[float, float, float]) -> None:
+def _check_options(rank_reward: str, weights: tuple[float, float, float], variant: str = "default") -> None:
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
+    if variant == "released" and rank_reward != "normalized":
+        raise ValueError(f"variant=released uses the normalized rank reward; got rank_reward={rank_reward!r}")
     if rank_reward not in RANK_REWARDS:
         raise ValueError(f"rank_reward must be one of {', '.join(RANK_REWARDS)}; got {rank_reward!r}")
     for name, weight in zip(("rank_weight", "tags_weight", "answer_weight"), weights):
@@ -135,14 +171,16 @@ def compute_score(
     rank_weight: float = 0.8,
     tags_weight: float = 0.1,
     answer_weight: float = 0.1,
+    variant: str = "default",
     **kwargs: Any,
 ) -> dict[str, float]:
     """Score one completion (verl ``custom_reward_function``); returns ``score`` plus its numeric parts.
 
     Keys: score, ndcg, init_ndcg, ideal_ndcg, r_rank, format_tags, format_answer, parse_status (index into
-    :data:`PARSE_STATUSES`). ``data_source``, ``extra_info`` and extra keyword arguments verl passes are unused.
+    :data:`PARSE_STATUSES`; with ``variant="released"`` it is how rearank's parser classifies the completion,
+    for comparison). ``data_source``, ``extra_info`` and extra keyword arguments verl passes are unused.
     """
-    _check_options(rank_reward, (rank_weight, tags_weight, answer_weight))
+    _check_options(rank_reward, (rank_weight, tags_weight, answer_weight), variant)
     truth = _parse_truth(ground_truth)
     if truth is None:
         return {
@@ -157,6 +195,14 @@ def compute_score(
         }
     labels = truth.labels
     parsed = parse_answer(solution_str, len(labels))
+    if variant == "released":
+        parts = released_parts(solution_str if isinstance(solution_str, str) else "", truth)
+        return {
+            "score": rank_weight * parts["r_rank"] + tags_weight * parts["format_tags"]
+            + answer_weight * parts["format_answer"],
+            **parts,
+            "parse_status": float(PARSE_STATUSES.index(parsed.status)),
+        }
     if truth.idcg > 0:
         ndcg = dcg_at_k([labels[i] for i in parsed.permutation[:K]], K) / truth.idcg
         ideal_ndcg = 1.0
@@ -175,4 +221,36 @@ def compute_score(
         "format_tags": format_tags,
         "format_answer": format_answer,
         "parse_status": float(PARSE_STATUSES.index(parsed.status)),
+    }
+
+
+def released_permutation(text: str, n: int) -> list[int]:
+    """σ as the released reward reads it: every run of digits in the first answer block (else the whole text),
+    1-based, repeats and out-of-range numbers dropped, missing ids appended in presented order (0-based)."""
+    block = _RELEASED_ANSWER.search(text)
+    seen: dict[int, None] = {}
+    for digits in _DIGITS.findall(block.group(1) if block else text):
+        k = int(digits) - 1
+        if 0 <= k < n:
+            seen.setdefault(k, None)
+    return [*seen, *(i for i in range(n) if i not in seen)]
+
+
+def released_parts(text: str, truth: _Truth) -> dict[str, float]:
+    """The released reward's parts (see the module docstring) for one completion."""
+    labels, pool = truth.labels, truth.pool_idcg
+    order = released_permutation(text, len(labels))
+
+    def ndcg(ranked: list[float]) -> float:
+        return round(dcg_at_k(ranked, K) / pool, _ROUND) if pool > 0 else 0.0
+
+    rerank, init, best = ndcg([labels[i] for i in order]), ndcg(list(labels)), ndcg(sorted(labels, reverse=True))
+    block = _RELEASED_ANSWER.search(text)
+    return {
+        "ndcg": rerank,
+        "init_ndcg": init,
+        "ideal_ndcg": best,
+        "r_rank": 0.0 if best == init else (rerank - init) / (best - init),
+        "format_tags": 1.0 if _RELEASED_FORMAT.fullmatch(text) else 0.0,
+        "format_answer": 1.0 if block and _RELEASED_CHAIN.search(block.group(1)) else 0.0,
     }

@@ -11,15 +11,16 @@ SPLITS = ("train.parquet", "val.parquet")
 
 
 def synthesize_small(output_dir: Path, samples_per_query: int = 4, set_size: int = 20,
-                     max_passage_tokens: int = 300, template: str = "rearank", dataset: str = "dl21") -> Path:
+                     passage_budget: str | None = None, template: str = "rearank", dataset: str = "dl21") -> Path:
     """A few sets per query of ``dataset`` through the data-synthesis pipeline, as ``rearank synth --dataset dl21``
-    makes (``--samples-per-query``, ``--set-size``, ``--max-passage-tokens`` and ``--template`` as given)."""
+    makes (``--samples-per-query``, ``--set-size``, ``--passage-budget`` (None: the template's) and ``--template``
+    as given)."""
     from data_synthesis import SynthConfig, synthesize
     from data_synthesis.tokens import load_tokenizer
     from rearank.packs import load_qrels, load_requests
 
     config = SynthConfig(samples_per_query=samples_per_query, set_size=set_size, template=template,
-                         max_passage_tokens=max_passage_tokens, data_source=f"rearank/{dataset}")
+                         passage_budget=passage_budget, data_source=f"rearank/{dataset}")
     synthesize(load_requests(dataset=dataset), load_qrels(dataset), output_dir, config,
                tokenizer=load_tokenizer("embedded"), tokenizer_name="embedded", progress=False)
     return output_dir

@@ -89,7 +89,10 @@ def check_config(config: Any) -> str:
     reward_fn = get_custom_reward_fn(config)
     _expect(reward_fn is not None, "reward.custom_reward_function.path is set")
     reward_fn(data_source="check", solution_str="[1]", ground_truth='{"labels": [1]}')  # raises on a bad option
+    updates = data.train_batch_size // actor.ppo_mini_batch_size
     return (f"{gpus} GPU(s), {data.train_batch_size} prompts x {rollout.n} rollouts per step, "
+            f"mini-batch {actor.ppo_mini_batch_size} ({updates} updates/step), KL {actor.kl_loss_coef} "
+            f"({actor.kl_loss_type}), lr {actor.optim.lr} {actor.optim.lr_scheduler_type}, "
             f"{trainer.total_training_steps} steps, prompt {data.max_prompt_length} + response "
             f"{data.max_response_length} tokens, rollout TP {rollout.tensor_model_parallel_size}")
 
@@ -272,10 +275,12 @@ def run_checks(data_dir: Path, model_dir: Path, n_rows: int = 4) -> list[str]:
     lines = []
     for name in RECIPES:
         lines.append(f"[ok] {name}: composes and validates -- {check_config(compose_recipe(name))}")
-    for variant in ("absolute", "difference"):
-        check_config(compose_recipe("rearank_grpo", [f"reward.custom_reward_function.reward_kwargs.rank_reward={variant}"]))
+    kwargs = "reward.custom_reward_function.reward_kwargs"
+    for override in ("rank_reward=absolute", "rank_reward=difference", "variant=released"):
+        check_config(compose_recipe("rearank_grpo", [f"{kwargs}.{override}"]))
     two_nodes = check_config(compose_recipe("rearank_grpo", ["trainer.nnodes=2"]))
-    lines.append(f"[ok] reward variants absolute/difference accepted through reward_kwargs; 2 nodes: {two_nodes}")
+    lines.append(f"[ok] reward variants rank_reward=absolute/difference and variant=released accepted through "
+                 f"reward_kwargs; 2 nodes: {two_nodes}")
 
     config = local_config(model_dir, data_dir)
     tokenizer, train, val = load_datasets(config)

@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="rearank-train-learn-") as tmp:
             sets = {}
             for name in ("dl21", "dl19"):
-                folder = synthesize_small(Path(tmp) / name, samples_per_query=4, set_size=5, max_passage_tokens=24,
+                folder = synthesize_small(Path(tmp) / name, samples_per_query=4, set_size=5, passage_budget="24 tokens",
                                           template="rankgpt", dataset=name)
                 sets[name] = [folder / "train.parquet", folder / "val.parquet"]
             train_sets = load_sets(sets["dl21"], None, args.max_words)

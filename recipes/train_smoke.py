@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="rearank-train-smoke-") as tmp:
             data_dir = args.data or synthesize_small(Path(tmp) / "data", samples_per_query=1, set_size=5,
-                                                     max_passage_tokens=24, template=args.template)
+                                                     passage_budget="24 tokens", template=args.template)
             if not (data_dir / "train.parquet").is_file():
                 raise RearankError(f"{data_dir / 'train.parquet'} not found; make it with `rearank synth`")
             logs = run_smoke(data_dir, Path(tmp) / "out", args.steps, args.generations, args.max_completion_length)

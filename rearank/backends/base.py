@@ -4,9 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 Message = dict  # {"role": "system"|"user"|"assistant", "content": str}
+
+
+#: The chat-template variable of a thinking switch (Qwen3 and others): ``-O enable_thinking=false``.
+THINKING_SWITCH = "enable_thinking"
+
+
+def has_thinking_switch(chat_template: object) -> bool:
+    """Whether a chat template (text, or a dict of named templates) reads ``enable_thinking``."""
+    texts = chat_template.values() if isinstance(chat_template, dict) else [chat_template]
+    return any(isinstance(t, str) and THINKING_SWITCH in t for t in texts)
+
+
+def thinking_kwargs(enable_thinking: bool | None) -> dict[str, Any]:
+    """Chat-template keyword arguments for the thinking switch (none when it is not set)."""
+    return {} if enable_thinking is None else {THINKING_SWITCH: bool(enable_thinking)}
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.backends.base import Generation, Prompt, SamplingSettings, has_thinking_switch, thinking_kwargs
 from rearank.backends.options import Option
 from rearank.errors import RearankError
 from rearank.models import resolve_model
@@ -27,10 +27,11 @@ class HFBackend:
 
     name = "hf"
     OPTIONS = (Option("device", "str"), Option("dtype", "str"), Option("batch_size", "int", minimum=1),
-               Option("trust_remote_code", "bool", nullable=False))
+               Option("trust_remote_code", "bool", nullable=False), Option("enable_thinking", "bool"))
 
     def __init__(self, model: str | None = None, *, device: str | None = None, dtype: str | None = None,
-                 batch_size: int | None = None, trust_remote_code: bool = False) -> None:
+                 batch_size: int | None = None, trust_remote_code: bool = False,
+                 enable_thinking: bool | None = None) -> None:
         try:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -58,6 +59,9 @@ class HFBackend:
         self.model.eval()
         if not self.tokenizer.chat_template:
             raise RearankError(f"model {source.path!r} has no chat template; use an instruction-tuned model")
+        if enable_thinking is not None and not has_thinking_switch(self.tokenizer.chat_template):
+            raise RearankError(f"enable_thinking: the chat template of {source.path!r} has no thinking switch")
+        self.template_kwargs = thinking_kwargs(enable_thinking)
         self.tokenizer.padding_side = "left"
         eos = self.model.generation_config.eos_token_id
         if eos is None:
@@ -78,8 +82,8 @@ class HFBackend:
 
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
         """Generate for every prompt; batches of similar length, results in input order."""
-        texts = [self.tokenizer.apply_chat_template(list(p.messages), tokenize=False, add_generation_prompt=True)
-                 for p in prompts]
+        texts = [self.tokenizer.apply_chat_template(list(p.messages), tokenize=False, add_generation_prompt=True,
+                                                    **self.template_kwargs) for p in prompts]
         lengths = [len(self.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: lengths[i])
         results: list[Generation | None] = [None] * len(texts)

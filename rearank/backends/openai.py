@@ -67,7 +67,8 @@ class OpenAIBackend:
     deadline). ``max_response_bytes`` caps a reply's (decoded) body. ``max_retries`` retries follow
     the first attempt, waiting ``backoff_s * 2**k`` (at most ``max_backoff_s``, longer if the server sends
     ``Retry-After``, never longer than ``max_backoff_s``). ``extra_body`` is merged into every request (e.g.
-    ``{"chat_template_kwargs": {...}}`` for vLLM). Every option is checked against :attr:`OPTIONS`.
+    ``{"chat_template_kwargs": {...}}`` for vLLM). ``enable_thinking`` (true/false) is sent as
+    ``extra_body["chat_template_kwargs"]["enable_thinking"]``. Every option is checked against :attr:`OPTIONS`.
     """
 
     name = "openai"
@@ -79,13 +80,13 @@ class OpenAIBackend:
         Option("backoff_s", "float", minimum=0, nullable=False),
         Option("max_backoff_s", "float", minimum=0, nullable=False),
         Option("max_response_bytes", "int", minimum=1, nullable=False),
-        Option("extra_body", "mapping"),
+        Option("extra_body", "mapping"), Option("enable_thinking", "bool"),
     )
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key_env: str | None = None,
                  concurrency: int = 8, timeout_s: float = 600.0, max_retries: int = 4, backoff_s: float = 1.0,
                  max_backoff_s: float = 60.0, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-                 extra_body: Mapping[str, Any] | None = None) -> None:
+                 extra_body: Mapping[str, Any] | None = None, enable_thinking: bool | None = None) -> None:
         import httpx
 
         if not model:
@@ -105,6 +106,9 @@ class OpenAIBackend:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.extra_body = dict(extra_body or {})
+        if enable_thinking is not None:
+            kwargs = dict(self.extra_body.get("chat_template_kwargs") or {})
+            self.extra_body["chat_template_kwargs"] = {**kwargs, "enable_thinking": bool(enable_thinking)}
         key = os.environ.get(api_key_env or DEFAULT_KEY_ENV, "")
         if api_key_env and not key:
             raise RearankError(f"environment variable {api_key_env} (the API key) is not set or empty")

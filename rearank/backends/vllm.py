@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.backends.base import Generation, Prompt, SamplingSettings, has_thinking_switch, thinking_kwargs
 from rearank.backends.options import Option
 from rearank.errors import RearankError
 from rearank.models import resolve_model
@@ -22,16 +22,17 @@ class VLLMBackend:
     """Generate with ``vllm.LLM``; ``model`` as for the hf backend (default: the embedded SmolLM2).
 
     Extra keyword options go to ``vllm.LLM`` unchanged (``max_model_len``, ``gpu_memory_utilization``,
-    ``kv_cache_memory_bytes``, ``enforce_eager``, …).
+    ``kv_cache_memory_bytes``, ``enforce_eager``, …). ``enable_thinking`` (true/false) goes to the chat template.
     """
 
     name = "vllm"
     OPTIONS = (Option("tensor_parallel_size", "int", minimum=1, nullable=False),
                Option("enable_prefix_caching", "bool", nullable=False), Option("dtype", "str", nullable=False),
-               Option("seed", "int", nullable=False))
+               Option("seed", "int", nullable=False), Option("enable_thinking", "bool"))
 
     def __init__(self, model: str | None = None, *, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
-                 dtype: str = "auto", seed: int = 0, **llm_options: Any) -> None:
+                 dtype: str = "auto", seed: int = 0, enable_thinking: bool | None = None,
+                 **llm_options: Any) -> None:
         try:
             import vllm
         except ImportError as err:
@@ -44,6 +45,9 @@ class VLLMBackend:
         self.llm = vllm.LLM(model=path, tensor_parallel_size=tensor_parallel_size,
                             enable_prefix_caching=enable_prefix_caching, dtype=dtype, seed=seed, **llm_options)
         self.tokenizer = self.llm.get_tokenizer()
+        if enable_thinking is not None and not has_thinking_switch(getattr(self.tokenizer, "chat_template", None)):
+            raise RearankError(f"enable_thinking: the chat template of {path!r} has no thinking switch")
+        self.template_kwargs = thinking_kwargs(enable_thinking)
 
     def close(self) -> None:
         """Stop vLLM's engine processes now rather than at interpreter exit (vLLM's ``LLM`` has no public close)."""
@@ -59,7 +63,8 @@ class VLLMBackend:
                                            top_p=settings.top_p,
                                            seed=settings.seed if settings.temperature > 0 else None)
         began = time.perf_counter()
-        outputs = self.llm.chat([list(p.messages) for p in prompts], params, use_tqdm=False)
+        outputs = self.llm.chat([list(p.messages) for p in prompts], params, use_tqdm=False,
+                                chat_template_kwargs=self.template_kwargs or None)
         latency = time.perf_counter() - began
         generations = []
         for out in outputs:

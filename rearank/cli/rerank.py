@@ -18,11 +18,15 @@ from rearank.backends.options import parse_pairs
 from rearank.driver import Reranker, check_settings
 from rearank.errors import RearankError
 from rearank.job import ALL_CANDIDATES, DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS
-from rearank.prompts import MAX_PASSAGE_TOKENS, load_template
+from rearank.prompts import load_template
 from rearank.types import Request
 from rearank.window import window_count
 
 BACKENDS = ("hf", "vllm", "openai", "oracle")
+#: Settings a ``--preset`` may fill, and their parser defaults (a flag still at its default takes the preset's).
+_PRESET_KEYS = ("prompt", "temperature", "top_p", "max_new_tokens", "group_size", "fusion_weight", "fusion",
+                "shuffle_all")
+_DEFAULTS: dict[str, Any] = {}
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -81,8 +85,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rank.add_argument("--passes", type=int, default=1, help="sliding passes over the list")
     rank.add_argument("--top-k", type=int, default=100, help="rerank the first K candidates; the rest follow them")
     rank.add_argument("--batch-size", type=int, default=32, help="windows (from as many queries) per backend call")
-    rank.add_argument("--max-passage-tokens", type=int, default=MAX_PASSAGE_TOKENS,
-                      help="truncate passages to this many model tokens (words if the backend has no tokenizer)")
+    rank.add_argument("--passage-budget", metavar="BUDGET",
+                      help="cut each passage to N characters, words or tokens (e.g. 400c, 300w, 300t, none); "
+                      "default: the budget the template declares (rearank 400 characters, rankgpt 300)")
+    rank.add_argument("--max-passage-tokens", dest="passage_budget", type=int, help=argparse.SUPPRESS)
     rank.add_argument("--engine", choices=("local", "ray"), default="local",
                       help="local: this process; ray: each round of windows (all queries) as a Ray Dataset on "
                       "the cluster at RAY_ADDRESS (vllm: Ray Data LLM engine replicas; -O concurrency=N, "
@@ -95,6 +101,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--fusion-weight", type=float, help="weight of the rerank score fused with the retriever's")
     group.add_argument("--fallback", choices=("retriever", "zero"), default="retriever",
                        help="scores of a group whose answer has no valid score")
+    group.add_argument("--preset", choices=("grouprank-released",),
+                       help="grouprank-released: GroupRank's released inference (one user message of [i]. text, "
+                       "3,000 characters, temperature 0.3, top-p 0.8, 8,000 new tokens, reshuffled repeats, "
+                       "0.6 x score/10 + 0.4 x raw retriever score); flags left at their defaults take its values")
+    p.set_defaults(fusion="minmax", shuffle_all=False)
+    _DEFAULTS.update({key: p.get_default(key) for key in _PRESET_KEYS})
 
     out = p.add_argument_group("output")
     out.add_argument("--output", "-o", type=Path, required=True, help="TREC run to write")
@@ -110,16 +122,17 @@ def run(args: argparse.Namespace) -> int:
     from rearank import packs
 
     _check_args(args)
+    _apply_preset(args)
     if args.mode == "listwise":  # bad settings or template fail before any data or model is loaded
         check_settings(window=args.window, step=args.step, passes=args.passes, top_k=args.top_k,
-                       batch_size=args.batch_size, max_passage_tokens=args.max_passage_tokens)
+                       batch_size=args.batch_size, passage_budget=args.passage_budget)
         load_template(args.prompt or "rearank")
     elif args.mode == "groupwise":
         from rearank.grouprank import check_group_settings, load_group_template
 
         check_group_settings(group_size=args.group_size, group_step=args.group_step, shuffles=args.shuffles,
                              fusion_weight=args.fusion_weight, fallback=args.fallback, top_k=args.top_k,
-                             batch_size=args.batch_size, max_passage_tokens=args.max_passage_tokens)
+                             batch_size=args.batch_size, passage_budget=args.passage_budget, fusion=args.fusion)
         load_group_template(args.prompt)
     if args.requests is not None:
         requests = packs.read_request_file(args.requests, max_queries=args.max_queries)
@@ -241,7 +254,7 @@ def _make_reranker(args: argparse.Namespace, qrels: dict[str, dict[str, int]] | 
     else:
         backend = make_backend(args.backend, args.model, **options)
     common = {"top_k": args.top_k, "settings": settings, "batch_size": args.batch_size,
-              "max_passage_tokens": args.max_passage_tokens}
+              "passage_budget": args.passage_budget}
     if args.mode == "listwise":
         return Reranker(backend, template=args.prompt or "rearank", window=args.window, step=args.step,
                         passes=args.passes, **common)
@@ -252,12 +265,25 @@ def _make_reranker(args: argparse.Namespace, qrels: dict[str, dict[str, int]] | 
     template = {"template": args.prompt} if args.prompt else {}
     return GroupReranker(backend, group_size=args.group_size, group_step=args.group_step, shuffles=args.shuffles,
                          seed=args.seed, fusion_weight=args.fusion_weight, fallback=args.fallback,
-                         **template, **common)
+                         fusion=args.fusion, shuffle_all=args.shuffle_all, **template, **common)
+
+
+def _apply_preset(args: argparse.Namespace) -> None:
+    """Fill the settings of ``--preset`` that were left at their defaults (groupwise only)."""
+    if not getattr(args, "preset", None):
+        return
+    from rearank.grouprank.presets import preset
+
+    if args.mode != "groupwise":
+        raise RearankError(f"--preset {args.preset} is a groupwise preset: add --mode groupwise")
+    for key, value in preset(args.preset).items():
+        if getattr(args, key) == _DEFAULTS.get(key):
+            setattr(args, key, value)
 
 
 #: Settings a resumed ``--engine ray`` run must share with the round journal it continues.
 ROUND_KEYS = ("mode", "backend", "model", "prompt", "window", "step", "passes", "top_k", "max_new_tokens",
-              "temperature", "top_p", "seed", "max_passage_tokens", "group_size", "group_step", "shuffles", "fallback")
+              "temperature", "top_p", "seed", "passage_budget", "group_size", "group_step", "shuffles", "fallback")
 
 
 def _round_engine(args: argparse.Namespace, reranker: Any) -> Any:

@@ -7,18 +7,22 @@ from pathlib import Path
 
 from rearank.backends.base import Message
 from rearank.grouprank.parser import format_scores, label_scores
-from rearank.prompts import PromptTemplate, build_messages, load_template
+from rearank.prompts import BudgetLike, PromptTemplate, build_messages, load_template
 from rearank.prompts.builder import Tokenizer
 
 #: The builtin groupwise template (usefulness, then relevance; 0-10 scores as JSON in ``<answer>``).
 GROUPRANK_TEMPLATE = Path(__file__).resolve().parent / "grouprank.yaml"
+#: The layout of GroupRank's released inference: one user message listing ``[i]. text``, 3,000 characters each.
+GROUPRANK_RELEASED_TEMPLATE = Path(__file__).resolve().parent / "grouprank-released.yaml"
+GROUP_BUILTINS = {"grouprank": GROUPRANK_TEMPLATE, "grouprank-released": GROUPRANK_RELEASED_TEMPLATE}
 
 
 def load_group_template(template: str | Path | PromptTemplate | None = "grouprank") -> PromptTemplate:
-    """Load the builtin ``grouprank`` template (also for None), or any template :func:`load_template` accepts."""
-    if template is None or str(template) == "grouprank":
-        template = GROUPRANK_TEMPLATE
-    return load_template(template)
+    """Load a builtin groupwise template (``grouprank``, also for None; ``grouprank-released``), or any template
+    :func:`load_template` accepts."""
+    if template is None:
+        template = "grouprank"
+    return load_template(GROUP_BUILTINS.get(str(template), template))
 
 
 def build_group_messages(
@@ -26,13 +30,11 @@ def build_group_messages(
     passages: Sequence[str],
     template: str | Path | PromptTemplate | None = "grouprank",
     *,
-    max_passage_tokens: int | None = None,
+    budget: BudgetLike = None,
     tokenizer: Tokenizer | None = None,
 ) -> list[Message]:
     """Chat messages scoring one group of passages (for inference and for groupwise training rows)."""
-    return build_messages(
-        query, passages, load_group_template(template), max_passage_tokens=max_passage_tokens, tokenizer=tokenizer
-    )
+    return build_messages(query, passages, load_group_template(template), budget=budget, tokenizer=tokenizer)
 
 
 def sft_target(labels: Sequence[float], max_label: float | None = None) -> Message:

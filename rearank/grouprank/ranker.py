@@ -23,17 +23,20 @@ from tqdm import tqdm
 
 from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
-from rearank.driver import BACKEND_ERROR
+from rearank.driver import BACKEND_ERROR, check_budget
 from rearank.errors import RearankError
 from rearank.grouprank.oracle import GroupOracleBackend
 from rearank.grouprank.parser import MAX_SCORE, parse_scores
 from rearank.grouprank.prompt import load_group_template
-from rearank.prompts import MAX_PASSAGE_TOKENS, PromptTemplate, build_messages, passage_text
+from rearank.prompts import BudgetLike, PromptTemplate, build_messages, render_passages
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace
 
 #: What scores the documents of a group whose answer gives no valid score.
 FALLBACKS = ("retriever", "zero")
+#: How ``fusion_weight`` fuses: ``minmax`` normalises both scores per query; ``raw`` (GroupRank's released
+#: inference) adds ``alpha * score / 10`` and ``(1 - alpha) * retriever score`` as they are.
+FUSIONS = ("minmax", "raw")
 
 
 def partition(n: int, size: int) -> list[tuple[int, int]]:
@@ -79,7 +82,7 @@ def min_max(values: Sequence[float]) -> list[float]:
 
 def check_group_settings(
     *, group_size: int, group_step: int | None, shuffles: int, fusion_weight: float | None, fallback: str,
-    top_k: int, batch_size: int, max_passage_tokens: int | None,
+    top_k: int, batch_size: int, passage_budget: BudgetLike = None, fusion: str = "minmax",
 ) -> None:
     """Raise :class:`RearankError` for groupwise settings that cannot run (checked before loading a model)."""
     for name, value, low in (("group_size", group_size, 2), ("shuffles", shuffles, 1), ("top_k", top_k, 1),
@@ -92,8 +95,9 @@ def check_group_settings(
         raise RearankError(f"fusion_weight must be between 0 and 1, got {fusion_weight}")
     if fallback not in FALLBACKS:
         raise RearankError(f"fallback must be one of {', '.join(FALLBACKS)}, got {fallback!r}")
-    if max_passage_tokens is not None and max_passage_tokens < 1:
-        raise RearankError(f"max_passage_tokens must be at least 1, got {max_passage_tokens}")
+    if fusion not in FUSIONS:
+        raise RearankError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
+    check_budget(passage_budget)
 
 
 @dataclass
@@ -124,7 +128,10 @@ class GroupReranker:
     ``group_size`` documents per group; ``group_step=None`` partitions the top-k, a step slides groups
     (documents scored in several groups get the mean). ``shuffles`` > 1 adds random orderings of the top-k
     (a self-ensemble) and averages. ``fusion_weight=alpha`` ranks by ``alpha * rerank + (1 - alpha) *
-    retriever`` after min-max normalizing both per query; None ranks by the rerank score alone. Ties keep
+    retriever`` after min-max normalizing both per query (``fusion="raw"``: ``alpha * score / 10 + (1 - alpha)
+    * retriever`` without normalisation); None ranks by the rerank score alone. ``shuffle_all`` shuffles every
+    ordering, the first one too (GroupRank's released inference); by default the first keeps the retriever
+    order. Passages are cut to the template's budget or ``passage_budget``. Ties keep
     the retriever order; candidates beyond ``top_k`` keep their order after the reranked ones. Result
     candidates keep their retriever scores; the order is the result. One trace per group (``pass_index`` =
     shuffle, ``permutation`` = the group's members by score). The listwise :class:`OracleBackend` is
@@ -144,12 +151,14 @@ class GroupReranker:
         top_k: int = 100,
         settings: SamplingSettings | None = None,
         batch_size: int = 32,
-        max_passage_tokens: int | None = MAX_PASSAGE_TOKENS,
+        passage_budget: BudgetLike = None,
         tokenizer: Tokenizer | None = None,
+        fusion: str = "minmax",
+        shuffle_all: bool = False,
     ) -> None:
         check_group_settings(group_size=group_size, group_step=group_step, shuffles=shuffles,
                              fusion_weight=fusion_weight, fallback=fallback, top_k=top_k, batch_size=batch_size,
-                             max_passage_tokens=max_passage_tokens)
+                             passage_budget=passage_budget, fusion=fusion)
         if isinstance(backend, OracleBackend):
             backend = GroupOracleBackend(backend.qrels)
         self.backend = backend
@@ -158,7 +167,8 @@ class GroupReranker:
         self.fusion_weight, self.fallback, self.top_k = fusion_weight, fallback, top_k
         self.settings = settings or SamplingSettings()
         self.batch_size = batch_size
-        self.max_passage_tokens = max_passage_tokens
+        self.passage_budget = passage_budget
+        self.fusion, self.shuffle_all = fusion, shuffle_all
         self.tokenizer = tokenizer if tokenizer is not None else getattr(backend, "tokenizer", None)
 
     def spans(self, n: int) -> list[tuple[int, int]]:
@@ -176,7 +186,7 @@ class GroupReranker:
         groups = []
         for shuffle in range(self.shuffles if spans else 0):
             order = list(range(n))
-            if shuffle:
+            if shuffle or self.shuffle_all:
                 random.Random(f"{self.seed}/{request.query.qid}/{shuffle}").shuffle(order)
             groups.extend(Group(tuple(order[start:end]), start, end, shuffle) for start, end in spans)
         return groups
@@ -231,14 +241,16 @@ class GroupReranker:
         """The state of ``request`` before any group is scored, and its groups."""
         groups = self.groups(request)
         n = min(len(request.candidates), self.top_k) if groups else 0
-        texts = [passage_text(c, self.max_passage_tokens, self.tokenizer) for c in request.candidates[:n]]
+        texts = render_passages(request.candidates[:n], self.template, budget=self.passage_budget,
+                                tokenizer=self.tokenizer)
         query = GroupState(request, texts, pending=len(groups), totals=[0.0] * n, counts=[0] * n)
         return query, groups
 
     def prompt(self, query: GroupState, group: Group) -> Prompt:
         """The prompt of one group of ``query``."""
         request = query.request
-        messages = build_messages(request.query.text, [query.texts[i] for i in group.members], self.template)
+        messages = build_messages(request.query.text, [query.texts[i] for i in group.members], self.template,
+                                  clean=False)
         docids = tuple(request.candidates[i].docid for i in group.members)
         return Prompt(messages=tuple(messages), qid=request.query.qid, docids=docids)
 
@@ -278,7 +290,10 @@ class GroupReranker:
         candidates = query.request.candidates
         n = len(query.totals)
         scores = [total / count if count else 0.0 for total, count in zip(query.totals, query.counts)]
-        if self.fusion_weight is not None and n:
+        if self.fusion_weight is not None and n and self.fusion == "raw":
+            alpha = self.fusion_weight
+            scores = [alpha * s / MAX_SCORE + (1 - alpha) * c.score for s, c in zip(scores, candidates[:n])]
+        elif self.fusion_weight is not None and n:
             alpha = self.fusion_weight
             retriever = min_max([c.score for c in candidates[:n]])
             scores = [alpha * r + (1 - alpha) * b for r, b in zip(min_max(scores), retriever)]

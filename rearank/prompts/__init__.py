@@ -1,32 +1,49 @@
-"""Listwise prompts: YAML templates (builtin ``rearank`` and ``rankgpt``, or a user's file) and the one builder."""
+"""Listwise prompts: YAML templates (builtin ``rearank`` and ``rankgpt``, or a user's file) and the one renderer."""
 
 from rearank.prompts.builder import (
-    MAX_PASSAGE_TOKENS,
+    BudgetLike,
     Tokenizer,
+    as_budget,
     build_messages,
+    candidate_text,
     clean_passage,
     clean_passages,
     neutralize_ids,
     passage_text,
     passage_texts,
+    render_passages,
     truncate,
     truncate_texts,
 )
-from rearank.prompts.templates import BUILTINS, FIELDS, PromptTemplate, load_template
+from rearank.prompts.templates import (
+    BUDGET_UNITS,
+    BUILTINS,
+    DEFAULT_BUDGET,
+    FIELDS,
+    PassageBudget,
+    PromptTemplate,
+    load_template,
+)
 
 __all__ = [
+    "BUDGET_UNITS",
     "BUILTINS",
+    "DEFAULT_BUDGET",
     "FIELDS",
-    "MAX_PASSAGE_TOKENS",
+    "BudgetLike",
+    "PassageBudget",
     "PromptTemplate",
     "Tokenizer",
+    "as_budget",
     "build_messages",
+    "candidate_text",
     "clean_passage",
     "clean_passages",
     "load_template",
     "neutralize_ids",
     "passage_text",
     "passage_texts",
+    "render_passages",
     "truncate",
     "truncate_texts",
 ]

@@ -1,13 +1,25 @@
-"""Prompt templates: YAML files whose fields are ``str.format`` strings, checked when they are loaded.
+"""Prompt templates: YAML files whose message fields are ``str.format`` strings, checked when they are loaded.
 
-A template holds the text of each message of a listwise window (see ``rearank.yaml`` for the layout).
-Every field has the placeholders it must and may use (:data:`FIELDS`); anything else is an error that
-names the file and the field, so a typo in a user's ``--prompt`` file fails before any model runs.
+A template can express the published listwise layouts (see ``rearank.yaml`` and ``docs/training.md``):
+
+* ``system``: an optional system message;
+* ``prefix_user`` / ``prefix_assistant``: an optional task exchange before the passages;
+* ``passage_user``: one user turn per passage (``layout: messages``), each answered by ``passage_assistant``
+  when that field is given (leave it out for no acknowledgements); or, with ``layout: inline``, every passage
+  rendered by ``passage_user``, joined by ``passage_separator`` and put into ``post`` at ``{passages}``;
+* ``post``: the final user turn (query, output instructions);
+* ``passage_budget``: how much of each passage is kept -- ``400 characters``, ``300 words``, ``300 tokens``
+  (of the model's tokenizer) or ``none``; ``neutralize_ids``: rewrite ``[3]`` inside passages as ``(3)``.
+
+``{query}`` and ``{num}`` may appear in every message field; ``{index}`` in the passage fields; ``{passage}``
+in ``passage_user``; ``{passages}`` in ``post`` (inline layout). Anything else is an error that names the file
+and the field, so a typo in a user's ``--prompt`` file fails before any model runs.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +30,56 @@ from rearank.errors import FormatError, RearankError
 
 BUILTIN_DIR = Path(__file__).resolve().parent
 BUILTINS = ("rearank", "rankgpt")
+#: Units a passage budget can be declared in.
+BUDGET_UNITS = ("characters", "words", "tokens")
+#: Passage layouts: one chat turn per passage, or all passages inside ``post``.
+LAYOUTS = ("messages", "inline")
+
+
+@dataclass(frozen=True)
+class PassageBudget:
+    """How much of each passage a prompt keeps: ``size`` units (``None``: the whole passage)."""
+
+    size: int | None
+    unit: str = "characters"
+
+    def __str__(self) -> str:
+        return "none" if self.size is None else f"{self.size} {self.unit}"
+
+    @classmethod
+    def parse(cls, text: object) -> PassageBudget:
+        """Read ``400 characters`` / ``400c`` / ``300 words`` / ``300w`` / ``300 tokens`` / ``300t`` / ``none``.
+
+        A bare integer counts tokens (the meaning of the former ``--max-passage-tokens``); 0 means no cut.
+        Raises ``ValueError`` with the accepted forms.
+        """
+        if isinstance(text, PassageBudget):
+            return text
+        if isinstance(text, int) and not isinstance(text, bool):
+            if text < 0:
+                return cls._bad(text)
+            return cls(text, "tokens") if text else cls(None)
+        raw = str(text).strip().lower()
+        if raw in ("none", "0", "off"):
+            return cls(None)
+        match = _BUDGET.fullmatch(raw)
+        if not match:
+            return cls._bad(text)
+        size, unit = int(match.group(1)), match.group(2) or "t"
+        full = next(u for u in BUDGET_UNITS if u.startswith(unit[0]))
+        if size < 1:
+            return cls._bad(text)
+        return cls(size, full)
+
+    @staticmethod
+    def _bad(text: object) -> PassageBudget:
+        raise ValueError(f"passage budget {text!r}: write N characters, N words or N tokens (N >= 1; or c/w/t "
+                         "after the number, e.g. 400c), or none")
+
+
+_BUDGET = re.compile(r"(\d+)\s*(c|chars?|characters?|w|words?|t|tokens?)?")
+#: The budget of a template that declares none (the former default: 300 tokens).
+DEFAULT_BUDGET = PassageBudget(300, "tokens")
 
 
 @dataclass(frozen=True)
@@ -31,32 +93,37 @@ class FieldRule:
 
 def _rule(required: str = "", allowed: str = "", optional: bool = False) -> FieldRule:
     req = frozenset(required.split())
-    return FieldRule(req, req | frozenset(allowed.split()), optional)
+    return FieldRule(req, req | frozenset(allowed.split()) | {"num", "query"}, optional)
 
 
 #: Message fields of a template, in message order, with their placeholder rules.
 FIELDS: dict[str, FieldRule] = {
-    "system": _rule(allowed="num query", optional=True),
-    "prefix_user": _rule(allowed="num query", optional=True),
-    "prefix_assistant": _rule(allowed="num query", optional=True),
+    "system": _rule(optional=True),
+    "prefix_user": _rule(optional=True),
+    "prefix_assistant": _rule(optional=True),
     "passage_user": _rule(required="index passage"),
-    "passage_assistant": _rule(allowed="index"),
-    "post": _rule(required="query", allowed="num"),
+    "passage_assistant": _rule(allowed="index", optional=True),
+    "post": _rule(required="query", allowed="passages"),
 }
-_META = ("name", "description")
+#: Settings of a template (not message text).
+_SETTINGS = ("name", "description", "passage_budget", "neutralize_ids", "layout", "passage_separator")
 
 
 @dataclass(frozen=True)
 class PromptTemplate:
-    """The texts of a listwise prompt. An empty ``system`` sends no system message; the prefix pair is optional."""
+    """The texts and settings of a listwise prompt. Empty ``system``/prefix/``passage_assistant``: not sent."""
 
     name: str
     system: str
     passage_user: str
-    passage_assistant: str
     post: str
+    passage_assistant: str = ""
     prefix_user: str = ""
     prefix_assistant: str = ""
+    passage_budget: PassageBudget = DEFAULT_BUDGET
+    neutralize_ids: bool = True
+    layout: str = "messages"
+    passage_separator: str = "\n"
     description: str = ""
     source: str = ""
 
@@ -97,16 +164,16 @@ def _load_file(path: str, mtime_ns: int) -> PromptTemplate:
     if not isinstance(data, dict):
         raise FormatError(path, None, "a prompt template must be a YAML mapping of field: text")
     for key in data:
-        if key not in FIELDS and key not in _META:
-            known = ", ".join([*FIELDS, *_META])
+        if key not in FIELDS and key not in _SETTINGS:
+            known = ", ".join([*FIELDS, *_SETTINGS])
             raise FormatError(path, lines.get(key), f"unknown field {key!r}; known fields: {known}")
     values: dict[str, str] = {}
-    for key in (*FIELDS, *_META):
+    for key in (*FIELDS, "name", "description", "layout", "passage_separator"):
         value = data.get(key)
         if value is None:
             if key in FIELDS and not FIELDS[key].optional:
                 raise FormatError(path, None, f"missing field {key!r}")
-            value = ""
+            value = {"layout": "messages", "passage_separator": "\n"}.get(key, "")
         if not isinstance(value, str):
             raise FormatError(path, lines.get(key), f"field {key!r} must be text, got {type(value).__name__}")
         if key in FIELDS:
@@ -114,8 +181,34 @@ def _load_file(path: str, mtime_ns: int) -> PromptTemplate:
         values[key] = value
     if bool(values["prefix_user"]) != bool(values["prefix_assistant"]):
         raise FormatError(path, None, "give both 'prefix_user' and 'prefix_assistant', or neither")
+    _check_layout(values, path, lines)
+    try:
+        budget = PassageBudget.parse(data["passage_budget"]) if "passage_budget" in data else DEFAULT_BUDGET
+    except ValueError as err:
+        raise FormatError(path, lines.get("passage_budget"), str(err)) from None
+    neutralize = data.get("neutralize_ids", True)
+    if not isinstance(neutralize, bool):
+        raise FormatError(path, lines.get("neutralize_ids"), "field 'neutralize_ids' must be true or false")
     name = values.pop("name") or Path(path).stem
-    return PromptTemplate(name=name, source=path, **values)
+    return PromptTemplate(name=name, source=path, passage_budget=budget, neutralize_ids=neutralize, **values)
+
+
+def _check_layout(values: dict[str, str], path: str, lines: dict[str, int]) -> None:
+    layout = values["layout"]
+    if layout not in LAYOUTS:
+        raise FormatError(path, lines.get("layout"), f"field 'layout' must be one of {', '.join(LAYOUTS)}")
+    has_slot = "passages" in _names(values["post"])
+    if layout == "inline" and not has_slot:
+        raise FormatError(path, lines.get("post"), "field 'post': layout inline needs the placeholder {passages}")
+    if layout == "messages" and has_slot:
+        raise FormatError(path, lines.get("post"), "field 'post': {passages} needs 'layout: inline'")
+    if layout == "inline" and values["passage_assistant"]:
+        raise FormatError(path, lines.get("passage_assistant"),
+                          "field 'passage_assistant': acknowledgements need 'layout: messages'")
+
+
+def _names(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
 
 
 def _key_lines(raw: str) -> dict[str, int]:

@@ -20,13 +20,16 @@ from typing import Any, Protocol
 
 from rearank.backends.base import Backend, Message, Prompt, SamplingSettings
 from rearank.errors import RearankError
-from rearank.prompts import MAX_PASSAGE_TOKENS, truncate_texts
+from rearank.prompts import truncate_texts
 from rearank.rag.cache import CachedBackend, ResponseCache
 from rearank.rag.types import Passage, QAItem
 
 WRONG_ANSWER = "unanswerable"  # matches no gold answer (unlike "no answer", which Hits "no")
 #: Short answers: enough for an entity, a date or yes/no.
 READER_MAX_NEW_TOKENS = 32
+
+#: Tokens kept of each passage (words when there is no tokenizer).
+MAX_PASSAGE_TOKENS = 300
 
 
 @dataclass(frozen=True)

@@ -118,11 +118,16 @@ def test_backend_error_keeps_order_and_length_is_truncated():
 def test_prompts_come_from_the_one_builder_with_window_docids():
     backend = SortingBackend()
     req = request("q", shuffled_worths(25, 4))
-    Reranker(backend, template="rankgpt", max_passage_tokens=3).rerank([req], progress=False)
+    Reranker(backend, template="rankgpt", passage_budget="3 words").rerank([req], progress=False)
     first = backend.prompts[0]
     assert first.qid == "q" and first.docids == tuple(f"q-d{i}" for i in range(5, 25))
     texts = [" ".join(c.text.split()[:3]) for c in req.candidates[5:25]]
     assert list(first.messages) == build_messages(req.query.text, texts, "rankgpt")
+    # by default the template's declared budget applies (rankgpt: the first 300 characters)
+    backend = SortingBackend()
+    Reranker(backend, template="rankgpt").rerank([req], progress=False)
+    texts = [" ".join(c.text.split())[:300] for c in req.candidates[5:25]]
+    assert list(backend.prompts[0].messages) == build_messages(req.query.text, texts, "rankgpt")
 
 
 def test_on_result_streams_each_query_once():
@@ -142,7 +147,7 @@ def test_backend_returning_wrong_count_is_an_error():
 
 
 @pytest.mark.parametrize("kwargs", [{"window": 1}, {"step": 0}, {"step": 30}, {"top_k": 0}, {"batch_size": 0},
-                                    {"passes": 0}, {"max_passage_tokens": 0}])
+                                    {"passes": 0}, {"passage_budget": "12 bytes"}])
 def test_bad_settings_are_clear_errors(kwargs):
     with pytest.raises(RearankError):
         Reranker(SortingBackend(), **kwargs)

@@ -204,7 +204,8 @@ def test_listwise_oracle_is_swapped_for_the_groupwise_one():
 
 @pytest.mark.parametrize("kwargs", [
     {"group_size": 1}, {"shuffles": 0}, {"top_k": 0}, {"batch_size": 0}, {"group_step": 0},
-    {"group_step": 21}, {"fusion_weight": 1.5}, {"fallback": "random"}, {"max_passage_tokens": 0},
+    {"group_step": 21}, {"fusion_weight": 1.5}, {"fallback": "random"}, {"passage_budget": "-1c"},
+    {"fusion": "sum"},
     {"template": "no-such-template"},
 ])
 def test_invalid_settings_are_user_errors(kwargs):

@@ -40,7 +40,7 @@ def requests():
 
 
 def listwise():
-    return Reranker(SortingBackend(), window=4, step=2, max_passage_tokens=None)
+    return Reranker(SortingBackend(), window=4, step=2, passage_budget=None)
 
 
 def same(a, b):
@@ -65,7 +65,7 @@ def test_groupwise_runs_every_group_in_one_round():
     qrels = {r.query.qid: {c.docid: i % 3 for i, c in enumerate(r.candidates)} for r in requests()}
 
     def ranker():
-        return GroupReranker(OracleBackend(qrels), group_size=3, max_passage_tokens=None)
+        return GroupReranker(OracleBackend(qrels), group_size=3, passage_budget=None)
 
     local = ranker().rerank(requests(), progress=False)
     generate = Rounds(ranker().backend)

@@ -24,7 +24,9 @@ from rearank.types import Candidate, Query, Request
 
 #: SHA-256 of the reward_model and extra_info columns for seed 0 in test_synthesis_outputs_are_pinned_for_a_fixed_seed,
 #: recorded when the test was written; a change means the same seed now gives other sets (say so in CHANGES).
-PINNED_SETS = "7992e3dc8929b185715e3db726ec5b52ff162fbb7f740f138f99c86323ca001d"
+#: Re-recorded once when the ground truth gained the judged pool's grades (`pool`) and extra_info the query text,
+#: for the released reward variant: every set, label, docid and split stayed as before (checked field by field).
+PINNED_SETS = "41012e38d54ee607abad64f4fbb030fdd0730d788ae2b3fc59158cd08b0c386a"
 
 
 def make_request(qid: str, n: int) -> Request:
@@ -170,9 +172,12 @@ def test_synthesize_writes_verl_rows_split_by_query(tmp_path):
             info = row["extra_info"]
             assert row["data_source"] == "rearank/test" and row["ability"] == "rerank" and info["split"] == split
             assert row["reward_model"]["style"] == "rule"
-            labels = json.loads(row["reward_model"]["ground_truth"])["labels"]
-            assert labels == [qrels[info["qid"]][d] for d in info["docids"]]
-            user_turns = [m["content"] for m in row["prompt"] if m["role"] == "user"]
+            truth = json.loads(row["reward_model"]["ground_truth"])
+            assert truth["labels"] == [qrels[info["qid"]][d] for d in info["docids"]]
+            # the 10 highest grades of the query's whole judged pool (the released reward's normaliser)
+            assert truth["pool"] == sorted(qrels[info["qid"]].values(), reverse=True)[:10]
+            assert info["query"] == f"query {info['qid']}"
+            user_turns = [m["content"] for m in row["prompt"] if m["role"] == "user"][1:]  # after the task turn
             texts = {c.docid: c.text for r in requests for c in r.candidates}
             for number, docid in enumerate(info["docids"], start=1):  # passages numbered in presented order
                 assert user_turns[number - 1] == f"[{number}] {texts[docid]}"

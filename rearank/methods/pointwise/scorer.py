@@ -18,11 +18,14 @@ from typing import Any
 
 from rearank.errors import RearankError
 from rearank.models import is_embedded, resolve_model
-from rearank.prompts import MAX_PASSAGE_TOKENS, truncate_texts
+from rearank.prompts import truncate_texts
 
 KINDS = ("seqcls", "causal-yes")
 META_FILE = "rearank_scorer.json"
 CAUSAL_QUESTION = "Is the document relevant to the query? Answer yes or no."
+
+#: Tokens kept of each passage (words when there is no tokenizer).
+MAX_PASSAGE_TOKENS = 300
 
 
 class PointwiseScorer:
