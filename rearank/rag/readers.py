@@ -5,14 +5,15 @@
   question), sends the prompts of many questions per backend call, and caches greedy responses
   (:mod:`rearank.rag.cache`), so a temperature-0 answer is never generated twice.
 - :class:`OracleReader` answers the first gold answer when its context holds the evidence (a supporting or
-  ``has_answer`` passage; with ``require="all"``, every supporting passage), else :data:`WRONG_ANSWER`.
-- :class:`NoisyOracleReader` is the oracle made right with probability ``p`` when the evidence is there; the coin
-  is a hash of (seed, qid, passage ids), so the same context always gets the same answer (like greedy decoding).
+  ``has_answer`` passage; ``require="all"``: every supporting passage; ``require="share"``: right with
+  probability = the share of the evidence shown), else :data:`WRONG_ANSWER`. The rule is
+  :func:`rearank.rag.oracle.oracle_answer`, which the served ``qa-oracle`` backend uses too.
+- :class:`NoisyOracleReader` is the oracle made right with probability ``p``; the draw is a hash of (seed, qid,
+  passage ids), so the same context always gets the same answer (like greedy decoding).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,9 +23,9 @@ from rearank.backends.base import Backend, Message, Prompt, SamplingSettings
 from rearank.errors import RearankError
 from rearank.prompts import MAX_PASSAGE_TOKENS, truncate_texts
 from rearank.rag.cache import CachedBackend, ResponseCache
+from rearank.rag.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
 from rearank.rag.types import Passage, QAItem
 
-WRONG_ANSWER = "unanswerable"  # matches no gold answer (unlike "no answer", which Hits "no")
 #: Short answers: enough for an entity, a date or yes/no.
 READER_MAX_NEW_TOKENS = 32
 
@@ -138,41 +139,29 @@ class LLMReader:
         return out
 
 
-def has_evidence(item: QAItem, passages: Sequence[Passage], require: str = "any") -> bool:
-    """Whether ``passages`` hold the evidence for ``item``: a supporting or has-answer passage (``any``), or
-    every supporting passage (``all``; items without supporting labels fall back to ``any``)."""
-    pids = {p.pid for p in passages}
-    if require == "all" and item.supporting:
-        return item.supporting <= pids
-    return bool(pids & item.supporting) or any(p.has_answer for p in passages)
-
-
 class OracleReader:
-    """The gold answer when the context holds the evidence (see :func:`has_evidence`), else a fixed wrong one."""
+    """The gold answer when the context holds the evidence, else a fixed wrong one (:mod:`rearank.rag.oracle`)."""
 
     name = "oracle"
 
     def __init__(self, require: str = "any", wrong_answer: str = WRONG_ANSWER) -> None:
-        if require not in ("any", "all"):
-            raise RearankError(f"oracle reader: require must be 'any' or 'all', got {require!r}")
+        if require not in REQUIRES:
+            raise RearankError(f"{self.name} reader: require must be one of {', '.join(REQUIRES)}, got {require!r}")
         self.require = require
         self.wrong_answer = wrong_answer
         self.generated = 0
 
-    def _right(self, item: QAItem, passages: Sequence[Passage]) -> bool:
-        return has_evidence(item, passages, self.require)
+    def answer(self, item: QAItem, passages: Sequence[Passage]) -> str:
+        """The oracle rule with p = 1 and no draw."""
+        return oracle_answer(item, (p.pid for p in passages), require=self.require, wrong_answer=self.wrong_answer)
 
     def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]:
         self.generated += len(batch)
-        out = []
-        for item, passages in batch:
-            answer = item.answers[0] if self._right(item, passages) else self.wrong_answer
-            out.append(ReaderOutput(answer, answer))
-        return out
+        return [ReaderOutput(answer, answer) for answer in (self.answer(item, ps) for item, ps in batch)]
 
 
 class NoisyOracleReader(OracleReader):
-    """The oracle, right with probability ``p`` when the evidence is there (a seeded, per-context coin)."""
+    """The oracle right with probability ``p``; the draw is seeded by (seed, qid, passage ids), per context."""
 
     name = "noisy-oracle"
 
@@ -182,12 +171,10 @@ class NoisyOracleReader(OracleReader):
         super().__init__(require, wrong_answer)
         self.p, self.seed = p, seed
 
-    def _coin(self, item: QAItem, passages: Sequence[Passage]) -> float:
-        blob = "\x1f".join([str(self.seed), item.qid, *(p.pid for p in passages)]).encode("utf-8")
-        return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") / 2**64
-
-    def _right(self, item: QAItem, passages: Sequence[Passage]) -> bool:
-        return super()._right(item, passages) and self._coin(item, passages) < self.p
+    def answer(self, item: QAItem, passages: Sequence[Passage]) -> str:
+        pids = [p.pid for p in passages]
+        return oracle_answer(item, pids, require=self.require, p=self.p, draw=coin(self.seed, item.qid, *pids),
+                             wrong_answer=self.wrong_answer)
 
 
 READERS = ("oracle", "noisy-oracle", "hf", "vllm", "openai")
