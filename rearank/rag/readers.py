@@ -2,7 +2,8 @@
 
 - :class:`LLMReader` renders a reader template (:data:`TEMPLATES`: ``plain``, one user turn with numbered
   passages; ``rrpo``, RRPO's layout: a system turn, a one-shot example, one user turn per passage, then the
-  question), sends the prompts of many questions per backend call, and caches greedy responses
+  question; ``barrag`` and ``arena``, the BAR-RAG and ARENA generator prompts, whose answers are read by their own
+  parsers), sends the prompts of many questions per backend call, and caches greedy responses
   (:mod:`rearank.rag.cache`), so a temperature-0 answer is never generated twice.
 - :class:`OracleReader` answers the first gold answer when its context holds the evidence (a supporting or
   ``has_answer`` passage; ``require="all"``: every supporting passage; ``require="share"``: right with
@@ -91,7 +92,45 @@ def render_rrpo(question: str, passages: Sequence[Passage], texts: Sequence[str]
     return messages
 
 
-TEMPLATES = {"plain": render_plain, "rrpo": render_rrpo}
+def _with_texts(passages: Sequence[Passage], texts: Sequence[str]) -> list[Passage]:
+    return [Passage(p.pid, p.title, t, p.has_answer) for p, t in zip(passages, texts)]
+
+
+def render_barrag(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
+    """BAR-RAG's generator prompt (:func:`rearank.rag.barrag.prompt.generator_messages`)."""
+    from rearank.rag.barrag.prompt import generator_messages
+
+    return generator_messages(question, _with_texts(passages, texts))
+
+
+def render_arena(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
+    """ARENA's generator prompt (:func:`rearank.rag.arena.prompt.arena_messages`)."""
+    from rearank.rag.arena.prompt import arena_messages
+
+    return arena_messages(question, _with_texts(passages, texts))
+
+
+def barrag_answer(response: str) -> str:
+    """The ``<answer>`` of a BAR-RAG generator output (its one parser), ``""`` without one."""
+    from rearank.rag.barrag.parser import parse_generation
+
+    return parse_generation(response).answer or ""
+
+
+def arena_answer(response: str) -> str:
+    """The ``<answer>`` of an ARENA output (its one parser), ``""`` without one."""
+    from rearank.rag.arena.parser import parse_arena
+
+    return parse_arena(response).answer or ""
+
+
+#: template name -> (prompt renderer, answer extractor). ``arena`` makes ``rag eval`` score ARENA's output format.
+TEMPLATES = {
+    "plain": (render_plain, extract_answer),
+    "rrpo": (render_rrpo, extract_answer),
+    "barrag": (render_barrag, barrag_answer),
+    "arena": (render_arena, arena_answer),
+}
 
 
 # --- readers ---------------------------------------------------------------------------------------------------
@@ -109,7 +148,8 @@ class LLMReader:
             raise RearankError(f"reader batch_size must be at least 1, got {batch_size}")
         self.name = f"{getattr(backend, 'name', 'llm')}:{model}"
         self.backend = CachedBackend(backend, model, cache)
-        self.render = TEMPLATES[template]
+        self.template = template
+        self.render, self.extract = TEMPLATES[template]
         self.settings = settings or SamplingSettings(max_new_tokens=READER_MAX_NEW_TOKENS)
         self.batch_size = batch_size
         self.max_passage_tokens = max_passage_tokens
@@ -129,14 +169,22 @@ class LLMReader:
         messages = self.render(item.question, passages, texts)
         return Prompt(messages=tuple(messages), qid=item.qid, docids=tuple(p.pid for p in passages))
 
+    def complete(self, prompts: Sequence[Prompt]) -> list[str]:
+        """Texts for ``prompts``, ``batch_size`` a backend call, greedy ones cached; a failed generation is ``""``."""
+        return complete(self.backend, prompts, self.settings, self.batch_size)
+
     def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]:
-        prompts = [self.prompt(item, passages) for item, passages in batch]
-        out: list[ReaderOutput] = []
-        for start in range(0, len(prompts), self.batch_size):
-            for generation in self.backend.generate(prompts[start:start + self.batch_size], self.settings):
-                text = "" if generation.finish_reason == "error" else generation.text
-                out.append(ReaderOutput(text, extract_answer(text)))
-        return out
+        texts = self.complete([self.prompt(item, passages) for item, passages in batch])
+        return [ReaderOutput(text, self.extract(text)) for text in texts]
+
+
+def complete(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSettings, batch_size: int) -> list[str]:
+    """Generate ``prompts`` through ``backend``, ``batch_size`` a call; a failed generation is ``""``."""
+    out: list[str] = []
+    for start in range(0, len(prompts), batch_size):
+        generations = backend.generate(prompts[start:start + batch_size], settings)
+        out.extend("" if g.finish_reason == "error" else g.text for g in generations)
+    return out
 
 
 class OracleReader:

@@ -2,7 +2,8 @@
 
 Built in: ``none`` (the given order), ``oracle`` (supporting, then has-answer passages first), ``bm25`` (Lucene
 BM25 of the question over the passages of the questions in one batch, each item keeping its own), ``listwise:MODEL``
-(rearank's listwise driver through a backend) and ``pointwise:MODEL`` (a pointwise scorer: a saved RRPO scorer,
+(rearank's listwise driver through a backend), ``barrag:MODEL`` (a BAR-RAG selector model: the passages it
+chooses, in its order; :mod:`rearank.rag.barrag.select`) and ``pointwise:MODEL`` (a pointwise scorer: a saved RRPO scorer,
 a cross-encoder, or a causal LM scored by "yes"). :data:`SELECTORS` maps a name to ``module:factory``; another
 selector is one new module plus one line here. A factory takes ``(arg, **options)`` and returns a
 :class:`Selector`.
@@ -33,6 +34,7 @@ SELECTORS: dict[str, str] = {
     "bm25": "rearank.rag.selectors:BM25Selector",
     "listwise": "rearank.rag.selectors:listwise_selector",
     "pointwise": "rearank.rag.selectors:pointwise_selector",
+    "barrag": "rearank.rag.barrag.select:barrag_selector",
 }
 
 
