@@ -10,6 +10,7 @@ prompts of many questions (and every k) in one batch.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -45,10 +46,13 @@ PAPER_RRPO: dict[str, tuple[tuple[str, float, float], ...]] = {
 }
 
 
+_TAG = re.compile(r"</?[A-Za-z_]+>")
+
+
 def score_answer(output: ReaderOutput, answers: Sequence[str], style: str = "squad") -> dict[str, float]:
-    """EM and F1 of the extracted answer, Hit of the whole response."""
+    """EM and F1 of the extracted answer, Hit of the whole response (its tags, e.g. ``<answer>``, as spaces)."""
     return {"em": exact_match(output.answer, answers, style), "f1": token_f1(output.answer, answers, style),
-            "hit": hit(output.response, answers, style)}
+            "hit": hit(_TAG.sub(" ", output.response), answers, style)}
 
 
 def _base_record(item: QAItem, ranking: Sequence[Passage]) -> dict[str, Any]:
