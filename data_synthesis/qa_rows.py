@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from data_synthesis.sampling import split_queries
 from data_synthesis.stats import recommended_max_prompt_length, token_summary
-from data_synthesis.writers import staged_outputs
+from data_synthesis.writers import RL_SCHEMA, staged_outputs
 from rearank.errors import FormatError, RearankError
 from rearank.io._files import iter_json_lines
 from rearank.rag.arena.prompt import arena_messages, n_references
@@ -43,12 +43,10 @@ from rearank.rag.types import Passage, QAItem
 MODES = ("barrag-selector", "barrag-generator", "arena")
 ABILITY = {"barrag-selector": "evidence-selection", "barrag-generator": "rag-qa", "arena": "rag-qa"}
 
-#: The verl RL row of a QA question (the listwise rows' columns, with QA metadata in ``extra_info``).
+#: The verl RL row of a QA question: the listwise rows' columns (:data:`data_synthesis.writers.RL_SCHEMA`), with QA
+#: metadata in ``extra_info``.
 QA_RL_SCHEMA = pa.schema([
-    ("data_source", pa.string()),
-    ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-    ("ability", pa.string()),
-    ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+    *(field for field in RL_SCHEMA if field.name != "extra_info"),
     ("extra_info", pa.struct([
         ("qid", pa.string()),
         ("source", pa.string()),

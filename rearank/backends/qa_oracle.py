@@ -3,10 +3,10 @@ grows with how much of its gold evidence is in the prompt.
 
 It knows the questions of one QA file (``model`` is the file's path, read with :func:`rearank.io.qa.load_qa`).
 For a prompt it finds the question (the ``Question: …`` line, else any known question the prompt contains),
-measures coverage = the share of the item's supporting passages (DPR: has-answer passages) whose text starts
-appear in the prompt, and answers correctly with probability ``p * coverage`` (1.0 coverage for an item without
-known evidence); at temperature 0 it answers correctly exactly when coverage is 1. An unknown question gets the
-wrong answer. Answers come in the BAR-RAG generator format,
+finds the item's passages whose text starts appear in the prompt, and answers by the rule every QA oracle shares
+(:func:`rearank.rag.oracle.oracle_answer`): right with probability ``p * share`` of the gold evidence shown
+(``require="share"``); at temperature 0, right exactly when every supporting passage is shown (``require="all"``).
+An unknown question gets the wrong answer. Answers come in the BAR-RAG generator format,
 ``<think>Doc [1] and Doc [2] …</think><answer>…</answer>``. Draws are seeded by (``seed``, the request's seed,
 the question, the copy's index among identical prompts of one batch), so ``n`` copies of a prompt are ``n``
 independent samples and a rerun gives the same answers.
@@ -16,8 +16,6 @@ independent samples and a rerun gives the same answers.
 
 from __future__ import annotations
 
-import hashlib
-import random
 import re
 import time
 from collections import Counter
@@ -25,9 +23,10 @@ from collections.abc import Sequence
 
 from rearank.backends.base import Generation, Prompt, SamplingSettings
 from rearank.io.qa import load_qa
+from rearank.rag.oracle import WRONG_ANSWER, coin, oracle_answer
 from rearank.rag.types import QAItem
 
-WRONG_ANSWER = "unknown"
+__all__ = ["WRONG_ANSWER", "QAOracleBackend"]
 _QUESTION_LINE = re.compile(r"^Question:\s*(.+?)\s*$", re.MULTILINE)
 _PREFIX = 60  # characters of a passage's text looked for in the prompt (prompts may cut passages short)
 
@@ -71,24 +70,18 @@ class QAOracleBackend:
         return next((item for key, item in self.items.items() if key in flat), None)
 
     @staticmethod
-    def coverage(item: QAItem, text: str) -> float:
-        """Share of the item's evidence passages whose opening words occur in ``text`` (1.0 with no evidence known)."""
-        gold = [p for p in item.passages if p.pid in item.supporting or p.has_answer]
-        if not gold:
-            return 1.0
+    def shown(item: QAItem, text: str) -> list[str]:
+        """Ids of the item's passages whose opening words occur in ``text``."""
         flat = " ".join(text.split())
-        return sum(" ".join(p.text.split())[:_PREFIX] in flat for p in gold) / len(gold)
+        return [p.pid for p in item.passages if " ".join(p.text.split())[:_PREFIX] in flat]
 
     def _answer(self, text: str, settings: SamplingSettings, index: int) -> str:
         item = self.find_item(text)
         if item is None:
-            correct = False
+            answer = WRONG_ANSWER
+        elif settings.temperature == 0:
+            answer = oracle_answer(item, self.shown(item, text), require="all")
         else:
-            coverage = self.coverage(item, text)
-            if settings.temperature == 0:
-                correct = coverage >= 1.0
-            else:
-                digest = hashlib.sha256(f"{self.seed}|{settings.seed}|{item.qid}|{index}".encode()).digest()
-                correct = random.Random(int.from_bytes(digest[:8], "big")).random() < self.p * coverage
-        answer = item.answers[0] if correct and item is not None else WRONG_ANSWER
+            answer = oracle_answer(item, self.shown(item, text), require="share", p=self.p,
+                                   draw=coin(self.seed, settings.seed, item.qid, index))
         return f"<think>Doc [1] and Doc [2] hold the facts needed.</think><answer>{answer}</answer>"

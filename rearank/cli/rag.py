@@ -4,8 +4,10 @@ pointwise scorer with reader feedback (``rrpo train``)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
         description="For each question of a QA file (HotpotQA, 2Wiki, MuSiQue, DPR ctxs, FlashRAG JSONL), order its "
         "passages with a selector, let a reader answer from the top-k for each --k, and score EM, F1 and Hit of the "
         "answer, answer recall and supporting-passage recall of the top-k. Writes OUTPUT/items.jsonl (one record per "
-        "question, as it finishes), OUTPUT/metrics.json and OUTPUT/table.md (with the RRPO paper's figures).",
+        "question, as it finishes), OUTPUT/metrics.json and OUTPUT/table.md (with the RRPO, BAR-RAG or ARENA paper's figures beside ours).",
         formatter_class=_HelpFormatter)
     data = p.add_argument_group("data")
     data.add_argument("--data", type=Path, required=True, help="QA file (.json list or .jsonl, .gz ok)")
@@ -43,10 +45,12 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     sel = p.add_argument_group("selection")
     sel.add_argument("--selector", default="none",
                      help="none | oracle | bm25 (Lucene over the questions' own passages) | listwise:MODEL | "
-                     "pointwise:MODEL (a saved RRPO scorer, a cross-encoder, a causal LM, or 'embedded')")
+                     "pointwise:MODEL (a saved RRPO scorer, a cross-encoder, a causal LM, or 'embedded') | "
+                     "barrag:MODEL (a BAR-RAG selector: the passages it chooses from the first 25)")
     sel.add_argument("--selector-option", "-S", action="append", default=[], metavar="KEY=VALUE",
                      help="selector option, repeatable (pointwise: kind, num_layers, device; listwise: backend, "
-                     "window, step, and backend options)")
+                     "window, step, and backend options; barrag: backend, max_new_tokens, batch_size, and backend "
+                     "options)")
     rd = p.add_argument_group("reader")
     rd.add_argument("--reader", default="oracle", choices=("oracle", "noisy-oracle", "hf", "vllm", "openai"),
                     help="oracle readers for checks; hf/vllm/openai run an LLM")
@@ -54,7 +58,10 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     rd.add_argument("--reader-option", "-R", action="append", default=[], metavar="KEY=VALUE",
                     help="reader option, repeatable (oracle: require=any|all; noisy-oracle: p, seed; "
                     "LLM: backend options such as device=cuda, base_url=...)")
-    rd.add_argument("--template", default="plain", choices=("plain", "rrpo"), help="reader prompt layout")
+    rd.add_argument("--template", default="plain", choices=("plain", "rrpo", "barrag", "arena"),
+                    help="reader prompt layout: plain, rrpo, barrag (BAR-RAG generator, <answer> parsed) or arena "
+                    "(an ARENA generator reads the first 10 passages, MuSiQue 20, once; --k is not used; scored for "
+                    "answer, format and relevance-id accuracy with ARENA normalisation)")
     rd.add_argument("--max-new-tokens", type=int, default=32, help="reader answer budget")
     rd.add_argument("--batch-size", type=int, default=32, help="reader prompts (from many questions) per call")
     rd.add_argument("--reader-cache", type=Path, help="JSONL response cache shared across runs "
@@ -76,7 +83,7 @@ def _register_compare(sub: argparse._SubParsersAction) -> None:
                        formatter_class=_HelpFormatter)
     p.add_argument("a", type=Path, help="baseline folder (A)")
     p.add_argument("b", type=Path, help="folder compared against it (B)")
-    p.add_argument("--k", type=int, default=3, help="the top-k to compare at")
+    p.add_argument("--k", default="3", help="the top-k to compare at ('arena' for ARENA runs)")
     p.add_argument("--permutations", type=int, default=10000, help="randomization test samples")
     p.add_argument("--seed", type=int, default=0, help="randomization test seed")
     p.set_defaults(func=run_compare)
@@ -124,6 +131,19 @@ def _make_reader(name: str, model: str | None, options: dict[str, Any], template
                        cache=ResponseCache(cache_path), batch_size=batch_size, **options)
 
 
+@contextlib.contextmanager
+def _closing(reader: Any, on_interrupt: str) -> Iterator[None]:
+    """Close ``reader`` (its response cache) at the end; on Ctrl-C say how to resume, then re-raise."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(on_interrupt, file=sys.stderr)
+        raise
+    finally:
+        if hasattr(reader, "close"):
+            reader.close()
+
+
 def run_eval(args: argparse.Namespace) -> int:
     """Run ``rearank rag eval``."""
     from rearank.io.qa import load_qa
@@ -145,6 +165,11 @@ def run_eval(args: argparse.Namespace) -> int:
               "selector": args.selector, "selector_options": selector_options, "reader": args.reader,
               "reader_model": args.reader_model, "reader_options": reader_options, "template": args.template,
               "max_new_tokens": args.max_new_tokens, "k": ks, "style": args.style, "label": label}
+    arena = args.template == "arena"
+    if arena and args.reader in ("oracle", "noisy-oracle"):
+        raise RearankError("--template arena needs an LLM reader (--reader hf, vllm or openai)")
+    if arena:
+        config["k"], config["style"] = "arena", "arena"
     evaluation = RagEvaluation(args.output, config, resume=args.resume)
     if args.resume:
         print(f"resume: {sum(q in evaluation.records for q in qids)} of {len(items)} questions already in "
@@ -152,16 +177,9 @@ def run_eval(args: argparse.Namespace) -> int:
     selector = make_selector(args.selector, **selector_options)
     reader = _make_reader(args.reader, args.reader_model, reader_options, args.template, args.max_new_tokens,
                           args.batch_size, args.reader_cache or args.output / "reader_cache.jsonl")
-    try:
+    with _closing(reader, f"interrupted: finished questions are in {evaluation.items_path}; rerun with --resume"):
         evaluation.run(items, selector, reader, ks, style=args.style, chunk=args.batch_size,
-                       progress=not args.no_progress)
-    except KeyboardInterrupt:
-        print(f"interrupted: finished questions are in {evaluation.items_path}; rerun with --resume",
-              file=sys.stderr)
-        raise
-    finally:
-        if hasattr(reader, "close"):
-            reader.close()
+                       progress=not args.no_progress, arena=arena)
     print((args.output / "table.md").read_text(encoding="utf-8"), end="")
     print(f"reader calls: {getattr(reader, 'generated', 'n/a')}; items: {evaluation.items_path}; "
           f"metrics: {args.output / 'metrics.json'}")
@@ -184,16 +202,9 @@ def run_rrpo_train(args: argparse.Namespace) -> int:
     reader = _make_reader(config.reader, config.reader_model, dict(config.reader_options), config.reader_template,
                           32, config.batch_size, Path(config.reader_cache) if config.reader_cache else
                           Path(config.output) / "reader_cache.jsonl")
-    try:
+    with _closing(reader, f"interrupted: rerun with --resume to continue from {Path(config.output) / 'checkpoint'}"):
         trainer = build_trainer(config, reader, resume=args.resume)
         trainer.train(progress=not args.no_progress)
-    except KeyboardInterrupt:
-        print(f"interrupted: rerun with --resume to continue from {Path(config.output) / 'checkpoint'}",
-              file=sys.stderr)
-        raise
-    finally:
-        if hasattr(reader, "close"):
-            reader.close()
     lines = [json.loads(x) for x in (Path(config.output) / "log.jsonl").read_text(encoding="utf-8").splitlines()]
     last = [r for r in lines if "reward" in r][-1]
     print(f"trained {trainer.step} steps; last step reward {last['reward']:+.4f} (reference {last['ref_reward']:+.4f}),"

@@ -2,9 +2,13 @@
 
 - :mod:`rearank.rag.types`: :class:`Passage`, :class:`QAItem` (a QA item converts to a :class:`rearank.types.Request`)
 - :mod:`rearank.rag.metrics`: answer normalisation, EM, token F1, Hit, answer recall, supporting-passage recall
-- :mod:`rearank.rag.readers`: LLM readers (any backend, ``plain``/``rrpo`` templates), oracle and noisy oracle
+- :mod:`rearank.rag.readers`: LLM readers (any backend; ``plain``/``rrpo``/``barrag``/``arena`` templates), oracle
+  and noisy oracle
+- :mod:`rearank.rag.oracle`: the one answering rule of the oracle readers and the ``qa-oracle`` backend
+- :mod:`rearank.rag.jsonl`: the resumable JSON Lines logs (``rag eval`` items, BAR-RAG filter log, response cache)
+- :mod:`rearank.rag.truth`: ground-truth decoding shared by the BAR-RAG and ARENA rewards
 - :mod:`rearank.rag.cache`: the greedy response cache keyed by (model, prompt, sampling)
-- :mod:`rearank.rag.selectors`: ``none``, ``oracle``, ``bm25``, ``listwise:M``, ``pointwise:M`` behind a registry
+- :mod:`rearank.rag.selectors`: ``none``, ``oracle``, ``bm25``, ``listwise:M``, ``pointwise:M``, ``barrag:M`` behind a registry
 - :mod:`rearank.rag.evaluate`: ``rag eval`` (per-item JSONL, metrics, table, resume) and paired comparison
 - :mod:`rearank.rag.rrpo`: RRPO's formulas and trainer
 - loaders live with the other formats in :mod:`rearank.io.qa`

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO
 
 from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
-from rearank.errors import FormatError, RearankError
-from rearank.io._files import PathLike, iter_lines
+from rearank.errors import RearankError
+from rearank.io._files import PathLike
+from rearank.rag.jsonl import JsonlAppender, read_jsonl_log
 
-log = logging.getLogger("rearank.rag.cache")
+
+def _generation(record: dict) -> Generation:
+    return Generation(str(record["text"]), int(record["prompt_tokens"]), int(record["completion_tokens"]))
 
 
 def cache_key(model: str, prompt: Prompt, settings: SamplingSettings) -> str:
@@ -35,32 +36,14 @@ class ResponseCache:
         self.path = Path(path) if path is not None else None
         self.entries: dict[str, Generation] = {}
         self.hits = self.misses = 0
-        self._handle: IO[str] | None = None
+        self._log: JsonlAppender | None = None
         if self.path is not None and self.path.is_file():
             self._load(self.path)
 
     def _load(self, path: Path) -> None:
-        lines = list(iter_lines(path))
-        for number, line in lines:
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                self.entries[record["key"]] = Generation(
-                    record["text"], int(record["prompt_tokens"]), int(record["completion_tokens"]))
-            except (ValueError, KeyError, TypeError) as err:
-                if number == lines[-1][0]:  # an interrupted append: drop it
-                    log.warning("%s:%d: dropping a torn last line of the response cache", path, number)
-                    self._truncate_last_line(path)
-                    continue
-                raise FormatError(path, number, f"not a response-cache record ({err}); delete the file to "
-                                  "start a fresh cache") from None
-
-    @staticmethod
-    def _truncate_last_line(path: Path) -> None:
-        data = path.read_bytes().rstrip(b"\n")
-        cut = data.rfind(b"\n")
-        path.write_bytes(data[: cut + 1] if cut >= 0 else b"")
+        records = read_jsonl_log(path, lambda r: (str(r["key"]), _generation(r)), "response-cache",
+                                 "delete the file to start a fresh cache")
+        self.entries.update((str(r["key"]), _generation(r)) for r in records)
 
     def get(self, key: str) -> Generation | None:
         found = self.entries.get(key)
@@ -74,18 +57,14 @@ class ResponseCache:
         self.entries[key] = generation
         if self.path is None:
             return
-        if self._handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across calls, closed in close()
-        record = {"key": key, "text": generation.text, "prompt_tokens": generation.prompt_tokens,
-                  "completion_tokens": generation.completion_tokens}
-        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._handle.flush()
+        if self._log is None:
+            self._log = JsonlAppender(self.path)
+        self._log.write({"key": key, "text": generation.text, "prompt_tokens": generation.prompt_tokens,
+                         "completion_tokens": generation.completion_tokens})
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        if self._log is not None:
+            self._log.close()
 
 
 class CachedBackend:

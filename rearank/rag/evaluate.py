@@ -10,25 +10,33 @@ prompts of many questions (and every k) in one batch.
 from __future__ import annotations
 
 import json
-import logging
+import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from rearank.errors import FormatError, RearankError
+from rearank.errors import RearankError
 from rearank.io._files import atomic_write
+from rearank.rag.arena.evaluate import arena_passages, score_arena
+from rearank.rag.arena.figures import TABLE3 as ARENA_TABLE3
+from rearank.rag.barrag.figures import TABLE1_AVG_EM_QWEN25_7B as BARRAG_TABLE1
+from rearank.rag.jsonl import JsonlAppender, read_jsonl_log
 from rearank.rag.metrics import answer_recall, exact_match, hit, support_recall, token_f1
 from rearank.rag.readers import Reader, ReaderOutput
 from rearank.rag.selectors import Selector
 from rearank.rag.types import Passage, QAItem
 from rearank.significance import paired_t_p, randomization_p
 
-log = logging.getLogger("rearank.rag.evaluate")
-
 MEASURES = ("em", "f1", "hit", "answer_recall", "support_recall", "support_all")
+#: The record key and measures of an ARENA generator run (``--template arena``: one reading of its references).
+ARENA_KEY = "arena"
+ARENA_MEASURES = ("em", "f1", "hit", "format_ok", "relevance_exact", "relevance_overlap", "relevance_precision",
+                  "relevance_recall")
 #: RRPO paper, Table 1 (EM / F1, x100): Qwen reader over BM25 top-k, + gte reranker, + gte trained with RRPO.
 PAPER_RRPO: dict[str, tuple[tuple[str, float, float], ...]] = {
     "hotpotqa": (("BM25", 24.23, 35.42), ("BM25 + gte reranker", 28.24, 41.23),
@@ -38,10 +46,18 @@ PAPER_RRPO: dict[str, tuple[tuple[str, float, float], ...]] = {
 }
 
 
+_TAG = re.compile(r"</?[A-Za-z_]+>")
+
+
 def score_answer(output: ReaderOutput, answers: Sequence[str], style: str = "squad") -> dict[str, float]:
-    """EM and F1 of the extracted answer, Hit of the whole response."""
+    """EM and F1 of the extracted answer, Hit of the whole response (its tags, e.g. ``<answer>``, as spaces)."""
     return {"em": exact_match(output.answer, answers, style), "f1": token_f1(output.answer, answers, style),
-            "hit": hit(output.response, answers, style)}
+            "hit": hit(_TAG.sub(" ", output.response), answers, style)}
+
+
+def _base_record(item: QAItem, ranking: Sequence[Passage]) -> dict[str, Any]:
+    return {"qid": item.qid, "source": item.source, "question": item.question, "answers": list(item.answers),
+            "supporting": sorted(item.supporting), "ranking": [p.pid for p in ranking]}
 
 
 def item_record(item: QAItem, ranking: Sequence[Passage], ks: Sequence[int],
@@ -60,46 +76,42 @@ def item_record(item: QAItem, ranking: Sequence[Passage], ks: Sequence[int],
             "support_recall": support_recall(pids, item.supporting),
             "support_all": float(bool(item.supporting) and item.supporting <= set(pids)),
         }
-    return {"qid": item.qid, "source": item.source, "question": item.question, "answers": list(item.answers),
-            "supporting": sorted(item.supporting), "ranking": [p.pid for p in ranking], "k": per_k}
+    return {**_base_record(item, ranking), "k": per_k}
+
+
+def arena_view(item: QAItem, ranking: Sequence[Passage]) -> QAItem:
+    """The item with its passages in the selector's order: what the ARENA generator is shown (its first 10/20)."""
+    return replace(item, passages=tuple(ranking))
+
+
+def arena_record(item: QAItem, ranking: Sequence[Passage], output: ReaderOutput) -> dict[str, Any]:
+    """The JSON record of one question read by an ARENA generator (:func:`rearank.rag.arena.evaluate.score_arena`)."""
+    view = arena_view(item, ranking)
+    scores = score_arena(view, output.response)
+    return {**_base_record(item, ranking),
+            "k": {ARENA_KEY: {"shown": [p.pid for p in arena_passages(view)], "response": output.response,
+                              **scores}}}
 
 
 def read_records(path: Path, repair: bool = False) -> dict[str, dict]:
     """Records of an ``items.jsonl`` by qid; a torn last line is dropped (and cut from the file if ``repair``)."""
-    records: dict[str, dict] = {}
-    if not path.is_file():
-        return records
-    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
-    complete = lines[:-1]  # the part after the last newline is empty, or torn
-    torn = lines[-1].strip() != ""
-    for number, line in enumerate(complete, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            records[str(record["qid"])] = record
-            _ = record["k"]
-        except (ValueError, KeyError, TypeError) as err:
-            if number == len(complete) and not torn:
-                torn = True  # a last line that did not parse: treat as interrupted
-                continue
-            raise FormatError(path, number, f"not a rag eval record ({err}); start a new --output") from None
-    if torn:
-        log.warning("%s: dropping an unfinished last record", path)
-        if repair:
-            with atomic_write(path) as handle:
-                for record in records.values():
-                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return records
+    records = read_jsonl_log(path, lambda r: (str(r["qid"]), r["k"].items()), "rag eval", "start a new --output",
+                             repair)
+    return {str(r["qid"]): r for r in records}
 
 
-def aggregate(records: Iterable[dict], ks: Sequence[int]) -> dict[str, Any]:
-    """Mean of every measure per k (``{"3": {"em": ..., ...}}``) over the records, and their count."""
+def aggregate(records: Iterable[dict], keys: Sequence[int | str]) -> dict[str, Any]:
+    """Mean of every measure per k (``{"3": {"em": ..., ...}}``, or ``{"arena": ...}``) over the records, their
+    count, and the count of each selector parse status (BAR-RAG selectors)."""
     records = list(records)
     out: dict[str, Any] = {"questions": len(records), "k": {}}
-    for k in ks:
-        rows = [r["k"][str(k)] for r in records if str(k) in r["k"]]
-        out["k"][str(k)] = {m: float(np.mean([row[m] for row in rows])) if rows else 0.0 for m in MEASURES}
+    for key in map(str, keys):
+        rows = [r["k"][key] for r in records if key in r["k"]]
+        measures = ARENA_MEASURES if key == ARENA_KEY else MEASURES
+        out["k"][key] = {m: float(np.mean([row[m] for row in rows])) if rows else 0.0 for m in measures}
+    statuses = Counter(r["selector"]["status"] for r in records if "selector" in r)
+    if statuses:
+        out["selector_statuses"] = dict(sorted(statuses.items()))
     return out
 
 
@@ -129,63 +141,98 @@ class RagEvaluation:
             handle.write("\n")
 
     def run(self, items: Sequence[QAItem], selector: Selector, reader: Reader, ks: Sequence[int],
-            style: str = "squad", chunk: int = 32, progress: bool = True) -> dict[str, Any]:
-        """Evaluate the items not yet in ``items.jsonl``; write metrics.json and table.md over all of them."""
-        ks = sorted(set(ks))
+            style: str = "squad", chunk: int = 32, progress: bool = True, arena: bool = False) -> dict[str, Any]:
+        """Evaluate the items not yet in ``items.jsonl``; write metrics.json and table.md over all of them.
+
+        ``arena``: the reader is an ARENA generator (``--template arena``): it reads the first 10 (MuSiQue 20) of
+        the selector's order once, and its output is scored by :func:`rearank.rag.arena.evaluate.score_arena`
+        (``ks`` is not used).
+        """
+        keys: list[int | str] = [ARENA_KEY] if arena else sorted(set(ks))
         todo = [item for item in items if item.qid not in self.records]
-        handle: IO[str] | None = None
         bar = tqdm(total=len(items), initial=len(items) - len(todo), unit="question", desc="rag eval",
                    disable=not progress, dynamic_ncols=True)
-        try:
-            for start in range(0, len(todo), chunk):
-                batch = todo[start:start + chunk]
-                rankings = selector.rank(batch)
-                pairs = [(item, ranking[:k]) for item, ranking in zip(batch, rankings) for k in ks]
-                answers = reader.read(pairs)
-                if len(answers) != len(pairs):
-                    raise RearankError(f"reader {reader.name!r} gave {len(answers)} answers for {len(pairs)} contexts")
-                for i, (item, ranking) in enumerate(zip(batch, rankings)):
-                    outputs = dict(zip(ks, answers[i * len(ks):(i + 1) * len(ks)]))
-                    record = item_record(item, ranking, ks, outputs, style)
-                    if handle is None:
-                        self.output.mkdir(parents=True, exist_ok=True)
-                        handle = open(self.items_path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
-                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    self.records[item.qid] = record
-                if handle is not None:
-                    handle.flush()
-                bar.update(len(batch))
-        finally:
-            bar.close()
-            if handle is not None:
-                handle.close()
+        details = getattr(selector, "details", None)
+        with JsonlAppender(self.items_path) as log:
+            try:
+                for start in range(0, len(todo), chunk):
+                    batch = todo[start:start + chunk]
+                    for record in self._evaluate(batch, selector, reader, keys, style):
+                        if details is not None and record["qid"] in details:
+                            record["selector"] = details.pop(record["qid"])
+                        log.write(record)
+                        self.records[record["qid"]] = record
+                    bar.update(len(batch))
+            finally:
+                bar.close()
         wanted = {item.qid for item in items}
-        metrics = aggregate((r for q, r in self.records.items() if q in wanted), ks)
+        metrics = aggregate((r for q, r in self.records.items() if q in wanted), keys)
         metrics["config"] = self.config
         with atomic_write(self.output / "metrics.json") as out:
             json.dump(metrics, out, indent=2)
             out.write("\n")
         sources = sorted({item.source for item in items})
-        table = markdown_table(metrics, self.config.get("label", "ours"), sources)
         with atomic_write(self.output / "table.md") as out:
-            out.write(table + "\n")
+            out.write(markdown_table(metrics, self.config, sources) + "\n")
         return metrics
 
+    @staticmethod
+    def _evaluate(batch: Sequence[QAItem], selector: Selector, reader: Reader, keys: Sequence[int | str],
+                  style: str) -> list[dict[str, Any]]:
+        rankings = selector.rank(batch)
+        if keys == [ARENA_KEY]:
+            pairs = [(item, arena_passages(arena_view(item, ranking))) for item, ranking in zip(batch, rankings)]
+        else:
+            pairs = [(item, ranking[:k]) for item, ranking in zip(batch, rankings) for k in keys]
+        answers = reader.read(pairs)
+        if len(answers) != len(pairs):
+            raise RearankError(f"reader {reader.name!r} gave {len(answers)} answers for {len(pairs)} contexts")
+        if keys == [ARENA_KEY]:
+            return [arena_record(item, ranking, answer) for item, ranking, answer in zip(batch, rankings, answers)]
+        n = len(keys)
+        return [item_record(item, ranking, keys, dict(zip(keys, answers[i * n:(i + 1) * n])), style)
+                for i, (item, ranking) in enumerate(zip(batch, rankings))]
 
-def markdown_table(metrics: dict[str, Any], label: str, sources: Sequence[str] = ()) -> str:
-    """Our figures per k (x100), then the RRPO paper's for the same dataset (a different setting: see docs)."""
-    rows = ["| run | k | EM | F1 | Hit | answer recall | support recall | all support in top-k |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for k, m in metrics["k"].items():
-        rows.append(f"| {label} (n={metrics['questions']}) | {k} | " +
-                    " | ".join(f"{100 * m[name]:.2f}" for name in MEASURES) + " |")
-    for source in sources:
-        for name, em, f1 in PAPER_RRPO.get(source, ()):
-            rows.append(f"| RRPO paper, {source}: {name} | 3 | {em:.2f} | {f1:.2f} | | | | |")
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.2f}"
+
+
+def markdown_table(metrics: dict[str, Any], config: dict[str, Any], sources: Sequence[str] = ()) -> str:
+    """Our figures (x100, on this sample), then the published figures of the paper the run follows: BAR-RAG's Table 1
+    for a ``barrag`` selector or template, ARENA's Table 3 for ``--template arena``, else RRPO's Table 1 (each a
+    different setting from ours: see docs/rag.md)."""
+    label = f"{config.get('label', 'ours')} (ours, on this sample, n={metrics['questions']})"
+    if ARENA_KEY in metrics["k"]:
+        m = metrics["k"][ARENA_KEY]
+        rows = [("| run | EM | F1 | Hit | format ok | relevance exact | relevance overlap | relevance precision | "
+                 "relevance recall |"), "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+                f"| {label} | " + " | ".join(_pct(m[name]) for name in ARENA_MEASURES) + " |"]
+        for system, by_source in ARENA_TABLE3.items():
+            for source in sources:
+                if source in by_source:
+                    em, f1, _ = by_source[source]
+                    rows.append(f"| ARENA paper (Table 3), {system}, {source} | {_pct(em)} | {_pct(f1)} "
+                                "| | | | | | |")
+    else:
+        rows = ["| run | k | EM | F1 | Hit | answer recall | support recall | all support in top-k |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for k, m in metrics["k"].items():
+            rows.append(f"| {label} | {k} | " + " | ".join(_pct(m[name]) for name in MEASURES) + " |")
+        if str(config.get("selector", "")).startswith("barrag") or config.get("template") == "barrag":
+            for name, em in BARRAG_TABLE1.items():
+                rows.append(f"| BAR-RAG paper (Table 1, average EM of 7 QA sets, Qwen2.5-7B): {name} | 5 | "
+                            f"{em:.2f} | | | | | |")
+        else:
+            for source in sources:
+                for name, em, f1 in PAPER_RRPO.get(source, ()):
+                    rows.append(f"| RRPO paper, {source}: {name} | 3 | {em:.2f} | {f1:.2f} | | | | |")
+    if metrics.get("selector_statuses"):
+        rows += ["", "selector outputs: " + ", ".join(f"{k} {v}" for k, v in metrics["selector_statuses"].items())]
     return "\n".join(rows)
 
 
-def compare_runs(a: Path, b: Path, k: int, measures: Sequence[str] = ("em", "f1", "hit"),
+def compare_runs(a: Path, b: Path, k: int | str, measures: Sequence[str] = ("em", "f1", "hit"),
                  permutations: int = 10000, seed: int = 0) -> str:
     """Paired comparison of two ``rag eval`` folders at top-``k`` on the questions both finished (markdown)."""
     ra, rb = read_records(Path(a) / "items.jsonl"), read_records(Path(b) / "items.jsonl")

@@ -2,17 +2,19 @@
 
 - :class:`LLMReader` renders a reader template (:data:`TEMPLATES`: ``plain``, one user turn with numbered
   passages; ``rrpo``, RRPO's layout: a system turn, a one-shot example, one user turn per passage, then the
-  question), sends the prompts of many questions per backend call, and caches greedy responses
+  question; ``barrag`` and ``arena``, the BAR-RAG and ARENA generator prompts, whose answers are read by their own
+  parsers), sends the prompts of many questions per backend call, and caches greedy responses
   (:mod:`rearank.rag.cache`), so a temperature-0 answer is never generated twice.
 - :class:`OracleReader` answers the first gold answer when its context holds the evidence (a supporting or
-  ``has_answer`` passage; with ``require="all"``, every supporting passage), else :data:`WRONG_ANSWER`.
-- :class:`NoisyOracleReader` is the oracle made right with probability ``p`` when the evidence is there; the coin
-  is a hash of (seed, qid, passage ids), so the same context always gets the same answer (like greedy decoding).
+  ``has_answer`` passage; ``require="all"``: every supporting passage; ``require="share"``: right with
+  probability = the share of the evidence shown), else :data:`WRONG_ANSWER`. The rule is
+  :func:`rearank.rag.oracle.oracle_answer`, which the served ``qa-oracle`` backend uses too.
+- :class:`NoisyOracleReader` is the oracle made right with probability ``p``; the draw is a hash of (seed, qid,
+  passage ids), so the same context always gets the same answer (like greedy decoding).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,9 +24,9 @@ from rearank.backends.base import Backend, Message, Prompt, SamplingSettings
 from rearank.errors import RearankError
 from rearank.prompts import truncate_texts
 from rearank.rag.cache import CachedBackend, ResponseCache
+from rearank.rag.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
 from rearank.rag.types import Passage, QAItem
 
-WRONG_ANSWER = "unanswerable"  # matches no gold answer (unlike "no answer", which Hits "no")
 #: Short answers: enough for an entity, a date or yes/no.
 READER_MAX_NEW_TOKENS = 32
 
@@ -93,7 +95,45 @@ def render_rrpo(question: str, passages: Sequence[Passage], texts: Sequence[str]
     return messages
 
 
-TEMPLATES = {"plain": render_plain, "rrpo": render_rrpo}
+def _with_texts(passages: Sequence[Passage], texts: Sequence[str]) -> list[Passage]:
+    return [Passage(p.pid, p.title, t, p.has_answer) for p, t in zip(passages, texts)]
+
+
+def render_barrag(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
+    """BAR-RAG's generator prompt (:func:`rearank.rag.barrag.prompt.generator_messages`)."""
+    from rearank.rag.barrag.prompt import generator_messages
+
+    return generator_messages(question, _with_texts(passages, texts))
+
+
+def render_arena(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
+    """ARENA's generator prompt (:func:`rearank.rag.arena.prompt.arena_messages`)."""
+    from rearank.rag.arena.prompt import arena_messages
+
+    return arena_messages(question, _with_texts(passages, texts))
+
+
+def barrag_answer(response: str) -> str:
+    """The ``<answer>`` of a BAR-RAG generator output (its one parser), ``""`` without one."""
+    from rearank.rag.barrag.parser import parse_generation
+
+    return parse_generation(response).answer or ""
+
+
+def arena_answer(response: str) -> str:
+    """The ``<answer>`` of an ARENA output (its one parser), ``""`` without one."""
+    from rearank.rag.arena.parser import parse_arena
+
+    return parse_arena(response).answer or ""
+
+
+#: template name -> (prompt renderer, answer extractor). ``arena`` makes ``rag eval`` score ARENA's output format.
+TEMPLATES = {
+    "plain": (render_plain, extract_answer),
+    "rrpo": (render_rrpo, extract_answer),
+    "barrag": (render_barrag, barrag_answer),
+    "arena": (render_arena, arena_answer),
+}
 
 
 # --- readers ---------------------------------------------------------------------------------------------------
@@ -111,7 +151,8 @@ class LLMReader:
             raise RearankError(f"reader batch_size must be at least 1, got {batch_size}")
         self.name = f"{getattr(backend, 'name', 'llm')}:{model}"
         self.backend = CachedBackend(backend, model, cache)
-        self.render = TEMPLATES[template]
+        self.template = template
+        self.render, self.extract = TEMPLATES[template]
         self.settings = settings or SamplingSettings(max_new_tokens=READER_MAX_NEW_TOKENS)
         self.batch_size = batch_size
         self.max_passage_tokens = max_passage_tokens
@@ -131,51 +172,47 @@ class LLMReader:
         messages = self.render(item.question, passages, texts)
         return Prompt(messages=tuple(messages), qid=item.qid, docids=tuple(p.pid for p in passages))
 
+    def complete(self, prompts: Sequence[Prompt]) -> list[str]:
+        """Texts for ``prompts``, ``batch_size`` a backend call, greedy ones cached; a failed generation is ``""``."""
+        return complete(self.backend, prompts, self.settings, self.batch_size)
+
     def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]:
-        prompts = [self.prompt(item, passages) for item, passages in batch]
-        out: list[ReaderOutput] = []
-        for start in range(0, len(prompts), self.batch_size):
-            for generation in self.backend.generate(prompts[start:start + self.batch_size], self.settings):
-                text = "" if generation.finish_reason == "error" else generation.text
-                out.append(ReaderOutput(text, extract_answer(text)))
-        return out
+        texts = self.complete([self.prompt(item, passages) for item, passages in batch])
+        return [ReaderOutput(text, self.extract(text)) for text in texts]
 
 
-def has_evidence(item: QAItem, passages: Sequence[Passage], require: str = "any") -> bool:
-    """Whether ``passages`` hold the evidence for ``item``: a supporting or has-answer passage (``any``), or
-    every supporting passage (``all``; items without supporting labels fall back to ``any``)."""
-    pids = {p.pid for p in passages}
-    if require == "all" and item.supporting:
-        return item.supporting <= pids
-    return bool(pids & item.supporting) or any(p.has_answer for p in passages)
+def complete(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSettings, batch_size: int) -> list[str]:
+    """Generate ``prompts`` through ``backend``, ``batch_size`` a call; a failed generation is ``""``."""
+    out: list[str] = []
+    for start in range(0, len(prompts), batch_size):
+        generations = backend.generate(prompts[start:start + batch_size], settings)
+        out.extend("" if g.finish_reason == "error" else g.text for g in generations)
+    return out
 
 
 class OracleReader:
-    """The gold answer when the context holds the evidence (see :func:`has_evidence`), else a fixed wrong one."""
+    """The gold answer when the context holds the evidence, else a fixed wrong one (:mod:`rearank.rag.oracle`)."""
 
     name = "oracle"
 
     def __init__(self, require: str = "any", wrong_answer: str = WRONG_ANSWER) -> None:
-        if require not in ("any", "all"):
-            raise RearankError(f"oracle reader: require must be 'any' or 'all', got {require!r}")
+        if require not in REQUIRES:
+            raise RearankError(f"{self.name} reader: require must be one of {', '.join(REQUIRES)}, got {require!r}")
         self.require = require
         self.wrong_answer = wrong_answer
         self.generated = 0
 
-    def _right(self, item: QAItem, passages: Sequence[Passage]) -> bool:
-        return has_evidence(item, passages, self.require)
+    def answer(self, item: QAItem, passages: Sequence[Passage]) -> str:
+        """The oracle rule with p = 1 and no draw."""
+        return oracle_answer(item, (p.pid for p in passages), require=self.require, wrong_answer=self.wrong_answer)
 
     def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]:
         self.generated += len(batch)
-        out = []
-        for item, passages in batch:
-            answer = item.answers[0] if self._right(item, passages) else self.wrong_answer
-            out.append(ReaderOutput(answer, answer))
-        return out
+        return [ReaderOutput(answer, answer) for answer in (self.answer(item, ps) for item, ps in batch)]
 
 
 class NoisyOracleReader(OracleReader):
-    """The oracle, right with probability ``p`` when the evidence is there (a seeded, per-context coin)."""
+    """The oracle right with probability ``p``; the draw is seeded by (seed, qid, passage ids), per context."""
 
     name = "noisy-oracle"
 
@@ -185,12 +222,10 @@ class NoisyOracleReader(OracleReader):
         super().__init__(require, wrong_answer)
         self.p, self.seed = p, seed
 
-    def _coin(self, item: QAItem, passages: Sequence[Passage]) -> float:
-        blob = "\x1f".join([str(self.seed), item.qid, *(p.pid for p in passages)]).encode("utf-8")
-        return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") / 2**64
-
-    def _right(self, item: QAItem, passages: Sequence[Passage]) -> bool:
-        return super()._right(item, passages) and self._coin(item, passages) < self.p
+    def answer(self, item: QAItem, passages: Sequence[Passage]) -> str:
+        pids = [p.pid for p in passages]
+        return oracle_answer(item, pids, require=self.require, p=self.p, draw=coin(self.seed, item.qid, *pids),
+                             wrong_answer=self.wrong_answer)
 
 
 READERS = ("oracle", "noisy-oracle", "hf", "vllm", "openai")

@@ -2,8 +2,9 @@
 
 Built in: ``none`` (the given order), ``oracle`` (supporting, then has-answer passages first), ``bm25`` (Lucene
 BM25 of the question over the passages of the questions in one batch, each item keeping its own), ``listwise:MODEL``
-(rearank's listwise driver through a backend) and ``pointwise:MODEL`` (a pointwise scorer: a saved RRPO scorer,
-a cross-encoder, or a causal LM scored by "yes"). :data:`SELECTORS` maps a name to ``module:factory``; another
+(rearank's listwise driver through a backend), ``pointwise:MODEL`` (a pointwise scorer: a saved RRPO scorer,
+a cross-encoder, or a causal LM scored by "yes") and ``barrag:MODEL`` (a BAR-RAG selector model: the passages it
+chooses, in its order; :mod:`rearank.rag.barrag.select`). :data:`SELECTORS` maps a name to ``module:factory``; another
 selector is one new module plus one line here. A factory takes ``(arg, **options)`` and returns a
 :class:`Selector`.
 """
@@ -33,6 +34,7 @@ SELECTORS: dict[str, str] = {
     "bm25": "rearank.rag.selectors:BM25Selector",
     "listwise": "rearank.rag.selectors:listwise_selector",
     "pointwise": "rearank.rag.selectors:pointwise_selector",
+    "barrag": "rearank.rag.barrag.select:barrag_selector",
 }
 
 
@@ -49,27 +51,29 @@ def make_selector(spec: str, **options: Any) -> Selector:
         raise RearankError(f"bad options for the {name} selector: {err}") from None
 
 
-class GivenOrder:
-    """The passages in the order the item gives them."""
+class _Plain:
+    """A selector that takes no ``:ARG``."""
 
-    name = "none"
+    name = ""
 
     def __init__(self, arg: str | None = None) -> None:
         if arg:
-            raise RearankError(f"the none selector takes no argument (got {arg!r})")
+            raise RearankError(f"the {self.name} selector takes no argument (got {arg!r})")
+
+
+class GivenOrder(_Plain):
+    """The passages in the order the item gives them."""
+
+    name = "none"
 
     def rank(self, items: Sequence[QAItem]) -> list[tuple[Passage, ...]]:
         return [item.passages for item in items]
 
 
-class OracleSelector:
+class OracleSelector(_Plain):
     """Supporting passages first, then has-answer ones, then the rest, each group in the given order."""
 
     name = "oracle"
-
-    def __init__(self, arg: str | None = None) -> None:
-        if arg:
-            raise RearankError(f"the oracle selector takes no argument (got {arg!r})")
 
     def rank(self, items: Sequence[QAItem]) -> list[tuple[Passage, ...]]:
         def group(item: QAItem, p: Passage) -> int:
@@ -78,7 +82,7 @@ class OracleSelector:
         return [tuple(sorted(item.passages, key=lambda p: group(item, p))) for item in items]
 
 
-class BM25Selector:
+class BM25Selector(_Plain):
     """Rank each item's passages by Lucene BM25 (rearank.bm25: Anserini, k1 0.9, b 0.4) of its question.
 
     The passages of a batch of items form one temporary index, so term statistics come from that pool; every item
@@ -86,10 +90,6 @@ class BM25Selector:
     """
 
     name = "bm25"
-
-    def __init__(self, arg: str | None = None) -> None:
-        if arg:
-            raise RearankError(f"the bm25 selector takes no argument (got {arg!r})")
 
     def rank(self, items: Sequence[QAItem]) -> list[tuple[Passage, ...]]:
         import json

@@ -50,3 +50,21 @@ def test_embedded_listwise_selector(tmp_path):
     (row,) = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
     assert sorted(row["ranking"], key=int) == [str(i) for i in range(10)]
     assert row["k"]["3"]["passages"] == row["ranking"][:3]
+
+
+def test_embedded_barrag_selector_and_arena_generator(tmp_path, capsys):
+    """Mechanics only: SmolLM2 as a BAR-RAG selector and generator, then as an ARENA generator."""
+    data = require_pack("qa") / "hotpotqa/dev_distractor.first103.json"
+    common = ["rag", "eval", "--data", str(data), "--limit", "2", "--reader", "hf", "--reader-model", "embedded",
+              "--max-new-tokens", "16", "--no-progress"]
+    assert main([*common, "--selector", "barrag:embedded", "-S", "max_new_tokens=24", "--template", "barrag",
+                 "--k", "2", "-o", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "BAR-RAG iteration 3" in out and "selector outputs:" in out
+    metrics = json.loads((tmp_path / "b" / "metrics.json").read_text())
+    assert sum(metrics["selector_statuses"].values()) == 2
+    assert main([*common, "--template", "arena", "-o", str(tmp_path / "a")]) == 0
+    assert "ARENA paper (Table 3)" in capsys.readouterr().out
+    rows = [json.loads(x) for x in (tmp_path / "a" / "items.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(len(r["k"]["arena"]["shown"]) == 10 for r in rows)
+    assert all(0.0 <= r["k"]["arena"]["relevance_recall"] <= 1.0 for r in rows)

@@ -56,7 +56,7 @@ def test_records_and_metrics(tmp_path):
     first = json.loads(lines[0])
     assert first["ranking"] == ["0", "1", "2", "3"] and first["k"]["2"]["passages"] == ["0", "1"]
     assert first["k"]["1"]["answer"] == "unanswerable"
-    assert "| t (n=3) | 2 |" in (tmp_path / "out" / "table.md").read_text()
+    assert "| t (ours, on this sample, n=3) | 2 |" in (tmp_path / "out" / "table.md").read_text()
 
 
 def test_resume_after_interruption(tmp_path):
@@ -91,5 +91,5 @@ def test_compare_runs(tmp_path):
 
 def test_table_has_paper_figures():
     table = markdown_table({"questions": 1, "k": {"3": dict.fromkeys(
-        ("em", "f1", "hit", "answer_recall", "support_recall", "support_all"), 0.5)}}, "x", ["hotpotqa"])
-    assert "| 30.03 | 43.22 |" in table and "| x (n=1) | 3 | 50.00 |" in table
+        ("em", "f1", "hit", "answer_recall", "support_recall", "support_all"), 0.5)}}, {"label": "x"}, ["hotpotqa"])
+    assert "| 30.03 | 43.22 |" in table and "| x (ours, on this sample, n=1) | 3 | 50.00 |" in table

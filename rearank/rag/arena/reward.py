@@ -18,13 +18,12 @@ raises ValueError.
 
 from __future__ import annotations
 
-import json
 import math
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 from rearank.rag.arena.parser import parse_arena
 from rearank.rag.metrics import normalize_answer
+from rearank.rag.truth import truth_parser
 
 PARSE_STATUSES = ("ok", "bad_ground_truth")
 PARTS = ("score", "format", "accuracy", "relevance", "bonus", "parse_status")
@@ -57,24 +56,8 @@ def _truth(value: Any) -> _Truth | None:
     return _Truth(frozenset(normalize_answer(a, "arena") for a in answers), tuple(sorted(set(supporting))))
 
 
-@lru_cache(maxsize=8192)
-def _truth_from_json(text: str) -> _Truth | None:
-    try:
-        return _truth(json.loads(text))
-    except (ValueError, RecursionError):
-        return None
-
-
-def parse_ground_truth(ground_truth: object) -> _Truth | None:
-    """Decoded gold answers and supporting ids, or None when malformed."""
-    if isinstance(ground_truth, str):
-        return _truth_from_json(ground_truth)
-    try:
-        if isinstance(ground_truth, bytes):
-            return _truth_from_json(ground_truth.decode("utf-8"))
-        return _truth(ground_truth)
-    except Exception:  # noqa: BLE001 -- anything undecodable is malformed data
-        return None
+#: Decoded gold answers and supporting ids, or None when malformed.
+parse_ground_truth = truth_parser(_truth)
 
 
 def compute_score(

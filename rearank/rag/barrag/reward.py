@@ -29,18 +29,17 @@ truth; an invalid option raises ValueError (a configuration error that stops the
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections import Counter
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 from rearank.rag.barrag.parser import parse_generation, parse_selection
 from rearank.rag.barrag.prompt import generator_messages
 from rearank.rag.barrag.reader import ReaderError, reader_endpoint, sample_reader
 from rearank.rag.metrics import _f1, normalize_answer
+from rearank.rag.truth import truth_parser
 from rearank.rag.types import Passage
 
 log = logging.getLogger("rearank.rag.barrag")
@@ -110,12 +109,6 @@ def _gold(answers: Sequence[str]) -> _Answers:
     return _Answers(normalized, tuple(tuple(n.split()) for n in normalized))
 
 
-def _decode(ground_truth: object) -> Any:
-    if isinstance(ground_truth, bytes):
-        ground_truth = ground_truth.decode("utf-8")
-    return json.loads(ground_truth) if isinstance(ground_truth, str) else ground_truth
-
-
 def _answer_list(value: Any) -> tuple[str, ...] | None:
     if isinstance(value, dict):
         value = value.get("answers")
@@ -128,24 +121,13 @@ def _answer_list(value: Any) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-@lru_cache(maxsize=8192)
-def _answers_from_json(text: str) -> _Answers | None:
-    try:
-        answers = _answer_list(json.loads(text))
-    except (ValueError, RecursionError):
-        return None
+def _answers_truth(value: Any) -> _Answers | None:
+    answers = _answer_list(value)
     return None if answers is None else _gold(answers)
 
 
-def parse_answers_truth(ground_truth: object) -> _Answers | None:
-    """The generator reward's gold answers, or None when the ground truth is malformed."""
-    if isinstance(ground_truth, str):
-        return _answers_from_json(ground_truth)
-    try:
-        answers = _answer_list(_decode(ground_truth))
-    except Exception:  # noqa: BLE001 -- anything undecodable is malformed data
-        return None
-    return None if answers is None else _gold(answers)
+#: The generator reward's gold answers (``{"answers": [...]}``, a list or a string), or None when malformed.
+parse_answers_truth = truth_parser(_answers_truth)
 
 
 def _selector_truth(value: Any) -> _SelectorTruth | None:
@@ -169,22 +151,8 @@ def _selector_truth(value: Any) -> _SelectorTruth | None:
     return _SelectorTruth(question, answers, _gold(answers), tuple(passages), tuple(map(float, scores)))
 
 
-@lru_cache(maxsize=4096)
-def _selector_from_json(text: str) -> _SelectorTruth | None:
-    try:
-        return _selector_truth(json.loads(text))
-    except (ValueError, RecursionError):
-        return None
-
-
-def parse_selector_truth(ground_truth: object) -> _SelectorTruth | None:
-    """The selector reward's ground truth, or None when malformed."""
-    if isinstance(ground_truth, str):
-        return _selector_from_json(ground_truth)
-    try:
-        return _selector_truth(_decode(ground_truth))
-    except Exception:  # noqa: BLE001 -- anything undecodable is malformed data
-        return None
+#: The selector reward's ground truth, or None when malformed.
+parse_selector_truth = truth_parser(_selector_truth, maxsize=4096)
 
 
 # ----------------------------------------------------------------------------------------------- generator

@@ -21,10 +21,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from rearank.errors import FormatError, RearankError
-from rearank.io._files import atomic_write, iter_json_lines
+from rearank.errors import RearankError
+from rearank.io._files import atomic_write
 from rearank.rag.barrag.filtering import (
     MEAN_RANGE,
     MIN_VARIANCE,
@@ -37,6 +37,7 @@ from rearank.rag.barrag.parser import parse_selection
 from rearank.rag.barrag.prompt import generator_messages
 from rearank.rag.barrag.reader import ReaderError, reader_endpoint, sample_reader
 from rearank.rag.barrag.reward import parse_selector_truth, success_rate
+from rearank.rag.jsonl import JsonlAppender, read_jsonl_log
 
 LOG = "filter_log.jsonl"
 
@@ -84,17 +85,12 @@ async def question_accuracies(row: dict, settings: FilterSettings) -> list[float
 
 
 def _done(log_path: Path) -> dict[str, dict]:
-    if not log_path.is_file():
-        return {}
-    done = {}
-    for line, record in iter_json_lines(log_path):
-        if "qid" not in record or "keep" not in record:
-            raise FormatError(log_path, line, "not a filter log record; remove the file to start over")
-        done[str(record["qid"])] = record
-    return done
+    records = read_jsonl_log(log_path, lambda r: (str(r["qid"]), bool(r["keep"]), str(r["reason"])), "filter log",
+                             "remove the file to start over")
+    return {str(r["qid"]): r for r in records}
 
 
-async def _judge_all(rows: list[dict], settings: FilterSettings, log: IO[str],
+async def _judge_all(rows: list[dict], settings: FilterSettings, log: JsonlAppender,
                      progress: Callable[[], None]) -> Counter:
     failures: Counter = Counter()
     semaphore = asyncio.Semaphore(settings.concurrency)
@@ -108,10 +104,8 @@ async def _judge_all(rows: list[dict], settings: FilterSettings, log: IO[str],
                 progress()
                 return
         verdict = judge(accuracies)
-        log.write(json.dumps({"qid": row["extra_info"]["qid"], "accuracies": accuracies,
-                              "mean": round(verdict.mean, 6), "variance": round(verdict.variance, 6),
-                              "keep": verdict.keep, "reason": verdict.reason}) + "\n")
-        log.flush()
+        log.write({"qid": row["extra_info"]["qid"], "accuracies": accuracies, "mean": round(verdict.mean, 6),
+                   "variance": round(verdict.variance, 6), "keep": verdict.keep, "reason": verdict.reason})
         progress()
 
     await asyncio.gather(*(one(r) for r in rows))
@@ -136,7 +130,7 @@ def run_filter(data_dir: Path, output_dir: Path, settings: FilterSettings, progr
     done = _done(log_path)
     todo = [r for r in rows if r["extra_info"]["qid"] not in done]
     bar = tqdm(total=len(todo), desc="barrag filter", unit="question", disable=not progress)
-    with open(log_path, "a", encoding="utf-8") as log:
+    with JsonlAppender(log_path) as log:
         failures = asyncio.run(_judge_all(todo, settings, log, bar.update))
     bar.close()
     done = _done(log_path)
