@@ -289,8 +289,10 @@ class FakeServer(ThreadingHTTPServer):
         messages = body.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return 400, {"error": {"message": "messages must be a list of objects"}}, {}
+        max_tokens = body.get("max_tokens") or 2048
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            return 400, {"error": {"message": "max_tokens must be a positive integer"}}, {}
         texts = passages(messages)
-        max_tokens = int(body.get("max_tokens") or 2048)
         key = json.dumps(messages, sort_keys=True).encode()
         want = completion_length(self.lengths, key, len(texts), self.seed)
         seq = Sequence(prompt_tokens(messages), max(1, min(want, max_tokens)))

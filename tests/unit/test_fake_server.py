@@ -117,6 +117,9 @@ def test_stats_route_rate_limit_and_bad_body():
         reply = httpx.post(f"{server.base_url}/chat/completions", json={"messages": []})
         assert reply.status_code == 429 and reply.headers["Retry-After"] == "3"
         assert httpx.post(f"{server.base_url}/chat/completions", content=b"{").status_code == 400
+        server.max_in_flight = None
+        bad = httpx.post(f"{server.base_url}/chat/completions", json={"messages": [], "max_tokens": "many"})
+        assert bad.status_code == 400 and "max_tokens" in bad.json()["error"]["message"]
         stats = httpx.get(f"{base}/stats").json()
         assert (stats["rejected"], stats["requests"]) == (1, 0)
     finally:
