@@ -1,8 +1,8 @@
 """Benchmark the listwise driver: overhead outside the backend, calls/tokens per query, sequential vs batched.
 
 1. Oracle backend on dl19 (43 queries, BM25 top-100, w=20, s=10): driver time per query outside the
-   backend (prompt rendering and building, parsing, bookkeeping), with word truncation and with the
-   embedded model's tokenizer; LLM calls and prompt/completion tokens per query.
+   backend (prompt rendering and building, parsing, bookkeeping), with the released 400-character budget and a
+   300-token cut by the embedded model's tokenizer; LLM calls and prompt/completion tokens per query.
 2. hf backend with the embedded SmolLM2-135M on CPU, a few queries with a small generation budget:
    one window at a time (RankGPT/Rearank reference style: batch_size=1) against the batched driver
    (the windows of all queries in one backend call), wall time and tokens/s. The batched driver runs with
@@ -60,11 +60,13 @@ def overhead(requests: list[Request], repeats: int) -> None:
     qrels = load_qrels("dl19")
     tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_path()))
     print(f"== driver overhead: oracle backend, dl19, {len(requests)} queries x top-100, w=20 s=10, batch 64")
-    for label, tok in (("word truncation", None), ("embedded tokenizer truncation", tokenizer)):
+    for label, tok, budget in (("released budget (400 characters)", None, None),
+                               ("embedded tokenizer, 300 tokens", tokenizer, "300 tokens")):
         backend = Timed(OracleBackend(qrels))
         best = None
         for _ in range(repeats):
-            _, wall, stats = run(Reranker(backend, batch_size=64, tokenizer=tok), backend, requests)
+            _, wall, stats = run(Reranker(backend, batch_size=64, tokenizer=tok, passage_budget=budget), backend,
+                                  requests)
             per_query_ms = (wall - backend.seconds) / len(requests) * 1000
             best = per_query_ms if best is None else min(best, per_query_ms)
         d = stats.to_dict()

