@@ -17,21 +17,22 @@ import argparse
 import time
 from collections.abc import Sequence
 
-from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
+from rearank.backends.base import Backend, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
-from rearank.driver import Reranker
+from rearank.engine import Engine
+from rearank.methods import Listwise
 from rearank.packs import load_qrels, load_requests
 from rearank.stats import RunStats
 from rearank.types import Request, Result
 
 
-class Timed:
+class Timed(BackendBase):
     """Wrap a backend and add up the time spent inside ``generate``."""
 
     def __init__(self, backend: Backend) -> None:
         self.inner = backend
         self.name = backend.name
-        self.tokenizer = getattr(backend, "tokenizer", None)
+        self.tokenizer = backend.tokenizer
         self.seconds = 0.0
         self.calls = 0
 
@@ -44,7 +45,7 @@ class Timed:
             self.calls += 1
 
 
-def run(reranker: Reranker, backend: Timed, requests: list[Request]) -> tuple[list[Result], float, RunStats]:
+def run(reranker: Engine, backend: Timed, requests: list[Request]) -> tuple[list[Result], float, RunStats]:
     stats = RunStats()
     backend.seconds, backend.calls = 0.0, 0
     started = time.perf_counter()
@@ -65,8 +66,8 @@ def overhead(requests: list[Request], repeats: int) -> None:
         backend = Timed(OracleBackend(qrels))
         best = None
         for _ in range(repeats):
-            _, wall, stats = run(Reranker(backend, batch_size=64, tokenizer=tok, passage_budget=budget), backend,
-                                  requests)
+            _, wall, stats = run(Engine(backend, Listwise(tokenizer=tok, passage_budget=budget), batch_size=64),
+                                 backend, requests)
             per_query_ms = (wall - backend.seconds) / len(requests) * 1000
             best = per_query_ms if best is None else min(best, per_query_ms)
         d = stats.to_dict()
@@ -85,13 +86,13 @@ def sequential_vs_batched(requests: list[Request], max_new_tokens: int, passage_
     n = len(requests)
     print(f"== hf embedded SmolLM2-135M on CPU: {n} dl19 queries x top-{top_k}, "
           f"passages <= {passage_tokens} tokens, max_new_tokens {max_new_tokens}")
-    Reranker(backend, top_k=20, settings=SamplingSettings(max_new_tokens=1)).rerank(requests[:1], progress=False)
+    Engine(backend, Listwise(top_k=20), SamplingSettings(max_new_tokens=1)).rerank(requests[:1], progress=False)
     figures = {}
     for label, batch, micro in (("one window at a time", 1, 1), ("batched driver, hf micro-batch 1", n, 1),
                                 (f"batched driver, hf micro-batch {n}", n, n)):
         hf.batch_size = micro  # prompts per transformers generate() call inside the backend
-        reranker = Reranker(backend, top_k=top_k, settings=settings, batch_size=batch,
-                            passage_budget=f"{passage_tokens} tokens")
+        reranker = Engine(backend, Listwise(top_k=top_k, passage_budget=f"{passage_tokens} tokens"), settings,
+                          batch_size=batch)
         _, wall, stats = run(reranker, backend, requests)
         d = stats.to_dict()
         figures[label] = wall

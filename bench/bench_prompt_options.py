@@ -25,9 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from data_synthesis.tokens import load_tokenizer
-from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.backends.base import BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
-from rearank.driver import Reranker
+from rearank.engine import Engine
+from rearank.methods import Listwise
 from rearank.packs import load_qrels, load_requests
 from rearank.prompts import load_template
 
@@ -41,7 +42,7 @@ OPTIONS = {
 }
 
 
-class Recording:
+class Recording(BackendBase):
     """The oracle backend, keeping every prompt it was sent (in order)."""
 
     name = "oracle"
@@ -66,7 +67,7 @@ def common_prefix(a: str, b: str) -> int:
 def measure(requests, qrels, template, tokenizer) -> tuple[float, float, float]:
     """Prompt tokens per window, per query, and the reusable share (see the module docstring)."""
     backend = Recording(qrels)
-    Reranker(backend, template=template, batch_size=len(requests)).rerank(requests, progress=False)
+    Engine(backend, Listwise(template=template), batch_size=len(requests)).rerank(requests, progress=False)
     rendered = [tokenizer.apply_chat_template(list(p.messages), add_generation_prompt=True, tokenize=False)
                 for p in backend.prompts]
     total = reused = 0

@@ -6,11 +6,11 @@ sequence at a time; ``degrading``: throughput falls with concurrency; ``ratelimi
 beyond 4 requests in flight). Clients (the Python face, openai backend), see :data:`CLIENTS`:
 
 * one window at a time (RankGPT/RankLLM way): ``batch_size=1, concurrency=1``;
-* lockstep rounds (the driver's default: 32 queries a round, 8 requests in flight);
-* windows in flight, fixed count: ``concurrency=8``; and ``concurrency=auto``.
+* lockstep rounds (the former default: 32 queries a round, 8 requests in flight, ``in_flight=False``);
+* windows in flight (:mod:`rearank.engine`), fixed count: ``concurrency=8``; and ``concurrency=auto`` (the default),
+  whose row also prints the in-flight counts it went through.
 
-The last two need the in-flight engine (``rearank/engine.py``); without it their rows print
-"n/a (needs the in-flight engine)". On fake servers times are *simulated* seconds (wall x time scale) and prompt
+On fake servers times are *simulated* seconds (wall x time scale) and prompt
 tokens are the fake server's count (characters / 4); on real servers, wall seconds and the server's usage counts.
 
 ``--simulate`` runs the GPU-server simulation instead: the batching fake server with reasoning-length completions
@@ -24,7 +24,6 @@ against windows in flight at the same count (32), and auto; engine occupancy and
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import socket
 import subprocess
@@ -44,26 +43,20 @@ from rearank.types import Request
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-NA = "n/a (needs the in-flight engine)"
-#: Client rows: label, options for the Python face, whether the in-flight engine is needed.
-CLIENTS: tuple[tuple[str, dict[str, Any], bool], ...] = (
-    ("one window at a time", {"batch_size": 1, "concurrency": 1}, False),
-    ("lockstep rounds (default)", {"batch_size": 32, "concurrency": 8}, False),
-    ("in flight, concurrency=8", {"concurrency": 8}, True),
-    ("in flight, concurrency=auto", {"concurrency": "auto"}, True),
+#: Client rows: label, options for the Python face.
+CLIENTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("one window at a time", {"batch_size": 1, "concurrency": 1, "in_flight": False}),
+    ("lockstep rounds (batch 32, 8 in flight)", {"batch_size": 32, "concurrency": 8, "in_flight": False}),
+    ("in flight, concurrency=8", {"concurrency": 8}),
+    ("in flight, concurrency=auto (default)", {"concurrency": "auto"}),
 )
 #: The simulation compares schedulers at the same count of requests in flight.
-SIM_CLIENTS: tuple[tuple[str, dict[str, Any], bool], ...] = (
-    ("one window at a time", {"batch_size": 1, "concurrency": 1}, False),
-    ("lockstep rounds (batch 32, 32 in flight)", {"batch_size": 32, "concurrency": 32}, False),
-    ("in flight, concurrency=32", {"concurrency": 32}, True),
-    ("in flight, concurrency=auto", {"concurrency": "auto"}, True),
+SIM_CLIENTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("one window at a time", {"batch_size": 1, "concurrency": 1, "in_flight": False}),
+    ("lockstep rounds (batch 32, 32 in flight)", {"batch_size": 32, "concurrency": 32, "in_flight": False}),
+    ("in flight, concurrency=32", {"concurrency": 32}),
+    ("in flight, concurrency=auto (default)", {"concurrency": "auto"}),
 )
-
-
-def has_engine() -> bool:
-    """Whether the in-flight engine is on this branch."""
-    return importlib.util.find_spec("rearank.engine") is not None
 
 
 def free_port() -> int:
@@ -127,25 +120,18 @@ def run_client(base_url: str, requests: list[Request], options: dict[str, Any], 
         reranker.close()
     traces = [t for r in rankings for t in r.traces]
     return {"wall": wall, "windows": len(traces), "prompt_tokens": sum(t.prompt_tokens for t in traces),
-            "failed": sum(r.failed_windows for r in rankings)}
+            "failed": sum(r.failed_windows for r in rankings), "limits": reranker.engine.counts.limits}
 
 
 def measure(base_url: str, requests: list[Request], clients, max_new_tokens: int, top_k: int,
             fake=None) -> list[tuple[str, dict[str, Any] | None]]:
     rows = []
-    engine = has_engine()
-    for label, options, needs_engine in clients:
-        if needs_engine and not engine:
-            rows.append((label, None))
-            continue
+    for label, options in clients:
         if fake is not None:
             fake.reset()
         try:
             row = run_client(base_url, requests, options, max_new_tokens, top_k)
-        except RearankError as err:  # an option this branch does not understand
-            if needs_engine:
-                rows.append((label, None))
-                continue
+        except RearankError as err:
             raise RearankError(f"{label}: {err}") from err
         if fake is not None:
             stats = fake.stats()
@@ -164,10 +150,7 @@ def print_rows(rows, n_queries: int, unit: str, occupancy: bool = False) -> None
             f"{against:>17s}")
     print(head + ("  occupancy  mean running" if occupancy else ""))
     for label, row in rows:
-        if row is None:
-            print(f"  {label:42s} {NA}")
-            continue
-        speed = base["wall"] / row["wall"] if base else float("nan")
+        speed = base["wall"] / row["wall"]
         line = (f"  {label:42s} {row['wall']:10.1f} {row['windows'] / row['wall']:10.3f} "
                 f"{row['prompt_tokens'] / row['wall']:13,.0f} {row['prompt_tokens'] / n_queries:17,.0f} "
                 f"{speed:16.2f}x")
@@ -175,6 +158,8 @@ def print_rows(rows, n_queries: int, unit: str, occupancy: bool = False) -> None
             line += f"  {row['occupancy']:9.0%}  {row['mean_running']:12.1f}"
         if row["failed"] or row.get("rejected"):
             line += f"  (failed windows {row['failed']}, 429s {row.get('rejected', 0)})"
+        if row["limits"]:
+            line += f"  in flight: {' -> '.join(map(str, row['limits']))}"
         print(line)
 
 
@@ -186,7 +171,6 @@ def fake_model(name: str) -> tuple[ServiceModel, dict[str, Any]]:
 
 def side_by_side(args) -> None:
     requests = load_requests(dataset="dl19", top_k=args.top_k, max_queries=args.queries)
-    print(f"in-flight engine on this branch: {'yes' if has_engine() else 'no'}")
     for name in args.servers:
         if name == "real":
             real = load_requests(dataset="dl19", top_k=args.real_top_k, max_queries=args.real_queries)
@@ -225,7 +209,6 @@ def repeated(requests: list[Request], n: int) -> list[Request]:
 
 def simulate(args) -> None:
     base = load_requests(dataset="dl19", top_k=100)
-    print(f"in-flight engine on this branch: {'yes' if has_engine() else 'no'}")
     model = ServiceModel("batching")
     print(f"GPU-server simulation: continuous batching, step {model.t0 * 1000:g} ms x (1 + {model.alpha} b), "
           f"prefill {1 / model.prefill_s_per_token:,.0f} tok/s, reasoning completions 100-2,000 tokens")

@@ -299,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m eval.analyses", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="analysis", required=True)
     reasoning = sub.add_parser("reasoning", help="same model with the reasoning and the zero-shot prompt (Table 4)")
-    add_arguments(reasoning, with_prompt=False)
+    add_arguments(reasoning)
     reasoning.add_argument("--thinking-switch", choices=("auto", "on", "off"), default="auto",
                            help="also switch the chat template's enable_thinking (auto: when the hf/vllm model's "
                            "template has it)")

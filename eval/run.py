@@ -29,61 +29,59 @@ from eval.results import (
     write_json,
 )
 from eval.suites import SUITES, expand
+from rearank import job, packs
+from rearank.backends import registry
 from rearank.backends.base import Backend, SamplingSettings
+from rearank.engine import Engine
 from rearank.errors import MissingDataError, RearankError
+from rearank.flags import (
+    add_method_arguments,
+    add_model_arguments,
+    apply_preset,
+    backend_options,
+    check_sampling_args,
+    max_new_tokens_for,
+    method_from_args,
+)
 from rearank.io.outputs import exclusive
-from rearank.types import Query, Result
+from rearank.io.trec import read_run
+from rearank.metrics import evaluate
 
+#: The flags of each method recorded in ``suite.json``.
+METHOD_KEYS = {
+    "listwise": ("window", "step", "passes", "top_k", "passage_budget"),
+    "groupwise": ("group_size", "group_step", "shuffles", "fusion_weight", "fallback", "fusion", "shuffle_all",
+                  "top_k", "passage_budget"),
+}
 #: Settings a resumed suite must share with the run it continues.
-RESUME_KEYS = ("backend", "model", "backend_options", "prompt", "window", "step", "passes", "top_k", "max_new_tokens",
-               "temperature", "top_p", "seed", "max_queries", "passage_budget")
+RESUME_KEYS = ("backend", "model", "backend_options", "mode", "prompt", "window", "step", "passes", "group_size",
+               "group_step", "shuffles", "fusion_weight", "fallback", "fusion", "shuffle_all", "top_k",
+               "max_new_tokens", "temperature", "top_p", "seed", "max_queries", "passage_budget")
 
 
-def add_arguments(parser: argparse.ArgumentParser, with_prompt: bool = True) -> None:
-    """The suite runner's options (shared by ``python -m eval.run``, ``rearank benchmark`` and the analyses)."""
-    from rearank.backends.registry import BACKENDS
-
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The suite runner's options (shared by ``python -m eval.run``, ``rearank benchmark`` and the analyses); the
+    model, sampling and method flags are ``rearank rerank``'s (:mod:`rearank.flags`)."""
     parser.add_argument("--suite", required=True,
                         help=f"{', '.join(SUITES)}, or a comma-separated list of suites and datasets (e.g. dl19,dl21)")
     parser.add_argument("--out", type=Path, required=True, help="result folder (one sub-folder per dataset)")
-    parser.add_argument("--backend", choices=tuple(BACKENDS), default="hf", help="generation backend")
-    parser.add_argument("--model", help="hub id, local folder, .gguf or 'embedded' (hf default: embedded SmolLM2)")
-    parser.add_argument("--backend-option", "-O", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra backend option, repeatable (e.g. -O device=cuda)")
-    if with_prompt:
-        parser.add_argument("--prompt", default="rearank",
-                            help="rearank (reasoning), rankgpt (zero-shot) or a YAML template file")
     parser.add_argument("--label", help="name of this system in the tables (default: the model, else the backend)")
     parser.add_argument("--max-queries", type=int, help="evaluate only the first N judged queries of each dataset")
     parser.add_argument("--resume", action="store_true", help="keep finished datasets and queries in --out")
-    parser.add_argument("--max-new-tokens", type=int,
-                        help="generation budget per window (default 2048; 256 with the embedded model)")
-    parser.add_argument("--window", type=int, default=20, help="passages per window")
-    parser.add_argument("--step", type=int, default=10, help="window stride")
-    parser.add_argument("--passes", type=int, default=1, help="sliding passes over the list")
-    parser.add_argument("--top-k", type=int, default=100, help="rerank the BM25 top K")
-    parser.add_argument("--batch-size", type=int, default=32, help="windows (from as many queries) per backend call")
-    parser.add_argument("--passage-budget", metavar="BUDGET",
-                        help="cut passages to N characters/words/tokens (400c, 300w, 300t, none); "
-                        "default: the template's declared budget")
-    parser.add_argument("--max-passage-tokens", dest="passage_budget", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_model_arguments(parser)
+    add_method_arguments(parser)
 
 
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The run's settings as recorded in ``suite.json``."""
-    from rearank.cli.rerank import backend_options, max_new_tokens_for
-
+    """The run's settings as recorded in ``suite.json`` (the method's settings under their flag names)."""
+    method = {key: getattr(args, key) for key in METHOD_KEYS[args.mode]}
     return {
         "suite": args.suite, "datasets": expand(args.suite), "backend": args.backend, "model": args.model,
-        "backend_options": backend_options(args.backend_option), "prompt": args.prompt, "label": _label(args),
-        "window": args.window, "step": args.step, "passes": args.passes, "top_k": args.top_k,
+        "backend_options": backend_options(args.backend_option), "label": _label(args), "mode": args.mode,
+        **method, "prompt": args.prompt or ("rearank" if args.mode == "listwise" else "grouprank"),
         "max_new_tokens": max_new_tokens_for(args), "temperature": args.temperature, "top_p": args.top_p,
-        "seed": args.seed, "max_queries": args.max_queries, "passage_budget": args.passage_budget,
-        "batch_size": args.batch_size,
+        "seed": args.seed, "max_queries": args.max_queries, "batch_size": args.batch_size,
     }
 
 
@@ -96,8 +94,6 @@ def _label(args: argparse.Namespace) -> str:
 
 def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
     """Check ``out`` against ``--resume`` and the settings of a previous run in it."""
-    from rearank import packs
-
     unknown = [d for d in config["datasets"] if d not in packs.REGISTRY]
     if unknown:
         raise RearankError(f"unknown dataset(s) {', '.join(unknown)}; suites: {', '.join(SUITES)}; "
@@ -110,7 +106,7 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
     if not resume:
         raise RearankError(f"{out} already holds suite results; pass --resume to continue them or choose another --out")
     old = read_json(previous)
-    changed = [f"{k}: {old.get(k)!r} -> {config[k]!r}" for k in RESUME_KEYS if old.get(k) != config[k]]
+    changed = [f"{k}: {old.get(k)!r} -> {config.get(k)!r}" for k in RESUME_KEYS if old.get(k) != config.get(k)]
     if changed:
         raise RearankError(f"cannot resume {out} with other settings ({'; '.join(changed)}); use another --out")
 
@@ -120,30 +116,23 @@ class SuiteRunner:
 
     def __init__(self, args: argparse.Namespace, config: dict[str, Any]) -> None:
         self.args, self.config = args, config
+        self.method = method_from_args(args)
         self.out: Path = args.out
         self._backend: Backend | None = None
 
     def backend(self, qrels: dict[str, dict[str, int]]) -> Backend:
         """The backend for a dataset: the oracle judges with this dataset's qrels; others are built once."""
-        from rearank.backends.registry import make_backend
-
         options = dict(self.config["backend_options"])
         if self.args.backend == "oracle":
-            return make_backend("oracle", self.args.model, qrels=qrels, **options)
+            return registry.make_backend("oracle", self.args.model, qrels=qrels, **options)
         if self._backend is None:
-            self._backend = make_backend(self.args.backend, self.args.model, **options)
+            self._backend = registry.make_backend(self.args.backend, self.args.model, **options)
         return self._backend
 
     def run_dataset(self, name: str) -> str:
-        """Rerank and evaluate one dataset; return the line to print (MissingDataError if its pack is absent)."""
-        from rearank import packs
-        from rearank.driver import Reranker
-        from rearank.io.trec import read_run
-        from rearank.metrics import evaluate
-        from rearank.runfiles import RunWriter, read_traces
-        from rearank.stats import RunStats
-        from rearank.window import window_count
+        """Rerank and evaluate one dataset; return the line to print (MissingDataError if its pack is absent).
 
+        The rerank is a job (:func:`rearank.job.rerank_to_files`), resumable per query like ``rearank rerank``."""
         args, folder = self.args, self.out / name
         pack = packs.resolve(name)
         qrels = packs.load_qrels(name)
@@ -152,45 +141,16 @@ class SuiteRunner:
         if not requests:
             raise MissingDataError(f"dataset {name!r}: no query of {pack.run} has judgments in {pack.qrels}")
         judged = {r.query.qid: qrels[r.query.qid] for r in requests} if args.max_queries else qrels
-
         folder.mkdir(parents=True, exist_ok=True)
-        run_path, traces_path, stats_path = folder / RUN_FILE, folder / TRACES_FILE, folder / STATS_FILE
-        windows = {r.query.qid: window_count(len(r.candidates), args.window, args.step, args.passes, args.top_k)
-                   for r in requests}
-        writer = RunWriter(run_path, traces_path, resume=args.resume, expected_traces=windows,
-                           expected={r.query.qid: len(r.candidates) for r in requests}, tag=self.label)
-        stats = RunStats()
-        previous_wall = 0.0
-        if writer.done:
-            old = read_traces(traces_path) if traces_path.is_file() else {}
-            for qid in writer.done:
-                stats.add(Result(Query(qid, ""), (), tuple(old.get(qid, ()))))
-            previous_wall = float(read_json(stats_path).get("wall_time_s", 0.0)) if stats_path.is_file() else 0.0
-        todo = [r for r in requests if r.query.qid not in writer.done]
-        extra = {"dataset": name, "resumed_queries": len(requests) - len(todo)}
-
-        def save(result: Result) -> None:
-            writer.write(result)
-            stats.add(result)
-            stats.write(stats_path, extra=extra)
-
-        try:
-            if todo:
-                reranker = Reranker(
-                    self.backend(qrels), template=args.prompt, window=args.window, step=args.step,
-                    passes=args.passes, top_k=args.top_k, batch_size=args.batch_size,
-                    passage_budget=args.passage_budget,
-                    settings=SamplingSettings(max_new_tokens=self.config["max_new_tokens"],
-                                              temperature=args.temperature, top_p=args.top_p, seed=args.seed),
-                )
-                stats.restart()
-                stats.started -= previous_wall
-                reranker.rerank(todo, on_result=save, progress=not args.no_progress)
-        finally:
-            writer.close()
-            stats.write(stats_path, extra=extra)
-
-        rerank = evaluate(judged, read_run(run_path))
+        settings = SamplingSettings(max_new_tokens=self.config["max_new_tokens"], temperature=args.temperature,
+                                    top_p=args.top_p, seed=args.seed)
+        windows = {r.query.qid: self.method.task_count(len(r.candidates)) for r in requests}
+        stats, _ = job.rerank_to_files(
+            requests, lambda: Engine(self.backend(qrels), self.method, settings, batch_size=args.batch_size),
+            own_ranker=False, output=folder / RUN_FILE, traces=folder / TRACES_FILE, stats=folder / STATS_FILE,
+            resume=args.resume,
+            tag=self.label, progress=not args.no_progress, extra={"dataset": name}, windows=windows)
+        rerank = evaluate(judged, read_run(folder / RUN_FILE))
         bm25 = evaluate(judged, read_run(pack.run))
         write_json(folder / METRICS_FILE, {
             "dataset": name, "queries": len(requests), "judged_queries": len(judged),
@@ -200,6 +160,11 @@ class SuiteRunner:
         return (f"{name}: nDCG@10 BM25 {bm25.aggregate['ndcg_cut_10']:.4f} -> {rerank.aggregate['ndcg_cut_10']:.4f} "
                 f"on {len(judged)} queries; {stats.summary()}")
 
+    def close(self) -> None:
+        """Release the backend built for the suite."""
+        if self._backend is not None:
+            self._backend.close()
+
     @property
     def label(self) -> str:
         return str(self.config["label"]).replace(" ", "_")
@@ -207,16 +172,9 @@ class SuiteRunner:
 
 def run_suite(args: argparse.Namespace) -> SuiteResult:
     """Run the suite of ``args`` into ``args.out`` and write its report; return the loaded results."""
-    from rearank.driver import check_settings
-    from rearank.prompts import load_template
-
-    for flag in ("max_queries", "max_new_tokens"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise RearankError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
-    check_settings(window=args.window, step=args.step, passes=args.passes, top_k=args.top_k,
-                   batch_size=args.batch_size, passage_budget=args.passage_budget)
-    load_template(args.prompt)
+    check_sampling_args(args)
+    apply_preset(args)
+    method_from_args(args)  # bad settings or templates fail before any data or model is loaded
     config = settings_of(args)
     out: Path = args.out
     with exclusive(out):  # one process writes a result folder at a time
@@ -229,6 +187,16 @@ def _run_suite(args: argparse.Namespace, config: dict[str, Any], out: Path) -> S
     config["skipped"] = {}
     write_json(out / SUITE_FILE, config)
     runner = SuiteRunner(args, config)
+    try:
+        _run_datasets(args, config, out, runner)
+    finally:
+        runner.close()
+    suite = load_suite(out)
+    write_report([suite], out / REPORT_FILE, out / PLOT_FILE)
+    return suite
+
+
+def _run_datasets(args: argparse.Namespace, config: dict[str, Any], out: Path, runner: SuiteRunner) -> None:
     for name in config["datasets"]:
         if args.resume and (out / name / METRICS_FILE).is_file():
             print(f"{name}: done earlier, kept ({out / name / METRICS_FILE})", file=sys.stderr)
@@ -239,9 +207,6 @@ def _run_suite(args: argparse.Namespace, config: dict[str, Any], out: Path) -> S
             config["skipped"][name] = str(err)
             print(f"{name}: skipped: {err}", file=sys.stderr)
         write_json(out / SUITE_FILE, config)
-    suite = load_suite(out)
-    write_report([suite], out / REPORT_FILE, out / PLOT_FILE)
-    return suite
 
 
 def run(args: argparse.Namespace) -> int:

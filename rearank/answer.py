@@ -155,3 +155,11 @@ def apply_permutation(items: Sequence[T], permutation: Sequence[int]) -> list[T]
 def format_answer(permutation: Sequence[int]) -> str:
     """Write a 0-based permutation in the answer format ``[3] > [1] > [2]``."""
     return " > ".join(f"[{i + 1}]" for i in permutation)
+
+
+def ideal_answer(labels: Sequence[int]) -> str:
+    """The completion that orders a window by its graded ``labels`` (presented order; ties keep it), in the
+    reasoning format: what the oracle backend answers for a listwise window."""
+    order = sorted(range(len(labels)), key=lambda i: -labels[i])
+    grades = ", ".join(f"[{i + 1}]={label}" for i, label in enumerate(labels))
+    return f"<think>Relevance judgments: {grades}.</think>\n<answer>{format_answer(order)}</answer>"

@@ -7,25 +7,23 @@
 
 Passages go in as plain strings, ``(docid, text)`` pairs or :class:`~rearank.types.Candidate`; a plain string's
 docid is its position in the list (``"0"``, ``"1"``, …). Every setting is checked when the face is built, before
-the backend loads a model. The face sits over the listwise driver and the groupwise ranker (:data:`METHODS`), so
-their internals can change without changing it.
+the backend loads a model. The face builds a method (:data:`rearank.methods.METHODS`) and runs it with the
+engine (:class:`rearank.engine.Engine`), so their internals can change without changing it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from rearank import job, packs
-from rearank.backends.base import Backend, SamplingSettings
+from rearank.backends.base import ERROR, Backend, SamplingSettings
 from rearank.backends.registry import BACKENDS, backend_class
-from rearank.driver import BACKEND_ERROR, check_settings
-from rearank.driver import Reranker as ListwiseReranker
+from rearank.engine import Engine
 from rearank.errors import RearankError
-from rearank.grouprank import FALLBACKS, GroupReranker, check_group_settings, load_group_template
-from rearank.prompts import load_template
+from rearank.methods import METHODS
 from rearank.types import Candidate, Query, Request, Result, WindowTrace
 
 #: A passage as the face takes it.
@@ -34,54 +32,17 @@ Passage = str | tuple[str, str] | Candidate
 QueryInput = Request | tuple[str, Sequence[Passage]]
 Qrels = Mapping[str, Mapping[str, int]]
 
-
-@dataclass(frozen=True)
-class Method:
-    """A reranking method the face can run: its own options (with defaults), their check, and its builder."""
-
-    name: str
-    options: Mapping[str, Any]
-    check: Callable[..., None]
-    build: Callable[..., Any]
-
-
-def _check_listwise(common: Mapping[str, Any], own: Mapping[str, Any]) -> None:
-    check_settings(window=own["window"], step=own["step"], passes=own["passes"], top_k=common["top_k"],
-                   batch_size=common["batch_size"], passage_budget=common["passage_budget"])
-    load_template(own["prompt"] or "rearank")
-
-
-def _build_listwise(backend: Backend, settings: SamplingSettings, common: Mapping[str, Any],
-                    own: Mapping[str, Any]) -> ListwiseReranker:
-    return ListwiseReranker(backend, template=own["prompt"] or "rearank", window=own["window"], step=own["step"],
-                            passes=own["passes"], settings=settings, **common)
-
-
-def _check_groupwise(common: Mapping[str, Any], own: Mapping[str, Any]) -> None:
-    check_group_settings(group_size=own["group_size"], group_step=own["group_step"], shuffles=own["shuffles"],
-                         fusion_weight=own["fusion_weight"], fallback=own["fallback"], top_k=common["top_k"],
-                         batch_size=common["batch_size"], passage_budget=common["passage_budget"])
-    load_group_template(own["prompt"])
-
-
-def _build_groupwise(backend: Backend, settings: SamplingSettings, common: Mapping[str, Any],
-                     own: Mapping[str, Any]) -> GroupReranker:
-    template = {"template": own["prompt"]} if own["prompt"] else {}
-    return GroupReranker(backend, group_size=own["group_size"], group_step=own["group_step"],
-                         shuffles=own["shuffles"], seed=own["seed"], fusion_weight=own["fusion_weight"],
-                         fallback=own["fallback"], settings=settings, **template, **common)
-
-
-#: Method name -> method. ``seed`` is also the groupwise shuffle seed.
-METHODS: dict[str, Method] = {
-    "listwise": Method("listwise", {"prompt": None, "window": 20, "step": 10, "passes": 1},
-                       _check_listwise, _build_listwise),
-    "groupwise": Method("groupwise", {"prompt": None, "group_size": 20, "group_step": None, "shuffles": 1,
-                                      "fusion_weight": None, "fallback": FALLBACKS[0]},
-                        _check_groupwise, _build_groupwise),
-}
 _SAMPLING = ("max_new_tokens", "temperature", "top_p", "seed")
-_COMMON = {"top_k": 100, "batch_size": 32, "passage_budget": None}
+#: Engine settings the face takes (``in_flight``/``concurrency``: see :class:`rearank.engine.Engine`).
+_ENGINE = {"batch_size": 32, "in_flight": None}
+#: The face's name for a method's ``template``.
+_ALIASES = {"prompt": "template"}
+
+
+def method_options(method: str) -> list[str]:
+    """The settings of ``method`` the face takes by keyword (the template as ``prompt``)."""
+    names = [f.name for f in fields(METHODS[method]) if f.name != "tokenizer"]
+    return ["prompt" if n == "template" else n for n in names]
 
 
 def rank_scores(n: int) -> list[float]:
@@ -124,7 +85,7 @@ class Ranking:
     @property
     def failed_windows(self) -> int:
         """Windows whose backend call failed (their input order was kept)."""
-        return sum(t.status == BACKEND_ERROR for t in self.traces)
+        return sum(t.status == ERROR for t in self.traces)
 
 
 def to_candidates(passages: Sequence[Passage]) -> tuple[Candidate, ...]:
@@ -177,10 +138,11 @@ class Reranker:
 
     ``backend``: ``hf`` (default; ``model`` may be ``"embedded"``), ``vllm``, ``openai`` (``model`` = the served
     name, ``base_url=...``) or ``oracle`` (no model; ranks by ``qrels``, a mapping or a qrels file).
-    ``method``: a key of :data:`METHODS` (``listwise`` sliding windows, ``groupwise`` GroupRank scoring).
-    Keyword options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), reranking (``top_k``,
-    ``batch_size``, ``passage_budget``: None keeps the template's), the method's own (listwise
-    ``prompt window step passes``; groupwise ``prompt group_size group_step shuffles fusion_weight fallback``); any other keyword goes to the backend
+    ``method``: a key of :data:`rearank.methods.METHODS` (``listwise`` sliding windows, ``groupwise`` GroupRank
+    scoring). Keyword options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), the engine's
+    (``batch_size``; ``in_flight``), the method's own (:func:`method_options`: listwise ``prompt window step passes
+    top_k passage_budget``; groupwise ``prompt group_size group_step shuffles fusion_weight fallback top_k fusion
+    shuffle_all passage_budget``; ``passage_budget`` None keeps the template's); any other keyword goes to the backend
     (e.g. ``device="cuda"``, ``tensor_parallel_size=4``, ``base_url=...``). All are checked before a model loads.
     ``progress=True`` shows a progress bar in :meth:`rerank_many` (``rerank_run`` shows one by default).
     """
@@ -191,31 +153,37 @@ class Reranker:
             raise RearankError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
         if backend not in BACKENDS:
             raise RearankError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-        self.method = METHODS[method]
+        self.method_name = method
         self.progress = progress
-        own = dict(self.method.options)
-        common = dict(_COMMON)
+        names = method_options(method)
+        own: dict[str, Any] = {}
+        engine = dict(_ENGINE)
         defaults = SamplingSettings()
         sampling = {"max_new_tokens": job.default_max_new_tokens(backend, model) if backend != "oracle"
                     else defaults.max_new_tokens, "temperature": defaults.temperature, "top_p": defaults.top_p,
                     "seed": defaults.seed}
         backend_options: dict[str, Any] = {}
-        others = {n for m in METHODS.values() if m is not self.method for n in m.options} - set(own)
+        others = {n for m in METHODS if m != method for n in method_options(m)} - set(names)
         for key, value in options.items():
-            if key in own:
-                own[key] = value
-            elif key in common:
-                common[key] = value
-            elif key in sampling:
+            if key in sampling:
                 sampling[key] = value
+            elif key in names:
+                own[_ALIASES.get(key, key)] = value
+            elif key in engine:
+                engine[key] = value
             elif key in others:
-                raise RearankError(f"{key!r} is not an option of the {method} method; it takes: "
-                                   f"{', '.join(self.method.options)}")
+                raise RearankError(f"{key!r} is not an option of the {method} method; it takes: {', '.join(names)}")
             else:
                 backend_options[key] = value
         _check_sampling(sampling)
-        own["seed"] = sampling["seed"]
-        self.method.check(common, own)
+        if "seed" in names:
+            own["seed"] = sampling["seed"]
+        if not isinstance(engine["batch_size"], int) or engine["batch_size"] < 1:
+            raise RearankError(f"batch_size must be at least 1, got {engine['batch_size']!r}")
+        try:
+            self.method = METHODS[method](**own)
+        except TypeError as err:
+            raise RearankError(f"bad {method} option ({err})") from None
         if backend == "oracle":
             if qrels is None:
                 raise RearankError("the oracle backend ranks by relevance judgments: pass qrels= "
@@ -226,12 +194,13 @@ class Reranker:
         try:
             cls, args, backend_options = backend_class(backend, model, **backend_options)
         except RearankError as err:
-            names = ', '.join(dict.fromkeys([*own, *common, *sampling]))
-            raise RearankError(f"{err}; reranking options are: {names}") from None
+            accepted = ', '.join(dict.fromkeys([*names, *engine, *sampling]))
+            raise RearankError(f"{err}; reranking options are: {accepted}") from None
         self.model_name = model or backend
         self.settings = SamplingSettings(**sampling)
-        self.backend: Backend = cls(*args, **backend_options)
-        self._ranker = self.method.build(self.backend, self.settings, common, own)
+        self.engine = Engine(cls(*args, **backend_options), self.method, self.settings, **engine)
+        #: The backend the engine calls (an oracle answering in the method's format).
+        self.backend: Backend = self.engine.backend
 
     def rerank(self, query: str, passages: Sequence[Passage], *, qid: str = "0") -> Ranking:
         """Rerank one query's passages; ``qid`` names the query (for the oracle's qrels and the traces)."""
@@ -255,7 +224,7 @@ class Reranker:
             if on_result is not None:
                 on_result(rankings[qid])
 
-        self._ranker.rerank(requests, on_result=emit, progress=self.progress)
+        self.engine.rerank(requests, on_result=emit, progress=self.progress)
         return [rankings[r.query.qid] for r in requests]
 
     def rerank_run(self, run: str | Path, *, output: str | Path, topics: str | Path | None = None,
@@ -274,10 +243,10 @@ class Reranker:
         job.check_unique_qids(requests)
         output = Path(output)
         inputs = {"run": Path(run), "topics": topics and Path(topics), "docs": docs and Path(docs)}
-        stats, extra = job.rerank_to_files(requests, lambda: self._ranker, output=output,
+        stats, extra = job.rerank_to_files(requests, lambda: self.engine, own_ranker=False, output=output,
                                            traces=Path(traces) if traces is not None else None, resume=resume,
                                            tag=tag, progress=progress, inputs=inputs,
-                                           config={"method": self.method.name, "model": self.model_name})
+                                           config={"method": self.method_name, "model": self.model_name})
         if qrels is not None:
             judged = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
             extra["ndcg_cut_10"] = job.ndcg_before_after(requests, judged, output)
@@ -285,10 +254,8 @@ class Reranker:
         return {**stats.to_dict(), **extra}
 
     def close(self) -> None:
-        """Release the backend (stops vLLM's engine, closes HTTP clients) when it has a ``close``."""
-        close = getattr(self.backend, "close", None)
-        if close is not None:
-            close()
+        """Release the backend (stops vLLM's engine, closes HTTP clients)."""
+        self.engine.close()
 
     def __enter__(self) -> Reranker:  # noqa: PYI034 (Self needs Python 3.11)
         return self

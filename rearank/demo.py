@@ -38,7 +38,7 @@ def demo_args(out: Path, queries: int, top_k: int, max_new_tokens: int, passage_
         "rerank", "--dataset", "dl19", "--backend", "hf", "--model", "embedded",
         "--max-queries", str(queries), "--top-k", str(top_k), "--window", "20", "--step", "10",
         "--max-passage-tokens", str(passage_tokens), "--max-new-tokens", str(max_new_tokens),
-        # the driver sends the windows of all queries together; on CPU, transformers generates them one by one
+        # the engine sends the windows of all queries together; on CPU, transformers generates them one by one
         # (a padded lock-step batch is slower there), so hf gets micro-batches of 1
         "--batch-size", str(queries), "--backend-option", "batch_size=1", "--output", str(out / "run.trec"),
     ]

@@ -37,6 +37,8 @@ class Ranker(Protocol):
     def rerank(self, requests: Sequence[Request], on_result: Callable[[Result], None] | None = None,
                progress: bool = True) -> list[Result]: ...
 
+    def close(self) -> None: ...
+
 
 def default_max_new_tokens(backend: str, model: str | None) -> int:
     """The generation budget when none is given: smaller for the embedded model on the hf backend."""
@@ -52,18 +54,20 @@ def check_unique_qids(requests: Sequence[Request]) -> None:
         seen.add(request.query.qid)
 
 
-def output_paths(output: Path, traces: Path | None = None) -> tuple[Path, Path]:
-    """The traces file (default ``<output>.traces.jsonl``) and the stats file (``<output>.stats.json``) of a run."""
+def output_paths(output: Path, traces: Path | None = None, stats: Path | None = None) -> tuple[Path, Path]:
+    """The traces file (default ``<output>.traces.jsonl``) and the stats file (default ``<output>.stats.json``)."""
     return (traces or output.with_name(output.name + ".traces.jsonl"),
-            output.with_name(output.name + ".stats.json"))
+            stats or output.with_name(output.name + ".stats.json"))
 
 
 def rerank_to_files(
     requests: Sequence[Request],
     make_ranker: Callable[[], Ranker],
     *,
+    own_ranker: bool = True,
     output: Path,
     traces: Path | None = None,
+    stats: Path | None = None,
     resume: bool = False,
     tag: str = "rearank",
     progress: bool = True,
@@ -74,7 +78,8 @@ def rerank_to_files(
 ) -> tuple[RunStats, dict[str, Any]]:
     """Rerank ``requests`` into ``output`` (+ traces and stats); return the stats and the extra stats entries.
 
-    ``make_ranker`` is called only when some query is left to do, so a finished run loads no model. The outputs
+    ``make_ranker`` is called only when some query is left to do, so a finished run loads no model; the ranker is
+    closed afterwards unless ``own_ranker`` is False (the caller keeps using it). The outputs
     must not be one of ``inputs`` (name -> path) or each other, and one process writes them at a time. ``config``
     (the run's settings) is recorded in the stats before any work; a ``resume`` with other settings is refused.
     ``windows`` (qid -> traces a finished query has) lets a resume rerun queries whose traces were cut. After a
@@ -83,7 +88,7 @@ def rerank_to_files(
     output = Path(output)
     if output.is_dir():
         raise RearankError(f"output {output} is a folder; give a file name")
-    traces, stats_path = output_paths(output, traces)
+    traces, stats_path = output_paths(output, traces, stats)
     check_outputs(inputs or {}, {"--output": output, "--traces": traces, "the stats file": stats_path})
     with exclusive(output):
         if resume and config is not None:
@@ -91,35 +96,39 @@ def rerank_to_files(
         expected = {r.query.qid: len(r.candidates) for r in requests}
         writer = RunWriter(output, traces, resume=resume, expected=expected, expected_traces=windows, tag=tag)
         todo = [r for r in requests if r.query.qid not in writer.done]
-        stats = RunStats()
+        run_stats = RunStats()
         if resume:
             print(f"resume: {len(requests) - len(todo)} of {len(requests)} queries already in {output}",
                   file=sys.stderr)
             earlier = read_traces(traces) if writer.done else {}
             for qid in sorted(writer.done):
-                stats.add_traces(earlier.get(qid, ()))
+                run_stats.add_traces(earlier.get(qid, ()))
         extra = {**(extra or {}), "resumed_queries": len(requests) - len(todo)}
         if config is not None:
             extra["config"] = dict(config)
-        stats.write(stats_path, extra=extra)  # records the settings before any work, for a later resume
+        run_stats.write(stats_path, extra=extra)  # records the settings before any work, for a later resume
 
         def save(result: Result) -> None:
             writer.write(result)
-            stats.add(result)
+            run_stats.add(result)
 
         try:
             if todo:
                 ranker = make_ranker()
-                stats.restart()
-                ranker.rerank(todo, on_result=save, progress=progress)
+                run_stats.restart()
+                try:
+                    ranker.rerank(todo, on_result=save, progress=progress)
+                finally:
+                    if own_ranker:
+                        ranker.close()
         except KeyboardInterrupt:
-            print(f"interrupted: {stats.queries} queries finished in this session are saved in {output}; "
+            print(f"interrupted: {run_stats.queries} queries finished in this session are saved in {output}; "
                   "rerun with --resume to continue", file=sys.stderr)
             raise
         finally:
             writer.close()
-            stats.write(stats_path, extra=extra)
-    return stats, extra
+            run_stats.write(stats_path, extra=extra)
+    return run_stats, extra
 
 
 def check_resume_settings(output: Path, stats_path: Path, config: Mapping[str, Any]) -> None:

@@ -24,9 +24,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rearank.backends.base import Generation, Prompt, SamplingSettings
-from rearank.driver import BACKEND_ERROR
+from rearank.backends.base import ERROR, LENGTH, STOP, Generation, Prompt, SamplingSettings
+from rearank.backends.registry import make_backend
 from rearank.errors import RearankError
+from rearank.methods import METHODS
+from rearank.models import resolve_model
 
 #: ``map_batches`` options taken from ``-O`` for the non-vLLM backends.
 MAP_OPTIONS = ("concurrency", "num_cpus", "num_gpus", "batch_size")
@@ -77,10 +79,10 @@ def vllm_generation(row: Mapping[str, Any], max_tokens: int) -> Generation:
     a completion that used the whole budget stopped on the token limit (``length``).
     """
     if row.get("__inference_error__"):
-        return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason=BACKEND_ERROR)
+        return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason=ERROR)
     completion = int(row.get("num_generated_tokens") or 0)
     return Generation(text=str(row.get("generated_text") or ""), prompt_tokens=int(row.get("num_input_tokens") or 0),
-                      completion_tokens=completion, finish_reason="length" if completion >= max_tokens else "stop",
+                      completion_tokens=completion, finish_reason=LENGTH if completion >= max_tokens else STOP,
                       latency_s=max(float(row.get("time_taken_llm") or 0.0), 0.0))
 
 
@@ -93,8 +95,6 @@ def vllm_processor(model: str | None, options: Mapping[str, Any], settings: Samp
     """The Ray Data LLM processor (vLLM engine replicas) for ``model``; see the module docstring for ``options``."""
     _ray()
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
-
-    from rearank.models import resolve_model
 
     fields = set(vLLMEngineProcessorConfig.model_fields) - {"model_source", "engine_kwargs"}
     config = {k: v for k, v in options.items() if k in fields}
@@ -122,8 +122,6 @@ def driver_tokenizer(backend: str, model: str | None, options: Mapping[str, Any]
         return None
     from transformers import AutoTokenizer
 
-    from rearank.models import resolve_model
-
     source = resolve_model(model)
     try:
         return AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file,
@@ -135,18 +133,13 @@ def driver_tokenizer(backend: str, model: str | None, options: Mapping[str, Any]
 class BackendActor:
     """A Ray Data ``map_batches`` callable: builds a rearank backend once per actor, generates each batch.
 
-    ``groupwise`` swaps the listwise oracle for its groupwise counterpart, as ``GroupReranker`` does locally.
+    The backend answers in the format of ``method`` (a name in :data:`rearank.methods.METHODS`; only the
+    oracle cares), as :class:`rearank.engine.Engine` arranges locally.
     """
 
     def __init__(self, backend: str, model: str | None, options: dict[str, Any], settings: SamplingSettings,
-                 groupwise: bool = False) -> None:
-        from rearank.backends.registry import make_backend
-
-        self.backend = make_backend(backend, model, **options)
-        if groupwise and backend == "oracle":
-            from rearank.grouprank.oracle import GroupOracleBackend
-
-            self.backend = GroupOracleBackend(self.backend.qrels)
+                 method: str = "listwise") -> None:
+        self.backend = make_backend(backend, model, **options).answer_format(METHODS[method]())
         self.settings = settings
 
     def __call__(self, batch: Any) -> dict[str, list]:
@@ -166,14 +159,14 @@ class BackendActor:
 class RayGenerator:
     """Generate a round's prompts on a Ray cluster: Ray Data LLM for ``vllm``, ``map_batches`` otherwise.
 
-    It stands in for the backend of a ``Reranker``/``GroupReranker`` (``name``, ``tokenizer``), whose
-    per-window steps :class:`rearank.rounds.RoundEngine` runs; calling it generates one round.
+    Calling it generates one round for :class:`rearank.rounds.RoundEngine`; ``tokenizer`` is what the method
+    cuts passages with on the driver.
     """
 
     name = "ray"
 
     def __init__(self, backend: str, model: str | None, options: Mapping[str, Any], settings: SamplingSettings,
-                 *, groupwise: bool = False, batch_size: int = 32, progress: bool = True) -> None:
+                 *, method: str = "listwise", batch_size: int = 32, progress: bool = True) -> None:
         ray = _ray()
         ray.data.DataContext.get_current().enable_progress_bars = progress
         self.backend, self.settings = backend, settings
@@ -185,7 +178,7 @@ class RayGenerator:
             stage = {k: options.pop(k) for k in MAP_OPTIONS if k in options}
             stage.setdefault("batch_size", batch_size)
             stage["compute"] = actor_pool(stage.pop("concurrency", 1))
-            actor_args = (backend, model, options, settings, groupwise)
+            actor_args = (backend, model, options, settings, method)
             self.processor = lambda ds: ds.map_batches(BackendActor, fn_constructor_args=actor_args,
                                                        batch_format="pyarrow", **stage)
 

@@ -3,10 +3,9 @@
 A *round* holds, for each query still in progress, the windows it can run now: the next window of its
 sliding schedule (listwise: a query's windows depend on each other), or all its groups (groupwise: groups
 are independent, so one round does them all). A generator turns the round's prompts into generations in
-any order (a Ray Dataset in :mod:`rearank.ray_engine`); the engine applies them in schedule order with
-the method's own per-window step (:meth:`Reranker.apply <rearank.driver.Reranker.apply>`,
-:meth:`GroupReranker.apply <rearank.grouprank.GroupReranker.apply>`), so with a deterministic backend the
-results equal the local driver's.
+any order (a Ray Dataset in :mod:`rearank.ray_engine`); the round engine applies them in schedule order with
+the method's own step (:meth:`rearank.methods.base.Method.apply`), so with a deterministic backend the
+results equal those of :class:`rearank.engine.Engine`.
 
 Every generation is appended to the journal (``<output>.rounds.jsonl``) as it arrives. After an
 interruption, :class:`Journal` with ``resume=True`` replays the journaled windows and only the others are
@@ -18,16 +17,16 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 from tqdm import tqdm
 
 from rearank.backends.base import Generation, Prompt
-from rearank.driver import QueryState, Reranker
 from rearank.errors import FormatError, RearankError
 from rearank.io._files import PathLike, atomic_write
+from rearank.methods.base import Method, Task
 from rearank.types import Request, Result
 
 log = logging.getLogger("rearank.rounds")
@@ -36,72 +35,6 @@ log = logging.getLogger("rearank.rounds")
 Generator = Callable[[Sequence[tuple[int, Prompt]]], Iterable[tuple[int, Generation]]]
 
 JOURNAL_VERSION = 1
-
-
-class Method(Protocol):
-    """What the round engine needs from a reranking method: per-query state and its per-window step."""
-
-    def start(self, request: Request) -> Any: ...
-    def ready(self, state: Any) -> list[tuple[int, Prompt]]: ...
-    def apply(self, state: Any, index: int, generation: Generation) -> None: ...
-    def done(self, state: Any) -> bool: ...
-    def result(self, state: Any) -> Result: ...
-
-
-class Listwise:
-    """Sliding windows (:class:`rearank.driver.Reranker`): one window per query and round; index = window number."""
-
-    def __init__(self, reranker: Reranker) -> None:
-        self.reranker = reranker
-
-    def start(self, request: Request) -> QueryState:
-        return self.reranker.start(request)
-
-    def ready(self, state: QueryState) -> list[tuple[int, Prompt]]:
-        return [(len(state.traces), self.reranker.prompt(state))] if state.windows else []
-
-    def apply(self, state: QueryState, index: int, generation: Generation) -> None:
-        self.reranker.apply(state, generation)
-
-    def done(self, state: QueryState) -> bool:
-        return not state.windows
-
-    def result(self, state: QueryState) -> Result:
-        return state.result()
-
-
-@dataclass
-class _Groups:
-    query: Any  # rearank.grouprank.ranker.GroupState
-    groups: list
-
-
-class Groupwise:
-    """Groups (:class:`rearank.grouprank.GroupReranker`): all groups of a query in one round; index = group number."""
-
-    def __init__(self, ranker: Any) -> None:
-        self.ranker = ranker
-
-    def start(self, request: Request) -> _Groups:
-        return _Groups(*self.ranker.start(request))
-
-    def ready(self, state: _Groups) -> list[tuple[int, Prompt]]:
-        first = len(state.query.traces)
-        return [(i, self.ranker.prompt(state.query, g)) for i, g in enumerate(state.groups) if i >= first]
-
-    def apply(self, state: _Groups, index: int, generation: Generation) -> None:
-        self.ranker.apply(state.query, state.groups[index], generation)
-
-    def done(self, state: _Groups) -> bool:
-        return state.query.pending == 0
-
-    def result(self, state: _Groups) -> Result:
-        return self.ranker.result(state.query)
-
-
-def method_for(reranker: Any) -> Method:
-    """The round adapter of a :class:`~rearank.driver.Reranker` or a groupwise ``GroupReranker``."""
-    return Listwise(reranker) if isinstance(reranker, Reranker) else Groupwise(reranker)
 
 
 class Journal:
@@ -200,26 +133,24 @@ class RoundEngine:
 
         The journal is closed at the end, and deleted when every request finished.
         """
-        states = [self.method.start(r) for r in requests]
+        started = [self.method.start(r) for r in requests]
+        states = [state for state, _ in started]
+        ready = [tasks for _, tasks in started]
         results: list[Result | None] = [None] * len(requests)
-        active = list(range(len(requests)))
         bar = tqdm(total=len(requests), unit="query", disable=not progress, desc="rerank rounds", dynamic_ncols=True)
         complete = False
         try:
             while True:
-                still = []
-                for i in active:
-                    if self.method.done(states[i]):
+                for i in range(len(requests)):
+                    if results[i] is None and not ready[i]:
                         results[i] = self.method.result(states[i])
                         if on_result is not None:
                             on_result(results[i])
                         bar.update(1)
-                    else:
-                        still.append(i)
-                active = still
+                active = [i for i in range(len(requests)) if ready[i]]
                 if not active:
                     break
-                self._round([states[i] for i in active], [requests[i].query.qid for i in active])
+                self._round(active, states, ready, [r.query.qid for r in requests])
                 bar.set_postfix(rounds=self.rounds, refresh=False)
             complete = True
         finally:
@@ -228,22 +159,28 @@ class RoundEngine:
                 self.journal.close(remove=complete)
         return [r for r in results if r is not None]
 
-    def _round(self, states: list[Any], qids: list[str]) -> None:
-        """Generate the ready windows of ``states`` not in the journal, then apply all of them in order."""
-        ready = [(s, qid, index, prompt) for s, qid in zip(states, qids) for index, prompt in self.method.ready(s)]
+    def close(self) -> None:
+        """Nothing to release here: the journal is closed by :meth:`rerank`, Ray by its own exit."""
+
+    def _round(self, active: list[int], states: list[Any], ready: list[list[Task]], qids: list[str]) -> None:
+        """Generate the ready tasks of ``active`` queries not in the journal, then apply all of them in order."""
+        round_tasks = [(i, task) for i in active for task in ready[i]]
         known = self.journal.entries if self.journal is not None else {}
-        todo = [(row, item) for row, item in enumerate(ready) if (item[1], item[2]) not in known]
+        todo = [(row, i, task) for row, (i, task) in enumerate(round_tasks) if (qids[i], task.index) not in known]
         got: dict[tuple[str, int], Generation] = {}
         if todo:
             self.rounds += 1
-            for row, generation in self.generate([(row, item[3]) for row, item in todo]):
-                _, qid, index, _ = ready[row]
-                got[(qid, index)] = generation
+            for row, generation in self.generate([(row, task.prompt) for row, _, task in todo]):
+                i, task = round_tasks[row]
+                got[(qids[i], task.index)] = generation
                 if self.journal is not None:
-                    self.journal.add(qid, index, generation)
-            missing = [(item[1], item[2]) for _, item in todo if (item[1], item[2]) not in got]
+                    self.journal.add(qids[i], task.index, generation)
+            missing = [(qids[i], task.index) for _, i, task in todo if (qids[i], task.index) not in got]
             if missing:
                 raise RearankError(f"round {self.rounds}: the generator returned nothing for {len(missing)} "
                                    f"windows (first: query {missing[0][0]!r}, window {missing[0][1]})")
-        for state, qid, index, _ in ready:
-            self.method.apply(state, index, got.get((qid, index)) or known[(qid, index)])
+        for i in active:
+            tasks, ready[i] = ready[i], []
+            for task in tasks:
+                key = (qids[i], task.index)
+                ready[i].extend(self.method.apply(states[i], task, got.get(key) or known[key]))

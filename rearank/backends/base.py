@@ -47,23 +47,80 @@ class Prompt:
     docids: tuple[str, ...] = field(default_factory=tuple)
 
 
+#: Finish reasons of a :class:`Generation`: the model stopped, hit ``max_new_tokens``, or the backend failed
+#: (no text; the method keeps the window's input order and counts it).
+STOP, LENGTH, ERROR = "stop", "length", "error"
+FINISH_REASONS = (STOP, LENGTH, ERROR)
+
+#: How a backend takes work (:attr:`Backend.calls`): ``batch``, a list of prompts per ``generate`` call (hf, vllm,
+#: oracles); ``concurrent``, one prompt per call from many threads at once (a server behind HTTP), so the engine
+#: keeps windows in flight instead of waiting for whole batches.
+BATCH, CONCURRENT = "batch", "concurrent"
+#: A concurrent backend's ``concurrency`` that lets the engine find the number of requests in flight itself.
+AUTO = "auto"
+
+
 @dataclass(frozen=True)
 class Generation:
-    """One output: text, token counts, why it stopped (``stop``, ``length`` or ``error``), latency."""
+    """One output: text, token counts, why it stopped (one of :data:`FINISH_REASONS`), latency, and how many
+    times the server answered "too busy" (429/503) before this answer (``throttled``)."""
 
     text: str
     prompt_tokens: int
     completion_tokens: int
-    finish_reason: str = "stop"
+    finish_reason: str = STOP
     latency_s: float = 0.0
+    throttled: int = 0
 
 
 @runtime_checkable
 class Backend(Protocol):
-    """Anything that turns a batch of prompts into one generation each, in order."""
+    """Anything that turns a batch of prompts into one generation each, in order.
+
+    ``calls`` says how it takes work (:data:`BATCH` or :data:`CONCURRENT`; a concurrent backend also has
+    ``concurrency``: a number of requests in flight, or ``"auto"``). ``tokenizer`` is the model's tokenizer or
+    None (then passage budgets in tokens count words). ``answer_format`` replaces the backend by one that
+    answers in a method's format (only the oracles care); ``close`` frees what it holds. Subclass
+    :class:`BackendBase` for the defaults.
+    """
 
     name: str
+    calls: str
+    concurrency: int | str
+    tokenizer: Any
 
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
         """Generate one :class:`Generation` per prompt, in the same order."""
         ...
+
+    def answer_format(self, method: Any) -> Backend:
+        """This backend for ``method`` (itself, unless it writes answers without a model)."""
+        ...
+
+    def close(self) -> None:
+        """Free the model, processes or connections it holds."""
+        ...
+
+
+class BackendBase:
+    """Defaults of the :class:`Backend` protocol; a backend is also a context manager that closes itself."""
+
+    name = "backend"
+    calls = BATCH
+    concurrency: int | str = AUTO
+    tokenizer: Any = None
+
+    def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
+        raise NotImplementedError
+
+    def answer_format(self, method: Any) -> Backend:
+        return self
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> BackendBase:  # noqa: PYI034 (Self needs Python 3.11)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

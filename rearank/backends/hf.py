@@ -6,7 +6,16 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from rearank.backends.base import Generation, Prompt, SamplingSettings, has_thinking_switch, thinking_kwargs
+from rearank.backends.base import (
+    LENGTH,
+    STOP,
+    BackendBase,
+    Generation,
+    Prompt,
+    SamplingSettings,
+    has_thinking_switch,
+    thinking_kwargs,
+)
 from rearank.backends.options import Option
 from rearank.errors import RearankError
 from rearank.models import resolve_model
@@ -14,7 +23,7 @@ from rearank.models import resolve_model
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
-class HFBackend:
+class HFBackend(BackendBase):
     """Generate with a transformers causal LM (default: the embedded SmolLM2-135M-Instruct).
 
     ``model``: hub id, local folder, ``.gguf`` file, or an embedded name (see :mod:`rearank.models`).
@@ -112,7 +121,7 @@ class HFBackend:
         for row, n_prompt in zip(new_tokens, prompt_tokens):
             stop_at = next((j for j, tok in enumerate(row) if tok in self._eos_ids), None)
             kept = row if stop_at is None else row[:stop_at + 1]
-            reason = "stop" if stop_at is not None or len(kept) < settings.max_new_tokens else "length"
+            reason = STOP if stop_at is not None or len(kept) < settings.max_new_tokens else LENGTH
             generations.append(Generation(text=self.tokenizer.decode(kept, skip_special_tokens=True),
                                           prompt_tokens=int(n_prompt), completion_tokens=len(kept),
                                           finish_reason=reason, latency_s=latency))

@@ -1,6 +1,8 @@
 """OpenAI-compatible chat-completions client (vLLM ``serve``, SGLang, hosted APIs) over httpx.
 
-Requests run in a thread pool of ``concurrency`` workers. Each one always sends ``max_tokens``, has a
+The engine drives it one window per call from many threads (``calls = "concurrent"``), keeping ``concurrency``
+windows in flight (``auto``: the engine finds the count); a list of prompts in one call runs in a pool of
+``concurrency`` workers (8 for ``auto``). Each request always sends ``max_tokens``, has a
 timeout, and is retried with exponential backoff on 429, 408, 5xx, timeouts and connection errors. A
 window whose request still fails comes back as ``Generation(text="", finish_reason="error")``: the
 driver keeps the input order for it and counts it, so a run always finishes.
@@ -21,7 +23,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.backends.base import (
+    AUTO,
+    CONCURRENT,
+    ERROR,
+    LENGTH,
+    STOP,
+    BackendBase,
+    Generation,
+    Prompt,
+    SamplingSettings,
+)
 from rearank.backends.options import Option, check_options
 from rearank.errors import RearankError
 
@@ -55,7 +67,11 @@ def _retryable(status: int) -> bool:
     return status in (408, 429) or status >= 500
 
 
-class OpenAIBackend:
+#: Workers of one ``generate`` call over many prompts when ``concurrency`` is ``auto``.
+POOL_FOR_AUTO = 8
+
+
+class OpenAIBackend(BackendBase):
     """Chat completions from an OpenAI-compatible server; ``model`` is the name the server serves.
 
     ``base_url``: default ``$OPENAI_BASE_URL``, else :data:`DEFAULT_BASE_URL` (see
@@ -72,9 +88,10 @@ class OpenAIBackend:
     """
 
     name = "openai"
+    calls = CONCURRENT
     OPTIONS = (
         Option("base_url", "str"), Option("api_key_env", "str"),
-        Option("concurrency", "int", minimum=1, nullable=False),
+        Option("concurrency", "count", minimum=1, nullable=False),
         Option("timeout_s", "float", minimum=0, above_minimum=True, nullable=False),
         Option("max_retries", "int", minimum=0, nullable=False),
         Option("backoff_s", "float", minimum=0, nullable=False),
@@ -84,7 +101,7 @@ class OpenAIBackend:
     )
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key_env: str | None = None,
-                 concurrency: int = 8, timeout_s: float = 600.0, max_retries: int = 4, backoff_s: float = 1.0,
+                 concurrency: int | str = AUTO, timeout_s: float = 600.0, max_retries: int = 4, backoff_s: float = 1.0,
                  max_backoff_s: float = 60.0, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
                  extra_body: Mapping[str, Any] | None = None, enable_thinking: bool | None = None) -> None:
         import httpx
@@ -115,9 +132,10 @@ class OpenAIBackend:
         self._secrets = [key] if key else []
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._httpx = httpx
+        connections = None if concurrency == AUTO else concurrency
         self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_s),
-                                    limits=httpx.Limits(max_connections=concurrency,
-                                                        max_keepalive_connections=concurrency))
+                                    limits=httpx.Limits(max_connections=connections,
+                                                        max_keepalive_connections=connections))
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(model={self.model!r}, url={self.url!r})"
@@ -131,7 +149,10 @@ class OpenAIBackend:
         if not prompts:
             return []
         payloads = [self._payload(p, settings) for p in prompts]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(payloads))) as pool:
+        if len(payloads) == 1:
+            return [self._request(payloads[0])]
+        workers = POOL_FOR_AUTO if self.concurrency == AUTO else int(self.concurrency)
+        with ThreadPoolExecutor(max_workers=min(workers, len(payloads))) as pool:
             return list(pool.map(self._request, payloads))
 
     def _payload(self, prompt: Prompt, settings: SamplingSettings) -> dict[str, Any]:
@@ -147,6 +168,7 @@ class OpenAIBackend:
         began = time.perf_counter()
         problem = ""
         wait_hint: float | None = None
+        throttled = 0
         for attempt in range(self.max_retries + 1):
             if attempt:
                 delay = self._backoff(attempt, wait_hint)
@@ -162,17 +184,18 @@ class OpenAIBackend:
                 continue
             if status == 200:
                 try:
-                    return self._generation(_json(body), time.perf_counter() - began)
+                    return self._generation(_json(body), time.perf_counter() - began, throttled)
                 except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as err:
                     problem = self._scrub(f"malformed response ({type(err).__name__}: {err})")
                     break
             problem = self._scrub(f"HTTP {status}: {body[:300].decode('utf-8', errors='replace')}")
             if not _retryable(status):
                 break
+            throttled += status in (429, 503)
             wait_hint = _retry_after(headers.get("retry-after"))
         log.warning("openai backend: request to %s failed (%s); the window keeps its input order", self.url, problem)
-        return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason="error",
-                          latency_s=time.perf_counter() - began)
+        return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason=ERROR,
+                          latency_s=time.perf_counter() - began, throttled=throttled)
 
     def _post(self, payload: dict[str, Any]) -> tuple[int, Any, bytes]:
         """One attempt: status, headers and the whole body, within ``timeout_s`` in all and ``max_response_bytes``."""
@@ -209,7 +232,7 @@ class OpenAIBackend:
             text = text.replace(secret, "***")
         return text
 
-    def _generation(self, data: dict[str, Any], latency: float) -> Generation:
+    def _generation(self, data: dict[str, Any], latency: float, throttled: int) -> Generation:
         choice = data["choices"][0]
         message = choice.get("message") or {}
         text = message.get("content") or ""
@@ -223,8 +246,8 @@ class OpenAIBackend:
         usage = data.get("usage") or {}
         return Generation(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
                           completion_tokens=int(usage.get("completion_tokens") or 0),
-                          finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
-                          latency_s=latency)
+                          finish_reason=LENGTH if choice.get("finish_reason") == "length" else STOP,
+                          latency_s=latency, throttled=throttled)
 
 
 class _Failure(Exception):

@@ -15,7 +15,8 @@ from typing import Any
 from rearank.errors import RearankError
 from rearank.io._files import parse_yaml
 
-KINDS = ("int", "float", "bool", "str", "mapping")
+#: ``count``: a whole number or ``auto`` (the engine finds it: ``-O concurrency=auto``).
+KINDS = ("int", "float", "bool", "str", "mapping", "count")
 
 
 @dataclass(frozen=True)
@@ -42,13 +43,15 @@ class Option:
             if not isinstance(value, str) or not value:
                 raise RearankError(f"{where}: expected a non-empty text, got {_kind(value)}")
             return value
+        if self.kind == "count" and value == "auto":
+            return value
         if self.kind == "bool":
             if not isinstance(value, bool):
                 raise RearankError(f"{where}: expected true or false, got {_kind(value)}")
             return value
-        wanted = int if self.kind == "int" else (int, float)
+        wanted = (int, float) if self.kind == "float" else int
         if isinstance(value, bool) or not isinstance(value, wanted) or not math.isfinite(value):
-            noun = "a whole number" if self.kind == "int" else "a number"
+            noun = {"int": "a whole number", "count": "a whole number or auto"}.get(self.kind, "a number")
             raise RearankError(f"{where}: expected {noun}, got {_kind(value)}")
         low_ok = self.minimum is None or (value > self.minimum if self.above_minimum else value >= self.minimum)
         if not low_ok or (self.maximum is not None and value > self.maximum):

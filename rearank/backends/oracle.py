@@ -1,42 +1,58 @@
-"""An oracle backend that ranks each window by the relevance judgments: the upper bound of a window schedule.
+"""An oracle backend that answers each window from the relevance judgments: the upper bound of a method.
 
-It needs no model: it reads ``Prompt.qid`` and ``Prompt.docids`` and answers in the reasoning format
-(``<think>…</think><answer>[i] > [j] > …</answer>``), so the whole driver path (parse, apply, traces,
-run files) runs exactly as with an LLM. Token counts are whitespace words of the messages and of the
-answer, since the oracle has no tokenizer.
+It needs no model: it reads ``Prompt.qid`` and ``Prompt.docids`` and writes the ideal answer in the format of
+the method it serves (:meth:`OracleBackend.answer_format`; by default the listwise reasoning format,
+``<think>…</think><answer>[i] > [j] > …</answer>``), so the whole path (parse, apply, traces, run files) runs
+exactly as with an LLM. Token counts are whitespace words of the messages and of the answer, since the oracle
+has no tokenizer.
 """
 
 from __future__ import annotations
 
+import copy
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from rearank.answer import format_answer
-from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.answer import ideal_answer
+from rearank.backends.base import STOP, BackendBase, Generation, Prompt, SamplingSettings
+
+#: ``(graded labels in presented order, top grade) -> completion``.
+AnswerWriter = Callable[[Sequence[int], int], str]
 
 
-class OracleBackend:
-    """Orders each window by graded relevance from ``qrels`` (unjudged = 0); ties keep the presented order."""
+def _listwise(labels: Sequence[int], top_grade: int) -> str:
+    return ideal_answer(labels)
+
+
+class OracleBackend(BackendBase):
+    """Answers every prompt with the ideal answer for its passages' grades in ``qrels`` (unjudged = 0).
+
+    ``top_grade`` is the highest grade in ``qrels`` when the backend is built (at least 1): the scale of answer
+    formats that score documents (groupwise: it scores 10).
+    """
 
     name = "oracle"
 
-    def __init__(self, qrels: Mapping[str, Mapping[str, int]]) -> None:
+    def __init__(self, qrels: Mapping[str, Mapping[str, int]], answer: AnswerWriter | None = None) -> None:
         self.qrels = qrels
+        self.answer = answer or _listwise
+        self.top_grade = max((g for judged in qrels.values() for g in judged.values()), default=1) or 1
+
+    def answer_format(self, method: Any) -> OracleBackend:
+        """This oracle answering in ``method``'s format (:meth:`~rearank.methods.base.Method.answer_text`)."""
+        bound = copy.copy(self)
+        bound.answer = method.answer_text
+        return bound
 
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
-        """Answer every prompt with the judged order of its window."""
+        """Answer every prompt with the judged order of its passages."""
         return [self._answer(prompt) for prompt in prompts]
-
-    def answer_text(self, labels: Sequence[int]) -> str:
-        """The completion for a window whose passages have these graded ``labels`` (presented order)."""
-        order = sorted(range(len(labels)), key=lambda i: -labels[i])  # stable: ties keep presented order
-        grades = ", ".join(f"[{i + 1}]={label}" for i, label in enumerate(labels))
-        return f"<think>Relevance judgments: {grades}.</think>\n<answer>{format_answer(order)}</answer>"
 
     def _answer(self, prompt: Prompt) -> Generation:
         started = time.perf_counter()
         judged = self.qrels.get(prompt.qid, {})
-        text = self.answer_text([judged.get(docid, 0) for docid in prompt.docids])
+        text = self.answer([judged.get(docid, 0) for docid in prompt.docids], self.top_grade)
         prompt_words = sum(len(str(m.get("content", "")).split()) for m in prompt.messages)
         return Generation(text=text, prompt_tokens=prompt_words, completion_tokens=len(text.split()),
-                          finish_reason="stop", latency_s=time.perf_counter() - started)
+                          finish_reason=STOP, latency_s=time.perf_counter() - started)

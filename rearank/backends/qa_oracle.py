@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.backends.base import BackendBase, Generation, Prompt, SamplingSettings
 from rearank.io.qa import load_qa
 from rearank.rag.oracle import WRONG_ANSWER, coin, oracle_answer
 from rearank.rag.types import QAItem
@@ -35,7 +35,7 @@ def _key(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-class QAOracleBackend:
+class QAOracleBackend(BackendBase):
     """Noisy-oracle reader over the QA items of the file ``model``; ``p`` = accuracy with all evidence shown."""
 
     name = "qa-oracle"

@@ -12,13 +12,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rearank.backends.base import Generation, Prompt, SamplingSettings, has_thinking_switch, thinking_kwargs
+from rearank.backends.base import (
+    LENGTH,
+    STOP,
+    BackendBase,
+    Generation,
+    Prompt,
+    SamplingSettings,
+    has_thinking_switch,
+    thinking_kwargs,
+)
 from rearank.backends.options import Option
 from rearank.errors import RearankError
 from rearank.models import resolve_model
 
 
-class VLLMBackend:
+class VLLMBackend(BackendBase):
     """Generate with ``vllm.LLM``; ``model`` as for the hf backend (default: the embedded SmolLM2).
 
     Extra keyword options go to ``vllm.LLM`` unchanged (``max_model_len``, ``gpu_memory_utilization``,
@@ -71,7 +80,7 @@ class VLLMBackend:
             best = out.outputs[0]
             generations.append(Generation(text=best.text, prompt_tokens=len(out.prompt_token_ids or ()),
                                           completion_tokens=len(best.token_ids),
-                                          finish_reason="length" if best.finish_reason == "length" else "stop",
+                                          finish_reason=LENGTH if best.finish_reason == "length" else STOP,
                                           latency_s=latency))
         return generations
 

@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _budget(value: str | None) -> str | None:
-    from rearank.driver import check_budget
+    from rearank.methods.listwise import check_budget
 
     check_budget(value)
     return value

@@ -7,8 +7,9 @@ import os
 import sys
 
 from rearank import packs
-from rearank.cli.rerank import BACKENDS, backend_options
 from rearank.errors import RearankError
+from rearank.flags import RERANK_BACKENDS as BACKENDS
+from rearank.flags import backend_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -155,20 +155,16 @@ def listwise_selector(
     max_new_tokens: int = 256,
     **options: Any,
 ) -> RequestSelector:
-    """``listwise:MODEL``: rearank's listwise driver over the item's passages (options: backend, template, window,
+    """``listwise:MODEL``: rearank's listwise method over the item's passages (options: backend, template, window,
     step, batch_size, max_new_tokens; the rest go to the backend)."""
     from rearank.backends.base import SamplingSettings
     from rearank.backends.registry import make_backend
-    from rearank.driver import Reranker
+    from rearank.engine import Engine
+    from rearank.methods import Listwise
 
     if backend == "oracle":
         raise RearankError("listwise selector: use --selector oracle for the oracle")
-    reranker = Reranker(
-        make_backend(backend, arg, **options),
-        template=template,
-        window=window,
-        step=step,
-        batch_size=batch_size,
-        settings=SamplingSettings(max_new_tokens=max_new_tokens),
-    )
+    method = Listwise(template=template, window=window, step=step)
+    reranker = Engine(make_backend(backend, arg, **options), method, SamplingSettings(max_new_tokens=max_new_tokens),
+                      batch_size=batch_size)
     return RequestSelector(f"listwise:{arg or 'embedded'}", reranker)

@@ -7,14 +7,16 @@ import pandas as pd
 import pytest
 
 from rearank.backends.base import Prompt, SamplingSettings
+from rearank.backends.oracle import OracleBackend
 from rearank.cli import main
-from rearank.grouprank import GroupOracleBackend, GroupReranker
 from rearank.grouprank.parser import format_scores
 from rearank.grouprank.reward import compute_score
 from rearank.io.trec import read_run
+from rearank.methods import Groupwise
 from rearank.metrics import evaluate
 from rearank.packs import load_qrels, load_requests
 from rearank.stats import RunStats
+from tests.engines import groupwise
 
 BM25_NDCG10 = 0.5058
 
@@ -42,7 +44,7 @@ def ideal_run(requests, qrels):
 def test_one_group_over_the_top_k_reaches_the_ideal_ndcg(dl19_data):
     requests, qrels = dl19_data
     stats = RunStats()
-    results = GroupReranker(GroupOracleBackend(qrels), group_size=100, top_k=100).rerank(
+    results = groupwise(OracleBackend(qrels), group_size=100, top_k=100).rerank(
         requests, on_result=stats.add, progress=False)
     ideal = evaluate(qrels, ideal_run(requests, qrels)).aggregate["ndcg_cut_10"]
     got = evaluate(qrels, as_run(results)).aggregate["ndcg_cut_10"]
@@ -57,7 +59,7 @@ def test_partition_sliding_and_shuffles_call_counts(dl19_data):
     for kwargs, calls in (({"group_size": 20}, 5), ({"group_size": 30}, 4), ({"group_size": 20, "shuffles": 3}, 15),
                           ({"group_size": 20, "group_step": 10}, 9)):
         stats = RunStats()
-        results = GroupReranker(GroupOracleBackend(qrels), **kwargs).rerank(requests, on_result=stats.add,
+        results = groupwise(OracleBackend(qrels), **kwargs).rerank(requests, on_result=stats.add,
                                                                             progress=False)
         assert stats.to_dict()["calls_per_query"] == calls, kwargs
         # the oracle's scores are absolute, so every grouping reaches the ideal order of the top-100 too
@@ -71,7 +73,7 @@ def test_fusion_blends_toward_bm25(dl19_data):
     requests, qrels = dl19_data
     ndcg = {}
     for alpha in (1.0, 0.6, 0.0):
-        results = GroupReranker(GroupOracleBackend(qrels), group_size=100, fusion_weight=alpha).rerank(
+        results = groupwise(OracleBackend(qrels), group_size=100, fusion_weight=alpha).rerank(
             requests, progress=False)
         ndcg[alpha] = evaluate(qrels, as_run(results)).aggregate["ndcg_cut_10"]
     assert ndcg[0.0] == pytest.approx(BM25_NDCG10, abs=1e-4)  # pure BM25 scores: the BM25 order
@@ -101,7 +103,7 @@ def test_synthesized_groupwise_rows_reward_the_oracle(dl21, monkeypatch, tmp_pat
     synthesis.synthesize(requests, qrels, tmp_path, config, progress=False)
     rows = pd.read_parquet(tmp_path / "train.parquet")
     assert len(rows) > 5
-    oracle = GroupOracleBackend(qrels)
+    oracle = OracleBackend(qrels).answer_format(Groupwise())
     rng = random.Random(0)
     for _, row in rows.iterrows():
         assert "<reason>" in row["prompt"][-1]["content"]

@@ -4,18 +4,18 @@ import pytest
 
 from rearank.backends.base import Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
-from rearank.driver import Reranker
 from rearank.io.trec import read_qrels
 from rearank.metrics import evaluate
 from rearank.ndcg import ideal_dcg_at_k, ndcg_at_k
 from rearank.packs import load_requests
 from rearank.runfiles import ranked_pairs
+from tests.engines import listwise
 
 
 def test_oracle_reaches_the_ideal_ndcg10_of_every_candidate_set(dl19):
     requests = load_requests(run=dl19 / "run.bm25.top100.trec", topics=dl19 / "topics.tsv", docs=dl19 / "docs.tsv")
     qrels = read_qrels(dl19 / "qrels.txt")
-    results = Reranker(OracleBackend(qrels), batch_size=16).rerank(requests, progress=False)
+    results = listwise(OracleBackend(qrels), batch_size=16).rerank(requests, progress=False)
     run = {r.query.qid: ranked_pairs(r) for r in results}
     measured = evaluate(qrels, run, ["nDCG@10"]).per_query
     before = evaluate(qrels, {r.query.qid: [(c.docid, c.score) for c in r.candidates] for r in requests}, ["nDCG@10"])

@@ -10,10 +10,10 @@ import pytest
 import ray  # a dependency (rearank[train]): missing, the test must fail
 
 from rearank import ray_engine
-from rearank.backends.base import SamplingSettings
+from rearank.backends.base import ERROR, SamplingSettings
 from rearank.backends.registry import make_backend
 from rearank.cli import main
-from rearank.driver import BACKEND_ERROR
+from rearank.methods import METHODS
 from rearank.ray_engine import vllm_generation, vllm_processor
 
 
@@ -111,7 +111,7 @@ def test_vllm_rows_go_through_the_real_ray_data_llm_processor(local_ray, tmp_pat
     assert (generation.prompt_tokens, generation.completion_tokens, generation.latency_s) == (40, 512, 1.5)
     assert generation.finish_reason == "length"  # used the whole 512-token budget
     failed = vllm_generation({"row": 3, "__inference_error__": "EngineDeadError"}, 512)
-    assert failed.finish_reason == BACKEND_ERROR
+    assert failed.finish_reason == ERROR
 
 
 class InProcess:
@@ -122,8 +122,9 @@ class InProcess:
 
     name, tokenizer, calls, stop_at = "ray", None, 0, None
 
-    def __init__(self, backend, model, options, settings, *, groupwise=False, batch_size=32, progress=True):
-        self.backend, self.settings = make_backend(backend, model, **options), settings
+    def __init__(self, backend, model, options, settings, *, method="listwise", batch_size=32, progress=True):
+        self.backend = make_backend(backend, model, **options).answer_format(METHODS[method]())
+        self.settings = settings
 
     def __call__(self, items):
         InProcess.calls += 1

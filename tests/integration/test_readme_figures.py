@@ -7,12 +7,12 @@ import re
 import pytest
 
 from rearank.backends.oracle import OracleBackend
-from rearank.driver import Reranker
 from rearank.io.trec import read_qrels, read_run
 from rearank.metrics import evaluate
 from rearank.packs import load_qrels, load_requests
 from rearank.runfiles import ranked_pairs
 from tests.conftest import ROOT
+from tests.engines import listwise
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -26,7 +26,7 @@ def quoted(pattern: str) -> re.Match:
 def oracle_ndcg10(dataset: str) -> tuple[float, float]:
     """nDCG@10 of the pack's BM25 top-100 and of the oracle's rerank of it with the default windows."""
     requests, qrels = load_requests(dataset=dataset), load_qrels(dataset)
-    results = Reranker(OracleBackend(qrels)).rerank(requests, progress=False)
+    results = listwise(OracleBackend(qrels)).rerank(requests, progress=False)
     before = {r.query.qid: [(c.docid, c.score) for c in r.candidates] for r in requests}
     after = {r.query.qid: ranked_pairs(r) for r in results}
     return (evaluate(qrels, before, ["nDCG@10"]).aggregate["ndcg_cut_10"],

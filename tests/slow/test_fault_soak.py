@@ -12,11 +12,11 @@ import logging
 import pytest
 
 from rearank.answer import STATUSES
-from rearank.backends.base import SamplingSettings
+from rearank.backends.base import ERROR, SamplingSettings
 from rearank.backends.openai import OpenAIBackend
-from rearank.driver import BACKEND_ERROR, Reranker
 from rearank.types import Candidate, Query, Request
 from rearank.window import window_count
+from tests.engines import listwise
 from tests.fault_server import FAULTS, FaultServer
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def test_soak_every_window_accounted_and_bounds_respected(monkeypatch, caplog):
             return post(payload)
 
         backend._post = counted
-        reranker = Reranker(backend, window=10, step=5, batch_size=16, settings=SamplingSettings(max_new_tokens=64))
+        reranker = listwise(backend, window=10, step=5, batch_size=16, settings=SamplingSettings(max_new_tokens=64))
         results = reranker.rerank(requests, progress=False)
         served = dict(server.served)
     traces = [t for r in results for t in r.traces]
@@ -54,7 +54,7 @@ def test_soak_every_window_accounted_and_bounds_respected(monkeypatch, caplog):
     assert all(sorted(c.docid for c in r.candidates) == sorted(c.docid for c in q.candidates)
                for r, q in zip(results, requests))
     statuses = {t.status for t in traces}
-    assert statuses <= {*STATUSES, BACKEND_ERROR} and {"ok", BACKEND_ERROR} <= statuses
+    assert statuses <= {*STATUSES, ERROR} and {"ok", ERROR} <= statuses
     # attempts: each window's first attempt plus one per backoff wait, at most 1 + MAX_RETRIES per window; the
     # server saw all but those that failed before it read them (a keep-alive connection it had closed)
     assert len(attempts) == windows + len(waits) <= windows * (1 + MAX_RETRIES)

@@ -2,17 +2,18 @@
 
 import pytest
 
-from rearank.backends.base import Generation
+from rearank.backends.base import BackendBase, Generation
 from rearank.cli import build_parser
-from rearank.cli.rerank import _apply_preset
 from rearank.errors import RearankError
-from rearank.grouprank import GroupReranker, load_group_template
+from rearank.flags import apply_preset
+from rearank.grouprank import load_group_template
 from rearank.grouprank.parser import format_scores
 from rearank.prompts import build_messages
 from rearank.types import Candidate, Query, Request
+from tests.engines import groupwise
 
 
-class Table:
+class Table(BackendBase):
     name = "table"
 
     def __init__(self, table):
@@ -35,18 +36,18 @@ def test_raw_fusion_adds_unnormalised_scores():
     # so also check a case where they differ: retriever 30, 11, 10 -> raw 12.0, 5.0, 4.3 -> d0, d1, d2
     # while minmax gives 0.6*0 + 0.4*1 = 0.4, 0.6*1 + 0.4*(1/20) = 0.62, 0.6*0.5 + 0 = 0.3 -> d1, d0, d2
     table = {"d0": 0, "d1": 10, "d2": 5}
-    raw = GroupReranker(Table(table), group_size=3, fusion_weight=0.6, fusion="raw")
+    raw = groupwise(Table(table), group_size=3, fusion_weight=0.6, fusion="raw")
     assert [c.docid for c in raw.rerank([request([12, 11, 10])], progress=False)[0].candidates] == ["d1", "d0", "d2"]
     assert [c.docid for c in raw.rerank([request([30, 11, 10])], progress=False)[0].candidates] == ["d0", "d1", "d2"]
-    minmax = GroupReranker(Table(table), group_size=3, fusion_weight=0.6)
+    minmax = groupwise(Table(table), group_size=3, fusion_weight=0.6)
     assert [c.docid for c in minmax.rerank([request([30, 11, 10])], progress=False)[0].candidates] == ["d1", "d0", "d2"]
 
 
 def test_shuffle_all_reshuffles_the_first_repeat_too():
     table = {f"d{i}": 5 for i in range(8)}
     kept, shuffled = Table(table), Table(table)
-    GroupReranker(kept, group_size=8, seed=3).rerank([request(range(8, 0, -1))], progress=False)
-    GroupReranker(shuffled, group_size=8, seed=3, shuffle_all=True).rerank([request(range(8, 0, -1))], progress=False)
+    groupwise(kept, group_size=8, seed=3).rerank([request(range(8, 0, -1))], progress=False)
+    groupwise(shuffled, group_size=8, seed=3, shuffle_all=True).rerank([request(range(8, 0, -1))], progress=False)
     assert kept.prompts[0].docids == tuple(f"d{i}" for i in range(8))
     assert sorted(shuffled.prompts[0].docids) == sorted(kept.prompts[0].docids)
     assert shuffled.prompts[0].docids != kept.prompts[0].docids  # seed 3 gives a different order of 8 (8! orders)
@@ -65,10 +66,10 @@ def test_preset_fills_settings_left_at_their_defaults():
     parser = build_parser()
     args = parser.parse_args(["rerank", "--dataset", "dl19", "--mode", "groupwise", "--preset", "grouprank-released",
                               "--top-p", "0.5", "-o", "x.trec"])
-    _apply_preset(args)
+    apply_preset(args)
     assert (args.prompt, args.temperature, args.max_new_tokens, args.fusion_weight, args.fusion, args.shuffle_all) == (
         "grouprank-released", 0.3, 8000, 0.6, "raw", True)
     assert args.top_p == 0.5  # given on the command line: kept
     listwise = parser.parse_args(["rerank", "--dataset", "dl19", "--preset", "grouprank-released", "-o", "x.trec"])
     with pytest.raises(RearankError, match="--mode groupwise"):
-        _apply_preset(listwise)
+        apply_preset(listwise)

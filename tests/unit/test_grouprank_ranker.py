@@ -5,18 +5,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rearank.backends.base import Generation, SamplingSettings
+from rearank.backends.base import BackendBase, Generation, SamplingSettings
 from rearank.backends.oracle import OracleBackend
 from rearank.errors import RearankError
-from rearank.grouprank import GroupOracleBackend, GroupReranker, build_group_messages, load_group_template, parse_scores
+from rearank.grouprank import build_group_messages, load_group_template, parse_scores
 from rearank.grouprank.parser import format_scores
 from rearank.grouprank.prompt import sft_target
-from rearank.grouprank.ranker import fallback_scores, min_max, partition, sliding_groups
+from rearank.methods.groupwise import fallback_scores, min_max, partition, sliding_groups
 from rearank.stats import RunStats
 from rearank.types import Candidate, Query, Request
+from tests.engines import groupwise
 
 
-class TableBackend:
+class TableBackend(BackendBase):
     """Fake backend: ``answer(prompt)`` gives the text (or a Generation) of each group; records batches."""
 
     name = "table"
@@ -72,7 +73,7 @@ def test_calls_per_query_is_n_over_g_per_shuffle():
     requests = [make_request("q1", 100), make_request("q2", 45), make_request("q3", 1)]
     backend = scores_from({})
     stats = RunStats()
-    results = GroupReranker(backend, group_size=20, shuffles=3).rerank(requests, on_result=stats.add, progress=False)
+    results = groupwise(backend, group_size=20, shuffles=3).rerank(requests, on_result=stats.add, progress=False)
     assert [len(r.traces) for r in results] == [3 * 5, 3 * 3, 0]
     assert stats.calls == 24 and stats.queries == 3 and stats.to_dict()["calls_per_query"] == 8
     assert sum(len(b) for b in backend.batches) == 24
@@ -86,7 +87,7 @@ def test_mean_over_sliding_groups():
         ("q-d2", "q-d3", "q-d4"): [6, 1, 1],
     }
     backend = TableBackend(lambda p: f"<reason>r</reason><answer>{format_scores(table[p.docids])}</answer>")
-    [result] = GroupReranker(backend, group_size=3, group_step=1).rerank([make_request("q", 5)], progress=False)
+    [result] = groupwise(backend, group_size=3, group_step=1).rerank([make_request("q", 5)], progress=False)
     # mean: d2 6 > d1 5 > d0 4 > d3 1 = d4 1 (ties keep the retriever order); max or last would differ
     assert docids(result) == ["q-d2", "q-d1", "q-d0", "q-d3", "q-d4"]
     assert [(t.start, t.end) for t in result.traces] == [(0, 3), (1, 4), (2, 5)]
@@ -94,7 +95,7 @@ def test_mean_over_sliding_groups():
 
 def test_group_scores_compare_across_groups():
     table = {"q-d5": 9, "q-d0": 2, "q-d3": 7}
-    [result] = GroupReranker(scores_from(table), group_size=2).rerank([make_request("q", 6)], progress=False)
+    [result] = groupwise(scores_from(table), group_size=2).rerank([make_request("q", 6)], progress=False)
     assert docids(result)[:3] == ["q-d5", "q-d3", "q-d0"]
     assert docids(result)[3:] == ["q-d1", "q-d2", "q-d4"]  # all 0: retriever order
 
@@ -102,7 +103,7 @@ def test_group_scores_compare_across_groups():
 def test_shuffles_are_seeded_and_cover_every_document():
     def run(seed):
         backend = scores_from({})
-        GroupReranker(backend, group_size=5, shuffles=3, seed=seed).rerank([make_request("q", 10)], progress=False)
+        groupwise(backend, group_size=5, shuffles=3, seed=seed).rerank([make_request("q", 10)], progress=False)
         return [p.docids for batch in backend.batches for p in batch]
 
     first = run(0)
@@ -117,7 +118,7 @@ def test_shuffle_ensemble_averages():
     # the model always gives the first presented document 10 and the others 0: averaging over shuffles
     backend = TableBackend(lambda p: "<reason>r</reason><answer>"
                            + format_scores([10] + [0] * (len(p.docids) - 1)) + "</answer>")
-    [result] = GroupReranker(backend, group_size=4, shuffles=4, seed=3).rerank([make_request("q", 4)], progress=False)
+    [result] = groupwise(backend, group_size=4, shuffles=4, seed=3).rerank([make_request("q", 4)], progress=False)
     firsts = [p.docids[0] for batch in backend.batches for p in batch]
     assert len(firsts) == 4
     # a document's mean is 10 * (times presented first) / 4; ties keep the retriever order
@@ -132,7 +133,7 @@ def test_fallback_retriever_and_zero():
         return f"<reason>r</reason><answer>{format_scores([9, 4])}</answer>"
 
     def rerank(fallback):
-        ranker = GroupReranker(TableBackend(answer), group_size=2, fallback=fallback)
+        ranker = groupwise(TableBackend(answer), group_size=2, fallback=fallback)
         return ranker.rerank([make_request("q", 4)], progress=False)[0]
 
     retriever, zero = rerank("retriever"), rerank("zero")
@@ -145,18 +146,18 @@ def test_fallback_retriever_and_zero():
 
 @pytest.mark.parametrize("kwargs", [{"group_size": 5}, {"group_size": 4, "group_step": 3, "shuffles": 3}])
 def test_every_group_failing_keeps_the_retriever_order(kwargs):
-    ranker = GroupReranker(TableBackend(lambda p: "no idea"), **kwargs)
+    ranker = groupwise(TableBackend(lambda p: "no idea"), **kwargs)
     [result] = ranker.rerank([make_request("q", 13)], progress=False)
     assert docids(result) == [f"q-d{i}" for i in range(13)]
 
 
 def test_missing_ids_in_a_parsed_group_score_zero_and_backend_errors_fall_back():
     backend = TableBackend(lambda p: '<reason>r</reason><answer>{"[2]": 3}</answer>')
-    [result] = GroupReranker(backend, group_size=3).rerank([make_request("q", 3)], progress=False)
+    [result] = groupwise(backend, group_size=3).rerank([make_request("q", 3)], progress=False)
     assert docids(result) == ["q-d1", "q-d0", "q-d2"] and result.traces[0].status == "missing_ids"
     assert result.traces[0].permutation == (1, 0, 2)
     errors = TableBackend(lambda p: Generation("", 10, 0, finish_reason="error"))
-    [result] = GroupReranker(errors, group_size=3, fallback="zero").rerank([make_request("q", 3)], progress=False)
+    [result] = groupwise(errors, group_size=3, fallback="zero").rerank([make_request("q", 3)], progress=False)
     assert docids(result) == ["q-d0", "q-d1", "q-d2"] and result.traces[0].status == "error"
 
 
@@ -164,7 +165,7 @@ def test_fusion_with_retriever_scores():
     request = make_request("q", 3, scores=[10.0, 9.0, 0.0])
     table = {"q-d0": 0, "q-d1": 5, "q-d2": 10}
     rank = lambda alpha: docids(
-        GroupReranker(scores_from(table), group_size=3, fusion_weight=alpha).rerank([request], progress=False)[0])
+        groupwise(scores_from(table), group_size=3, fusion_weight=alpha).rerank([request], progress=False)[0])
     assert rank(None) == rank(1.0) == ["q-d2", "q-d1", "q-d0"]
     assert rank(0.0) == ["q-d0", "q-d1", "q-d2"]
     # alpha 0.5: d0 = 0.5 * 0 + 0.5 * 1, d1 = 0.5 * 0.5 + 0.5 * 0.9, d2 = 0.5 * 1 + 0.5 * 0
@@ -176,7 +177,7 @@ def test_batches_mix_queries_and_results_keep_input_order():
     backend = scores_from({"b-d3": 10})
     seen = []
     requests = [make_request("a", 4), make_request("b", 4), make_request("c", 4)]
-    results = GroupReranker(backend, group_size=2, batch_size=4).rerank(requests, on_result=seen.append,
+    results = groupwise(backend, group_size=2, batch_size=4).rerank(requests, on_result=seen.append,
                                                                         progress=False)
     assert [len(b) for b in backend.batches] == [4, 2]
     assert {p.qid for p in backend.batches[0]} == {"a", "b"}
@@ -186,17 +187,17 @@ def test_batches_mix_queries_and_results_keep_input_order():
 
 def test_top_k_keeps_the_tail_and_prompts_use_the_template():
     backend = scores_from({"q-d2": 10})
-    [result] = GroupReranker(backend, group_size=3, top_k=3).rerank([make_request("q", 6)], progress=False)
+    [result] = groupwise(backend, group_size=3, top_k=3).rerank([make_request("q", 6)], progress=False)
     assert docids(result) == ["q-d2", "q-d0", "q-d1", "q-d3", "q-d4", "q-d5"]
     messages = list(backend.batches[0][0].messages)
     assert messages == build_group_messages("query q", ["text 0", "text 1", "text 2"])
     assert '{"[1]": 8' in messages[-1]["content"] and "<reason>" in messages[-1]["content"]
 
 
-def test_listwise_oracle_is_swapped_for_the_groupwise_one():
+def test_the_oracle_answers_in_the_groupwise_format():
     qrels = {"q": {"q-d3": 2, "q-d1": 1}}
-    ranker = GroupReranker(OracleBackend(qrels), group_size=2)
-    assert isinstance(ranker.backend, GroupOracleBackend)
+    ranker = groupwise(OracleBackend(qrels), group_size=2)
+    assert ranker.backend.answer == ranker.method.answer_text
     [result] = ranker.rerank([make_request("q", 4)], progress=False)
     assert docids(result) == ["q-d3", "q-d1", "q-d0", "q-d2"]
     assert all(parse_scores(t.raw_output, 2).status == "ok" for t in result.traces)
@@ -210,7 +211,7 @@ def test_listwise_oracle_is_swapped_for_the_groupwise_one():
 ])
 def test_invalid_settings_are_user_errors(kwargs):
     with pytest.raises(RearankError):
-        GroupReranker(scores_from({}), **kwargs)
+        groupwise(scores_from({}), **kwargs)
 
 
 def test_template_and_sft_target():
@@ -230,7 +231,7 @@ def test_settings_reach_the_backend():
             return super().generate(prompts, settings)
 
     settings = SamplingSettings(max_new_tokens=64, temperature=0.5)
-    GroupReranker(Recorder(lambda p: "x"), settings=settings).rerank([make_request("q", 3)], progress=False)
+    groupwise(Recorder(lambda p: "x"), settings=settings).rerank([make_request("q", 3)], progress=False)
     assert seen == [settings]
 
 
@@ -241,6 +242,6 @@ def test_settings_reach_the_backend():
 def test_any_answers_give_a_permutation_of_the_candidates(answers, n, size, alpha):
     counter = iter(range(10**6))
     backend = TableBackend(lambda p: answers[next(counter) % len(answers)])
-    [result] = GroupReranker(backend, group_size=size, shuffles=2, fusion_weight=alpha).rerank(
+    [result] = groupwise(backend, group_size=size, shuffles=2, fusion_weight=alpha).rerank(
         [make_request("q", n)], progress=False)
     assert sorted(docids(result)) == sorted(f"q-d{i}" for i in range(n))

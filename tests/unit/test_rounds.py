@@ -5,11 +5,10 @@ import json
 import pytest
 
 from rearank.backends.oracle import OracleBackend
-from rearank.driver import Reranker
 from rearank.errors import FormatError, RearankError
-from rearank.grouprank import GroupReranker
-from rearank.rounds import Journal, RoundEngine, method_for
-from tests.unit.test_driver import SortingBackend, request, shuffled_worths
+from rearank.rounds import Journal, RoundEngine
+from tests.engines import groupwise, listwise
+from tests.unit.test_engine_listwise import SortingBackend, request, shuffled_worths
 
 CONFIG = {"window": 4, "step": 2}
 
@@ -39,8 +38,8 @@ def requests():
     return [request(f"q{i}", shuffled_worths(n, i)) for i, n in enumerate((10, 7, 4, 1))]
 
 
-def listwise():
-    return Reranker(SortingBackend(), window=4, step=2, passage_budget=None)
+def local_engine():
+    return listwise(SortingBackend(), window=4, step=2, passage_budget=None)
 
 
 def same(a, b):
@@ -50,11 +49,11 @@ def same(a, b):
 
 
 def test_listwise_rounds_equal_the_local_driver_with_one_call_per_round():
-    local = listwise().rerank(requests(), progress=False)
+    local = local_engine().rerank(requests(), progress=False)
     generate = Rounds(SortingBackend())
     finished = []
-    results = RoundEngine(method_for(listwise()), generate).rerank(requests(), on_result=finished.append,
-                                                                  progress=False)
+    results = RoundEngine(local_engine().method, generate).rerank(requests(), on_result=finished.append,
+                                                                 progress=False)
     assert same(results, local)
     # schedule(10, 4, 2): 4 windows; (7): 3; (4): 1; (1): none -> 4 rounds and 4 + 3 + 1 = 8 rows
     assert generate.calls == 4 and generate.rows == 8
@@ -65,11 +64,11 @@ def test_groupwise_runs_every_group_in_one_round():
     qrels = {r.query.qid: {c.docid: i % 3 for i, c in enumerate(r.candidates)} for r in requests()}
 
     def ranker():
-        return GroupReranker(OracleBackend(qrels), group_size=3, passage_budget=None)
+        return groupwise(OracleBackend(qrels), group_size=3, passage_budget=None)
 
     local = ranker().rerank(requests(), progress=False)
     generate = Rounds(ranker().backend)
-    results = RoundEngine(method_for(ranker()), generate).rerank(requests(), progress=False)
+    results = RoundEngine(ranker().method, generate).rerank(requests(), progress=False)
     assert same(results, local)
     # partition(10, 3) = 4 groups, (7) = 3, (4) = 2, (1) = none: 9 rows, one call
     assert generate.calls == 1 and generate.rows == 9
@@ -77,13 +76,13 @@ def test_groupwise_runs_every_group_in_one_round():
 
 def test_an_interrupted_run_resumes_from_its_journal(tmp_path):
     path = tmp_path / "run.rounds.jsonl"
-    local = listwise().rerank(requests(), progress=False)
+    local = local_engine().rerank(requests(), progress=False)
     killed = Rounds(SortingBackend(), stop_after=5)  # round 1 (3 rows) and 2 of the 3 rows of round 2
     with pytest.raises(KeyboardInterrupt):
-        RoundEngine(method_for(listwise()), killed, Journal(path, CONFIG)).rerank(requests(), progress=False)
+        RoundEngine(local_engine().method, killed, Journal(path, CONFIG)).rerank(requests(), progress=False)
     assert len(path.read_text().splitlines()) == 1 + 5  # header + five generations
     again = Rounds(SortingBackend())
-    results = RoundEngine(method_for(listwise()), again, Journal(path, CONFIG, resume=True)).rerank(
+    results = RoundEngine(local_engine().method, again, Journal(path, CONFIG, resume=True)).rerank(
         requests(), progress=False)
     assert same(results, local)
     assert again.rows == 8 - 5  # only the windows not in the journal
@@ -98,7 +97,7 @@ def test_without_resume_the_journal_starts_afresh(tmp_path):
 
 
 def _prompt():
-    return listwise().prompt(listwise().start(requests()[0]))
+    return local_engine().method.start(requests()[0])[1][0].prompt
 
 
 def test_journal_refuses_other_settings_and_names_bad_lines(tmp_path):
@@ -131,4 +130,4 @@ def test_a_generator_that_drops_rows_is_an_error():
         return iter([next(iter(Rounds(SortingBackend())(items)))])
 
     with pytest.raises(RearankError, match="returned nothing for 2 windows"):
-        RoundEngine(method_for(listwise()), lossy).rerank(requests(), progress=False)
+        RoundEngine(local_engine().method, lossy).rerank(requests(), progress=False)

@@ -27,6 +27,9 @@ class PointwiseReranker:
         head = sorted(range(n), key=lambda i: -scores[i])
         return head + list(range(n, len(request.candidates)))
 
+    def close(self) -> None:
+        """Nothing to release: the scorer is plain PyTorch."""
+
     def rerank(self, requests: Sequence[Request], on_result: Callable[[Result], None] | None = None,
                progress: bool = True) -> list[Result]:
         """Rerank every request, calling ``on_result`` as each one finishes (the driver's interface)."""

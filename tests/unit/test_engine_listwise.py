@@ -4,19 +4,19 @@ import re
 
 import pytest
 
-from rearank.backends.base import Generation, Prompt, SamplingSettings
-from rearank.driver import BACKEND_ERROR, Reranker
+from rearank.backends.base import ERROR, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
 from rearank.prompts import build_messages
 from rearank.runfiles import RunWriter, ranked_pairs, recover
 from rearank.stats import RunStats
 from rearank.types import Candidate, Query, Request
 from rearank.window import schedule
+from tests.engines import listwise
 
 PASSAGE = re.compile(r"^\[(\d+)\] .*?worth (\d+)", re.DOTALL)
 
 
-class SortingBackend:
+class SortingBackend(BackendBase):
     """Deterministic fake: ranks a window by the 'worth N' number in each passage, from the messages alone.
 
     A query containing 'fail' gets a backend error; one containing 'long' hits the token limit.
@@ -68,8 +68,8 @@ def docids(result):
 
 
 def test_batched_equals_one_query_at_a_time():
-    batched = Reranker(SortingBackend(), batch_size=4).rerank(REQUESTS, progress=False)
-    single = [Reranker(SortingBackend(), batch_size=1).rerank([r], progress=False)[0] for r in REQUESTS]
+    batched = listwise(SortingBackend(), batch_size=4).rerank(REQUESTS, progress=False)
+    single = [listwise(SortingBackend(), batch_size=1).rerank([r], progress=False)[0] for r in REQUESTS]
     assert [r.query.qid for r in batched] == [r.query.qid for r in REQUESTS]
     assert [docids(r) for r in batched] == [docids(r) for r in single]
     assert [r.traces for r in batched] == [r.traces for r in single]
@@ -78,10 +78,10 @@ def test_batched_equals_one_query_at_a_time():
 def test_windows_of_many_queries_share_full_batches():
     backend = SortingBackend()
     reqs = [request(f"q{k}", shuffled_worths(100, k)) for k in range(8)]
-    Reranker(backend, batch_size=4).rerank(reqs, progress=False)
+    listwise(backend, batch_size=4).rerank(reqs, progress=False)
     assert backend.batches == [4] * 18  # two cohorts of 4 queries x 9 windows, every call full
     backend = SortingBackend()
-    Reranker(backend, batch_size=8).rerank(reqs, progress=False)
+    listwise(backend, batch_size=8).rerank(reqs, progress=False)
     assert backend.batches == [8] * 9
     # each call holds windows of distinct queries
     assert len({p.qid for p in backend.prompts[:8]}) == 8
@@ -89,7 +89,7 @@ def test_windows_of_many_queries_share_full_batches():
 
 def test_one_pass_brings_the_true_top_window_to_the_top_and_keeps_the_tail():
     worths = shuffled_worths(100, 3)
-    result = Reranker(SortingBackend(), top_k=60).rerank([request("q", worths)], progress=False)[0]
+    result = listwise(SortingBackend(), top_k=60).rerank([request("q", worths)], progress=False)[0]
     head = [int(c.text.split()[-1]) for c in result.candidates[:10]]
     assert head == sorted(worths[:60], reverse=True)[:10]
     assert docids(result)[60:] == [f"q-d{i}" for i in range(60, 100)]  # beyond top-k: original order
@@ -97,7 +97,7 @@ def test_one_pass_brings_the_true_top_window_to_the_top_and_keeps_the_tail():
 
 
 def test_traces_follow_the_schedule_and_passes():
-    result = Reranker(SortingBackend(), passes=2).rerank([request("q", shuffled_worths(35, 1))], progress=False)[0]
+    result = listwise(SortingBackend(), passes=2).rerank([request("q", shuffled_worths(35, 1))], progress=False)[0]
     spans = [(t.start, t.end) for t in result.traces]
     assert spans == schedule(35, 20, 10, passes=2)
     assert [t.pass_index for t in result.traces] == [0, 0, 0, 1, 1, 1]
@@ -107,32 +107,32 @@ def test_traces_follow_the_schedule_and_passes():
 
 def test_backend_error_keeps_order_and_length_is_truncated():
     failing = request("f", shuffled_worths(30, 2), text="fail")
-    result = Reranker(SortingBackend()).rerank([failing], progress=False)[0]
+    result = listwise(SortingBackend()).rerank([failing], progress=False)[0]
     assert docids(result) == docids(failing)
-    assert {t.status for t in result.traces} == {BACKEND_ERROR}
+    assert {t.status for t in result.traces} == {ERROR}
     long = request("l", shuffled_worths(30, 2), text="long")
-    traces = Reranker(SortingBackend()).rerank([long], progress=False)[0].traces
+    traces = listwise(SortingBackend()).rerank([long], progress=False)[0].traces
     assert {t.status for t in traces} == {"truncated"}
 
 
 def test_prompts_come_from_the_one_builder_with_window_docids():
     backend = SortingBackend()
     req = request("q", shuffled_worths(25, 4))
-    Reranker(backend, template="rankgpt", passage_budget="3 words").rerank([req], progress=False)
+    listwise(backend, template="rankgpt", passage_budget="3 words").rerank([req], progress=False)
     first = backend.prompts[0]
     assert first.qid == "q" and first.docids == tuple(f"q-d{i}" for i in range(5, 25))
     texts = [" ".join(c.text.split()[:3]) for c in req.candidates[5:25]]
     assert list(first.messages) == build_messages(req.query.text, texts, "rankgpt")
     # by default the template's declared budget applies (rankgpt: the first 300 characters)
     backend = SortingBackend()
-    Reranker(backend, template="rankgpt").rerank([req], progress=False)
+    listwise(backend, template="rankgpt").rerank([req], progress=False)
     texts = [" ".join(c.text.split())[:300] for c in req.candidates[5:25]]
     assert list(backend.prompts[0].messages) == build_messages(req.query.text, texts, "rankgpt")
 
 
 def test_on_result_streams_each_query_once():
     seen = []
-    results = Reranker(SortingBackend(), batch_size=3).rerank(REQUESTS, on_result=seen.append, progress=False)
+    results = listwise(SortingBackend(), batch_size=3).rerank(REQUESTS, on_result=seen.append, progress=False)
     assert sorted(r.query.qid for r in seen) == sorted(r.query.qid for r in REQUESTS)
     assert {id(r) for r in seen} == {id(r) for r in results}
 
@@ -143,18 +143,18 @@ def test_backend_returning_wrong_count_is_an_error():
             return super().generate(prompts, settings)[:-1]
 
     with pytest.raises(RearankError, match="returned 0 generations for 1 prompts"):
-        Reranker(Short()).rerank([request("q", [1, 2, 3])], progress=False)
+        listwise(Short()).rerank([request("q", [1, 2, 3])], progress=False)
 
 
 @pytest.mark.parametrize("kwargs", [{"window": 1}, {"step": 0}, {"step": 30}, {"top_k": 0}, {"batch_size": 0},
                                     {"passes": 0}, {"passage_budget": "12 bytes"}])
 def test_bad_settings_are_clear_errors(kwargs):
     with pytest.raises(RearankError):
-        Reranker(SortingBackend(), **kwargs)
+        listwise(SortingBackend(), **kwargs)
 
 
 def test_run_scores_strictly_decrease_and_stats_count(tmp_path):
-    results = Reranker(SortingBackend(), settings=SamplingSettings(max_new_tokens=8)).rerank(REQUESTS, progress=False)
+    results = listwise(SortingBackend(), settings=SamplingSettings(max_new_tokens=8)).rerank(REQUESTS, progress=False)
     for result in results:
         scores = [s for _, s in ranked_pairs(result)]
         assert all(a > b for a, b in itertools.pairwise(scores))
@@ -169,7 +169,7 @@ def test_run_scores_strictly_decrease_and_stats_count(tmp_path):
 
 def test_run_writer_resume_keeps_only_complete_queries(tmp_path):
     reqs = [REQUESTS[i] for i in (0, 3, 4, 5)]
-    results = Reranker(SortingBackend()).rerank(reqs, progress=False)
+    results = listwise(SortingBackend()).rerank(reqs, progress=False)
     run, traces = tmp_path / "run.trec", tmp_path / "traces.jsonl"
     writer = RunWriter(run, traces)
     for result in results[:3]:

@@ -1,0 +1,188 @@
+"""The one reranking loop: many requests, a method that makes prompts, a backend that answers them.
+
+The engine asks the method (:mod:`rearank.methods`) for the tasks each query has ready, sends them to the
+backend, hands every generation back to the method, and emits each query's result as soon as it is finished
+(``on_result``), so a caller can write results as they come and resume later. Two schedules:
+
+* **batches** (backends whose ``calls`` is ``batch``: hf, vllm, the oracles): ``batch_size`` ready tasks from
+  as many queries go to the backend in one call, and a query that finishes makes room for the next one, so an
+  inference engine sees full batches;
+* **in flight** (``concurrent`` backends: a server behind HTTP): up to ``concurrency`` tasks are outstanding at
+  all times; a query's next window is sent as soon as its previous one returns, and no request waits for a
+  round's slowest window. ``concurrency="auto"`` finds the count by measuring the server
+  (:class:`rearank.concurrency.InFlightLimit`).
+
+With a deterministic backend both schedules give the same results and traces: a method's state depends only on
+the answers, never on their order (listwise has one window of a query out at a time; groupwise sums in group
+order).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tqdm import tqdm
+
+from rearank.backends.base import AUTO, CONCURRENT, ERROR, Backend, Generation, SamplingSettings
+from rearank.concurrency import InFlightLimit, parse_concurrency
+from rearank.errors import RearankError
+from rearank.methods.base import Method, Task
+from rearank.types import Request, Result
+
+
+@dataclass
+class _Query:
+    slot: int  # position in the input
+    state: Any
+    outstanding: int = 0
+
+
+@dataclass
+class EngineCounts:
+    """What a run sent: windows answered, tokens, failed windows, and the in-flight limits used (auto)."""
+
+    windows: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    errors: int = 0
+    limits: list[int] = field(default_factory=list)
+
+    def add(self, generation: Generation) -> None:
+        self.windows += 1
+        self.prompt_tokens += generation.prompt_tokens
+        self.completion_tokens += generation.completion_tokens
+        self.errors += generation.finish_reason == ERROR
+
+
+class Engine:
+    """Rerank requests with ``method`` on ``backend``.
+
+    ``batch_size``: tasks per backend call on a batch backend. ``in_flight``: None follows the backend (windows
+    in flight on a ``concurrent`` backend, batches otherwise); False forces batches (lockstep rounds of
+    ``batch_size`` even on a server), True forces windows in flight. ``concurrency``: tasks in flight, a number
+    or ``"auto"`` (default: the backend's own ``concurrency``, else ``"auto"``). The method gets the backend's
+    tokenizer when it has none, and the backend answers in the method's format (the oracles).
+    """
+
+    def __init__(self, backend: Backend, method: Method, settings: SamplingSettings | None = None, *,
+                 batch_size: int = 32, in_flight: bool | None = None, concurrency: int | str | None = None) -> None:
+        if batch_size < 1:
+            raise RearankError(f"batch_size must be at least 1, got {batch_size}")
+        if method.tokenizer is None and backend.tokenizer is not None:
+            method = replace(method, tokenizer=backend.tokenizer)  # type: ignore[type-var]
+        self.method = method
+        self.backend = backend.answer_format(method)
+        self.settings = settings or SamplingSettings()
+        self.batch_size = batch_size
+        self.in_flight = backend.calls == CONCURRENT if in_flight is None else in_flight
+        self.concurrency = parse_concurrency(concurrency if concurrency is not None else backend.concurrency)
+        self.counts = EngineCounts()
+
+    def rerank(self, requests: Sequence[Request], on_result: Callable[[Result], None] | None = None,
+               progress: bool = True) -> list[Result]:
+        """Rerank every request; return results in input order, calling ``on_result`` as each query finishes."""
+        results: list[Result | None] = [None] * len(requests)
+        bar = tqdm(total=len(requests), unit="query", disable=not progress, desc=f"rerank {self.method.name}",
+                   dynamic_ncols=True)
+        started = time.perf_counter()
+
+        def finish(query: _Query) -> None:
+            results[query.slot] = result = self.method.result(query.state)
+            if on_result is not None:
+                on_result(result)
+            bar.update(1)
+
+        def answered(query: _Query, task: Task, generation: Generation) -> list[Task]:
+            self.counts.add(generation)
+            query.outstanding -= 1
+            ready = self.method.apply(query.state, task, generation)
+            query.outstanding += len(ready)
+            if not query.outstanding:
+                finish(query)
+            elapsed = max(time.perf_counter() - started, 1e-9)
+            bar.set_postfix(windows=self.counts.windows, tok_s=f"{self.counts.completion_tokens / elapsed:.1f}",
+                            refresh=False)
+            return ready
+
+        run = self._in_flight if self.in_flight else self._batches
+        try:
+            run(self._starts(requests, finish), answered)
+        finally:
+            bar.close()
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        """Release the backend (vLLM's engine processes, HTTP connections)."""
+        self.backend.close()
+
+    def _starts(self, requests: Sequence[Request], finish: Callable[[_Query], None]) -> Iterator[tuple[_Query, list[Task]]]:
+        """Each request started, with its ready tasks; a request with none is finished at once."""
+        for slot, request in enumerate(requests):
+            state, ready = self.method.start(request)
+            query = _Query(slot, state, len(ready))
+            if ready:
+                yield query, ready
+            else:
+                finish(query)
+
+    def _batches(self, starts: Iterator[tuple[_Query, list[Task]]],
+                 answered: Callable[[_Query, Task, Generation], list[Task]]) -> None:
+        queue: deque[tuple[_Query, Task]] = deque()
+        while True:
+            while len(queue) < self.batch_size:
+                started = next(starts, None)
+                if started is None:
+                    break
+                queue.extend((started[0], task) for task in started[1])
+            if not queue:
+                return
+            batch = [queue.popleft() for _ in range(min(self.batch_size, len(queue)))]
+            generations = self._generate([task for _, task in batch])
+            for (query, task), generation in zip(batch, generations):
+                queue.extend((query, ready) for ready in answered(query, task, generation))
+
+    def _in_flight(self, starts: Iterator[tuple[_Query, list[Task]]],
+                   answered: Callable[[_Query, Task, Generation], list[Task]]) -> None:
+        fixed = None if self.concurrency == AUTO else int(self.concurrency)
+        limit = InFlightLimit(fixed)
+        queue: deque[tuple[_Query, Task]] = deque()
+        running: dict[Future[list[Generation]], tuple[_Query, Task, int]] = {}
+        with ThreadPoolExecutor(max_workers=fixed or limit.cap, thread_name_prefix="rearank-window") as pool:
+            try:
+                while True:
+                    while len(running) < limit.limit:
+                        if not queue:
+                            started = next(starts, None)
+                            if started is None:
+                                break
+                            queue.extend((started[0], task) for task in started[1])
+                        query, task = queue.popleft()
+                        future = pool.submit(self.backend.generate, [task.prompt], self.settings)
+                        running[future] = (query, task, limit.sent())
+                    if not running:
+                        return
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        query, task, epoch = running.pop(future)
+                        (generation,) = self._checked(future.result(), 1)
+                        limit.record(epoch, generation)
+                        queue.extendleft((query, ready) for ready in reversed(answered(query, task, generation)))
+                    if limit.auto and (not self.counts.limits or self.counts.limits[-1] != limit.limit):
+                        self.counts.limits.append(limit.limit)
+            finally:
+                for future in running:
+                    future.cancel()
+
+    def _generate(self, tasks: list[Task]) -> list[Generation]:
+        return self._checked(self.backend.generate([t.prompt for t in tasks], self.settings), len(tasks))
+
+    def _checked(self, generations: Sequence[Generation], expected: int) -> list[Generation]:
+        if len(generations) != expected:
+            raise RearankError(f"backend {self.backend.name!r} returned {len(generations)} generations for "
+                               f"{expected} prompts")
+        return list(generations)
