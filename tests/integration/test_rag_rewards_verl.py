@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-pytest.importorskip("verl")
-pytest.importorskip("hydra")
+from tests.conftest import require
+
+require("verl", "verl is in the `train` extra")
+require("hydra", "hydra-core comes with verl")
 
 from transformers import AutoTokenizer
 
