@@ -35,6 +35,10 @@ def test_oracle_reader_em_is_one_exactly_where_support_is_in_top_k(tmp_path, sel
     metrics = json.loads((out / "metrics.json").read_text())
     if selector == "oracle":  # every HotpotQA record has exactly 2 supporting paragraphs among its candidates
         assert metrics["k"]["2"]["em"] == 1.0 and metrics["k"]["1"]["em"] == 0.0
+    # the table of docs/rag.md (103 questions): EM and answer recall per k, as counts of questions
+    table = {"oracle": {"1": (0, 58), "2": (103, 91)}, "none": {"1": (0, 14), "2": (1, 22), "3": (8, 35)}}[selector]
+    for k, (em, recall) in table.items():
+        assert (round(metrics["k"][k]["em"] * 103), round(metrics["k"][k]["answer_recall"] * 103)) == (em, recall), k
     assert "RRPO paper, hotpotqa" in capsys.readouterr().out
 
 

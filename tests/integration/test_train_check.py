@@ -29,6 +29,9 @@ def test_recipe_checks_pass_end_to_end(rl_data):
     report = "\n".join(lines)
     assert report.count("[ok]") == 5, report
     assert "128 prompts x 32 rollouts per step" in report and "1 GPU(s)" in report
+    # the released launch script's values (issue 10, item 4), as verl composed them from the recipe
+    assert ("mini-batch 8 (16 updates/step), KL 0.01 (low_var_kl), lr 1e-06 constant, 160 steps, "
+            "prompt 3072 + response 2048 tokens") in report, report
     for kind in ("ideal", "presented", "reversed", "garbage"):
         assert f"  {kind}" in report
 

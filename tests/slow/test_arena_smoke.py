@@ -6,13 +6,13 @@ import os
 
 import pytest
 
-from tests.conftest import data_root, require_pack
+from tests.conftest import data_root, require, require_pack
 
 pytestmark = pytest.mark.slow
 
 
 def test_arena_grpo_smoke_logs_finite_metrics(tmp_path):
-    pytest.importorskip("trl")
+    require("trl", "TRL is in the `train` extra")
     require_pack("qa")
     os.environ.setdefault("REARANK_DATA", str(data_root()))
     from recipes.train_smoke_arena import main

@@ -83,3 +83,28 @@ def test_missing_local_model_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(RearankError, match="cannot load model"):
         HFBackend(str(tmp_path / "empty"))
+
+
+def test_thinking_switch_reaches_generation(tmp_path):
+    """``-O enable_thinking=false`` on a chat template that has the switch changes the prompt the model reads;
+    on one that has none (the embedded model's own), it is refused."""
+    from rearank.backends.registry import make_backend
+    from rearank.models import embedded_model_path
+    from tests.unit.test_thinking_switch import QWEN3_LIKE
+
+    with pytest.raises(RearankError, match="has no thinking switch"):
+        make_backend("hf", "embedded", enable_thinking=False)
+    folder = tmp_path / "switch"
+    folder.mkdir()
+    for source in embedded_model_path().iterdir():
+        if source.name != "chat_template.jinja":
+            (folder / source.name).symlink_to(source)
+    (folder / "chat_template.jinja").write_text(QWEN3_LIKE, encoding="utf-8")
+    prompt = [Prompt(messages=({"role": "user", "content": "Name three colors."},))]
+    one = SamplingSettings(max_new_tokens=1)
+    off = make_backend("hf", str(folder), enable_thinking=False)
+    [gen_off] = off.generate(prompt, one)
+    default = make_backend("hf", str(folder))
+    [gen_default] = default.generate(prompt, one)
+    extra = len(off.tokenizer("<think></think>", add_special_tokens=False)["input_ids"])
+    assert gen_off.prompt_tokens == gen_default.prompt_tokens + extra > gen_default.prompt_tokens

@@ -46,3 +46,11 @@ def test_present_module_is_returned(monkeypatch):
 def test_ci_flag(monkeypatch, value, ci):
     monkeypatch.setenv("CI", value)
     assert conftest.on_ci() is ci
+
+
+def test_no_test_module_skips_a_missing_dependency_behind_the_ci_rule():
+    """``pytest.importorskip`` skips on CI too: tests go through ``conftest.require`` (skip for developers, fail on CI)."""
+    call = "importorskip" + "("  # split, so that this file does not match itself
+    offenders = [str(path.relative_to(conftest.ROOT)) for path in sorted((conftest.ROOT / "tests").rglob("*.py"))
+                 if call in path.read_text(encoding="utf-8")]
+    assert offenders == []

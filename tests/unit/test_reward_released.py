@@ -91,3 +91,18 @@ def test_bad_variant_options_raise():
         compute_score("d", "", TRUTH, variant="paper")
     with pytest.raises(ValueError, match="normalized"):
         compute_score("d", "", TRUTH, variant="released", rank_reward="absolute")
+
+
+@pytest.mark.parametrize(("text", "truth", "default", "released"), [
+    (f"<think>t</think><answer>{IDEAL}</answer> Hope this helps.", TRUTH, 1.0, 0.9),  # released: format1 0
+    (f"\n<think>t</think><answer>{IDEAL}</answer>", TRUTH, 1.0, 0.9),  # released: format1 0
+    ("<think>t</think><answer>[7] > [2] > [0] > [4] > [1] > [3]</answer>", TRUTH, 0.9, 1.0),  # default: format2 0
+    ("<think>[4] looks best, then [2], and", TRUTH, 0.0, 0.4854),  # 0.8 x 0.6067, as printed
+    (f"<THINK>t</THINK><ANSWER>{IDEAL}</ANSWER>", TRUTH, 1.0, 0.8),  # released: case-sensitive tags
+    ("<think>t</think><answer>[4] > [3] > [2] > [1]</answer>", '{"labels": [2, 1, 0, 0], "pool": [3, 2, 1]}',
+     -0.6, 0.2),  # default: clipped r_rank -1; released: best == init -> 0
+])
+def test_the_side_by_side_table_of_docs_training(text, truth, default, released):
+    """The rows of docs/training.md's "Where they differ" table, both columns."""
+    assert compute_score("d", text, truth)["score"] == pytest.approx(default, abs=1e-9)
+    assert compute_score("d", text, truth, variant="released")["score"] == pytest.approx(released, abs=5e-5)

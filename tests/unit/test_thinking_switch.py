@@ -1,8 +1,7 @@
 """The thinking switch (``-O enable_thinking=false``): detected in chat templates, sent to the openai server."""
 
-import pytest
-
 from rearank.backends.base import has_thinking_switch, thinking_kwargs
+from tests.conftest import require
 
 QWEN3_LIKE = ("{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"
               "{%- if add_generation_prompt %}<|im_start|>assistant\n"
@@ -19,7 +18,7 @@ def test_switch_is_detected_in_the_template_text():
 
 
 def test_switch_reaches_a_real_chat_template():
-    transformers = pytest.importorskip("transformers")
+    transformers = require("transformers", "the `hf` extra")
     from rearank.models import resolve_model
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model("embedded").path)
@@ -31,7 +30,6 @@ def test_switch_reaches_a_real_chat_template():
 
 
 def test_openai_backend_sends_the_switch_in_extra_body():
-    pytest.importorskip("httpx")
     from rearank.backends.openai import OpenAIBackend
 
     backend = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", enable_thinking=False,
