@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
+from rearank.data.packs import load_qrels, load_requests
 from rearank.driver import Reranker
-from rearank.packs import load_qrels, load_requests
 from rearank.stats import RunStats
 from rearank.types import Request, Result
 

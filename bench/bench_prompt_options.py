@@ -27,8 +27,8 @@ from pathlib import Path
 from data_synthesis.tokens import load_tokenizer
 from rearank.backends.base import Generation, Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
+from rearank.data.packs import load_qrels, load_requests
 from rearank.driver import Reranker
-from rearank.packs import load_qrels, load_requests
 from rearank.prompts import load_template
 
 HERE = Path(__file__).resolve().parent

@@ -110,7 +110,7 @@ def length_bins(scores: Sequence[WindowScore], bins: int = 20) -> list[LengthBin
 
 def _initial_orders(suite: SuiteResult, dataset: str) -> dict[str, list[str]]:
     """Each query's BM25 top-k docids, the order the driver started from."""
-    from rearank import packs
+    from rearank.data import packs
     from rearank.io.trec import read_run
 
     top_k = int(suite.config.get("top_k", 100))
@@ -126,7 +126,7 @@ def _traces(suite: SuiteResult, dataset: str) -> dict[str, list[WindowTrace]]:
 
 def suite_window_scores(suite: SuiteResult, datasets: Sequence[str]) -> list[WindowScore]:
     """Window scores of the finished ``datasets`` of a suite folder (traces + the packs' qrels)."""
-    from rearank import packs
+    from rearank.data import packs
 
     scores: list[WindowScore] = []
     for name in datasets:
@@ -164,7 +164,7 @@ def length_report(suite: SuiteResult, datasets: Sequence[str], bins: int = 20) -
 
 def pass_curves(suite: SuiteResult) -> dict[str, list[float]]:
     """Per finished dataset, nDCG@10 after 0 (BM25 order), 1, ..., P passes, replayed from the traces."""
-    from rearank import packs
+    from rearank.data import packs
     from rearank.metrics import evaluate
 
     passes = int(suite.config.get("passes", 1))

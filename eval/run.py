@@ -96,7 +96,7 @@ def _label(args: argparse.Namespace) -> str:
 
 def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
     """Check ``out`` against ``--resume`` and the settings of a previous run in it."""
-    from rearank import packs
+    from rearank.data import packs
 
     unknown = [d for d in config["datasets"] if d not in packs.REGISTRY]
     if unknown:
@@ -136,7 +136,7 @@ class SuiteRunner:
 
     def run_dataset(self, name: str) -> str:
         """Rerank and evaluate one dataset; return the line to print (MissingDataError if its pack is absent)."""
-        from rearank import packs
+        from rearank.data import packs
         from rearank.driver import Reranker
         from rearank.io.trec import read_run
         from rearank.metrics import evaluate

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rearank import job, packs
+from rearank import job
 from rearank.backends.base import Backend, SamplingSettings
 from rearank.backends.registry import BACKENDS, backend_class
+from rearank.data import packs
 from rearank.driver import BACKEND_ERROR, check_settings
 from rearank.driver import Reranker as ListwiseReranker
 from rearank.errors import RearankError

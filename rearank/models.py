@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rearank.cache import cache_root
 from rearank.errors import MissingDataError, RearankError
 
 #: ``--model`` values that mean the embedded SmolLM2-135M-Instruct (``None`` does too).
@@ -36,12 +37,6 @@ class ModelSource:
 def is_embedded(model: str | None) -> bool:
     """Whether ``model`` names the embedded model (exact names only, case-insensitive)."""
     return model is None or model.strip().lower() in EMBEDDED_NAMES
-
-
-def cache_root() -> Path:
-    """The rearank cache: ``$REARANK_CACHE``, else ``~/.cache/rearank``."""
-    env = os.environ.get("REARANK_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "rearank"
 
 
 def embedded_gguf_path() -> Path:

@@ -6,8 +6,8 @@ import argparse
 import os
 import sys
 
-from rearank import packs
 from rearank.cli.rerank import BACKENDS, backend_options
+from rearank.data import packs
 from rearank.errors import RearankError
 
 

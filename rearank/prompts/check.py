@@ -105,7 +105,7 @@ class Lookup:
         self.docs: dict[str, Candidate] = {}
 
     def load(self, rows: Sequence[Row]) -> None:
-        from rearank.packs import load_docs, load_topics, resolve
+        from rearank.data.packs import load_docs, load_topics, resolve
 
         want = {d for r in rows if r.passages is None for d in r.docids or ()}
         for name in self.datasets:

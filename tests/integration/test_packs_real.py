@@ -1,4 +1,4 @@
-"""The shared real packs load through rearank.packs, and our writers reproduce their files."""
+"""The shared real packs load through rearank.data.packs, and our writers reproduce their files."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rearank import packs
+from rearank.data import packs
 from rearank.io import beir, requests_jsonl, topics, trec
 
 

@@ -11,8 +11,8 @@ from data_synthesis import SynthConfig, synthesize
 from data_synthesis.sampling import ideal_permutation
 from data_synthesis.tokens import load_tokenizer
 from rearank.answer import format_answer
+from rearank.data.packs import load_requests
 from rearank.io.trec import read_qrels
-from rearank.packs import load_requests
 from rearank.reward import compute_score
 from tests.conftest import require
 

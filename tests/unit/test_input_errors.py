@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from rearank.data.packs import load_qrels
 from rearank.errors import FormatError, RearankError
 from rearank.io import _files, trec
 from rearank.io.requests_jsonl import read_requests
 from rearank.metrics import evaluate
-from rearank.packs import load_qrels
 
 BOM = "\ufeff"
 

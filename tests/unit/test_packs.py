@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rearank import packs
+from rearank.data import packs
 from rearank.errors import MissingDataError, RearankError
 from rearank.io import beir, requests_jsonl, topics, trec
 
@@ -118,7 +118,7 @@ def test_missing_docs_are_listed_or_skipped(root: Path, caplog: pytest.LogCaptur
     assert "3 run candidates" in str(info.value)
     assert "(q1, d2), (q1, d3), (q2, d3)" in str(info.value)
     assert "skip_missing" in str(info.value)
-    with caplog.at_level(logging.WARNING, logger="rearank.packs"):
+    with caplog.at_level(logging.WARNING, logger="rearank.data.packs"):
         requests = packs.load_requests(dataset="dl19", skip_missing=True)
     assert [[c.docid for c in r.candidates] for r in requests] == [["d1"], ["d4"]]
     assert "3 run candidates" in caplog.text

@@ -16,11 +16,11 @@ from dataclasses import replace
 
 from tqdm import tqdm
 
-from rearank import java
+from rearank.data import java
+from rearank.data.packs import Pack, PackSpec, missing_files, pack_paths, spec_of
 from rearank.errors import RearankError
 from rearank.io import beir, topics, trec
 from rearank.io._files import PathLike
-from rearank.packs import Pack, PackSpec, missing_files, pack_paths, spec_of
 
 log = logging.getLogger("rearank.fetch")
 
@@ -33,7 +33,7 @@ def pyserini_bm25(spec: PackSpec, queries: dict[str, str], top_k: int) -> Run:
 
     BEIR runs drop each query's own id from its hits, as Pyserini's BEIR regressions do.
     """
-    from rearank.bm25 import search
+    from rearank.data.bm25 import search
 
     return search(_prebuilt_index(spec.bm25_index), queries, k=top_k, remove_self=spec.name.startswith("beir-"))
 

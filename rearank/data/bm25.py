@@ -26,13 +26,13 @@ from typing import TypeVar
 
 from tqdm import tqdm
 
-from rearank import java
+from rearank.cache import cache_root
+from rearank.data import java
+from rearank.data.packs import load_docs
 from rearank.errors import FormatError, MissingDataError, RearankError
 from rearank.io._files import PathLike
-from rearank.models import cache_root
-from rearank.packs import load_docs
 
-log = logging.getLogger("rearank.bm25")
+log = logging.getLogger("rearank.data.bm25")
 
 K1 = 0.9
 B = 0.4

@@ -24,7 +24,7 @@ from rearank.io._files import PathLike
 from rearank.io.requests_jsonl import read_requests
 from rearank.types import Candidate, Query, Request
 
-log = logging.getLogger("rearank.packs")
+log = logging.getLogger("rearank.data.packs")
 
 DEFAULT_ROOT = Path("~/.cache/rearank/data")
 TSV_FILES = {"topics": "topics.tsv", "qrels": "qrels.txt", "run": "run.bm25.top100.trec", "docs": "docs.tsv"}
