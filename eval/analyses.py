@@ -32,6 +32,7 @@ from eval.results import MAIN_MEASURE, TRACES_FILE, SuiteResult, load_suite
 from eval.suites import GROUPS
 from rearank.answer import apply_permutation
 from rearank.errors import MissingDataError, RearankError
+from rearank.io.files import atomic_write
 from rearank.ndcg import ndcg_at_k
 from rearank.runfiles import read_traces
 from rearank.types import WindowTrace
@@ -243,9 +244,8 @@ def reasoning_report(with_reasoning: SuiteResult, without: SuiteResult, label: s
 
 
 def _write(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    with atomic_write(path) as handle:
+        handle.write(text)
     return path
 
 

@@ -15,6 +15,7 @@ from eval.analyses import LengthBin
 from eval.report import Row, our_rows, paper_rows
 from eval.results import SuiteResult
 from eval.suites import LABELS, TABLES
+from rearank.io.files import atomic_path
 
 
 def _panels(suites: Sequence[SuiteResult], figures: dict[str, Any]) -> list[tuple[str, list[str], list[Row]]]:
@@ -34,10 +35,11 @@ def _panels(suites: Sequence[SuiteResult], figures: dict[str, Any]) -> list[tupl
 
 def save_figure(fig: plt.Figure, path: Path) -> Path:
     """Save a figure write-then-rename and close it."""
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from eval.results import MEASURES, PLOT_FILE, REPORT_FILE, SuiteResult, load_suite
 from eval.suites import GROUPS, LABELS, TABLES, Group, TableLayout
 from rearank.errors import RearankError
+from rearank.io.files import atomic_write
 
 MISSING = "—"
 
@@ -181,9 +182,8 @@ def write_report(suites: Sequence[SuiteResult], output: Path, plot: Path | None 
 
     drawn = plot_comparison(suites, load_paper_figures(), plot) if plot is not None else None
     text = build_report(suites, plot=drawn.name if drawn is not None else None)
-    tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(output)
+    with atomic_write(output) as handle:
+        handle.write(text)
     return output
 
 

@@ -27,7 +27,7 @@ from tqdm import tqdm
 from rearank.backends.base import Generation, Prompt
 from rearank.driver import QueryState, Reranker
 from rearank.errors import FormatError, RearankError
-from rearank.io._files import PathLike, atomic_write
+from rearank.io.files import PathLike, atomic_write
 from rearank.types import Request, Result
 
 log = logging.getLogger("rearank.rounds")

@@ -12,13 +12,11 @@ all there, so an interrupted export never looks complete.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from rearank.errors import MissingDataError, RearankError
+from rearank.io.files import atomic_folder
 
 TRACKER = "latest_checkpointed_iteration.txt"
 
@@ -74,20 +72,10 @@ def export(checkpoint: Path, output: Path, step: int | None = None, force: bool 
     actor = actor_folder(checkpoint, step)
     if output.exists() and not force:
         raise RearankError(f"{output} exists; remove it or pass --force to replace it")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
-    try:
+    with atomic_folder(output, replace=True) as tmp:
         print(f"+ python -m verl.model_merger merge --backend fsdp --local_dir {actor} --target_dir {tmp}", flush=True)
         merge(actor, tmp)
         check_hf_folder(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o777 & ~umask)  # mkdtemp made it private
-        if output.exists():
-            shutil.rmtree(output)
-        os.replace(tmp, output)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return actor
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -20,7 +18,7 @@ from rearank.data import java
 from rearank.data.packs import Pack, PackSpec, missing_files, pack_paths, spec_of
 from rearank.errors import RearankError
 from rearank.io import beir, topics, trec
-from rearank.io._files import PathLike
+from rearank.io.files import PathLike, atomic_folder
 
 log = logging.getLogger("rearank.fetch")
 
@@ -147,21 +145,17 @@ def fetch_pack(
         run = {q: [(d, s) for d, s in ranked if d not in excluded.get(q, ())][:top_k] for q, ranked in run.items()}
         qrels = {q: {d: rel for d, rel in judged.items() if rel >= 0} for q, judged in qrels.items()}
 
-    staging = pack.dir.parent / f".{pack.dir.name}.fetching"
-    shutil.rmtree(staging, ignore_errors=True)
-    tmp = replace(pack, dir=staging, **{f: staging / getattr(pack, f).name for f in ("topics", "qrels", "run", "docs")})
-    trec.write_run(tmp.run, run, tag=f"bm25-{spec.bm25_index}")
-    trec.write_qrels(tmp.qrels, qrels)
-    run_docids = {docid for ranked in run.values() for docid, _ in ranked}
-    if spec.layout == "tsv":
-        topics.write_topics(tmp.topics, queries)
-        topics.write_docs(tmp.docs, _run_docs(dataset, run_docids))
-    else:
-        beir.write_queries(tmp.topics, queries)
-        beir.write_qrels(staging / "qrels" / "test.tsv", qrels)
-        beir.write_corpus(tmp.docs, _corpus(dataset) if dataset is not None else _docs_from_index(spec, run_docids))
-    if pack.dir.exists():
-        shutil.rmtree(pack.dir)
-    os.replace(staging, pack.dir)
+    with atomic_folder(pack.dir, replace=True) as staging:
+        tmp = replace(pack, dir=staging, **{f: staging / getattr(pack, f).name for f in ("topics", "qrels", "run", "docs")})
+        trec.write_run(tmp.run, run, tag=f"bm25-{spec.bm25_index}")
+        trec.write_qrels(tmp.qrels, qrels)
+        run_docids = {docid for ranked in run.values() for docid, _ in ranked}
+        if spec.layout == "tsv":
+            topics.write_topics(tmp.topics, queries)
+            topics.write_docs(tmp.docs, _run_docs(dataset, run_docids))
+        else:
+            beir.write_queries(tmp.topics, queries)
+            beir.write_qrels(staging / "qrels" / "test.tsv", qrels)
+            beir.write_corpus(tmp.docs, _corpus(dataset) if dataset is not None else _docs_from_index(spec, run_docids))
     return pack
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rearank.errors import MissingDataError, RearankError
 from rearank.io import beir, topics, trec
-from rearank.io._files import PathLike
+from rearank.io.files import PathLike
 from rearank.io.requests_jsonl import read_requests
 from rearank.types import Candidate, Query, Request
 

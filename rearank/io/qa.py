@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator
 
 from rearank.errors import FormatError
-from rearank.io._files import PathLike, iter_json_lines, open_input, read_text
+from rearank.io.files import PathLike, iter_json_lines, open_input, read_text
 from rearank.types import Passage, QAItem
 
 FORMATS = ("hotpotqa", "2wiki", "musique", "dpr", "flashrag")

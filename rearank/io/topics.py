@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping
 
 from rearank.errors import FormatError
-from rearank.io._files import PathLike, atomic_write, check_tsv_key, iter_data_lines, log, one_line
+from rearank.io.files import PathLike, atomic_write, check_tsv_key, iter_data_lines, log, one_line
 
 
 def _iter_pairs(path: PathLike, what: str) -> Iterator[tuple[int, str, str]]:

@@ -64,7 +64,7 @@ def read_rows(path: str | Path) -> Iterator[Row]:
         for index, record in enumerate(table.to_pylist()):
             yield _row(record, f"{path} row {index}")
         return
-    from rearank.io._files import iter_json_lines
+    from rearank.io.files import iter_json_lines
 
     for line, record in iter_json_lines(path):
         yield _row(record, f"{path}:{line}")

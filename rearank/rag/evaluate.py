@@ -21,7 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rearank.errors import RearankError
-from rearank.io._files import atomic_write
+from rearank.io.files import atomic_write
 from rearank.rag.arena.evaluate import arena_passages, score_arena
 from rearank.rag.arena.figures import TABLE3 as ARENA_TABLE3
 from rearank.rag.barrag.figures import TABLE1_AVG_EM_QWEN25_7B as BARRAG_TABLE1

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from rearank.errors import FormatError
 from rearank.io import beir, requests_jsonl, topics, trec
-from rearank.io._files import one_line
+from rearank.io.files import one_line
 from rearank.types import Candidate, Query, Request
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
