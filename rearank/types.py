@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: A ranked list per query: ``qid -> [(docid, score), ...]`` in rank order (a TREC run).
+Run = dict[str, list[tuple[str, float]]]
+
+#: One chat message: ``{"role": "system"|"user"|"assistant", "content": str}``.
+Message = dict
+
 
 @dataclass(frozen=True)
 class Query:

@@ -29,6 +29,7 @@ from rearank.data import java
 from rearank.data.packs import load_docs
 from rearank.errors import FormatError, MissingDataError, RearankError
 from rearank.io.files import PathLike, atomic_folder
+from rearank.types import Run
 
 log = logging.getLogger("rearank.data.bm25")
 
@@ -40,8 +41,6 @@ MAX_QUERY_TERMS = 1 << 16  # Lucene's clause limit while searching (its default,
 INDEX_LAYOUT = "flat-title-newline-text-v1"
 _INDEX_BATCH = 5000  # documents per call into Java
 _SEARCH_BATCH = 256  # queries per call into Java (the progress bar's step)
-
-Run = dict[str, list[tuple[str, float]]]
 T = TypeVar("T")
 
 

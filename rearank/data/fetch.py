@@ -19,10 +19,9 @@ from rearank.data.packs import Pack, PackSpec, missing_files, pack_paths, spec_o
 from rearank.errors import RearankError
 from rearank.io import beir, topics, trec
 from rearank.io.files import PathLike, atomic_folder
+from rearank.types import Run
 
 log = logging.getLogger("rearank.fetch")
-
-Run = dict[str, list[tuple[str, float]]]
 BM25 = Callable[[PackSpec, dict[str, str], int], Run]
 
 
