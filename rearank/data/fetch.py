@@ -18,6 +18,7 @@ from rearank.data import java
 from rearank.data.packs import Pack, PackSpec, missing_files, pack_paths, spec_of
 from rearank.errors import RearankError
 from rearank.io import beir, topics, trec
+from rearank.io.docs import write_docs
 from rearank.io.files import PathLike, atomic_folder
 from rearank.types import Run
 
@@ -151,7 +152,7 @@ def fetch_pack(
         run_docids = {docid for ranked in run.values() for docid, _ in ranked}
         if spec.layout == "tsv":
             topics.write_topics(tmp.topics, queries)
-            topics.write_docs(tmp.docs, _run_docs(dataset, run_docids))
+            write_docs(tmp.docs, _run_docs(dataset, run_docids))
         else:
             beir.write_queries(tmp.topics, queries)
             beir.write_qrels(staging / "qrels" / "test.tsv", qrels)

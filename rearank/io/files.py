@@ -263,6 +263,18 @@ def collect_by_query(
     return by_query
 
 
+def iter_tsv_pairs(path: PathLike, what: str) -> Iterator[tuple[int, str, str]]:
+    """Yield ``(line_number, key, text)`` of ``key TAB text`` lines (``what`` names the key in errors)."""
+    for number, line in iter_data_lines(path):
+        key, tab, text = line.partition("\t")
+        key = key.strip()
+        if not tab:
+            raise FormatError(path, number, f"expected '{what} TAB text', found no tab")
+        if not key:
+            raise FormatError(path, number, f"empty {what}")
+        yield number, key, text.strip()
+
+
 def check_field(value: object, what: str) -> str:
     """Return ``value`` as a string fit for a whitespace-separated column, or raise RearankError."""
     text = str(value)
