@@ -1,6 +1,6 @@
 """Export a verl FSDP actor checkpoint to a Hugging Face folder that ``rearank rerank --model DIR`` loads.
 
-    python -m recipes.export CHECKPOINT --output DIR [--step N] [--force]
+    python -m recipes.export CHECKPOINT --output-dir DIR [--step N] [--force]
 
 CHECKPOINT is a run folder (``checkpoints/rearank/<experiment>``; the latest step is taken from verl's
 ``latest_checkpointed_iteration.txt`` unless ``--step``), a ``global_step_N`` folder or its ``actor`` folder.
@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from rearank.cli.flags import add_renamed
 from rearank.errors import MissingDataError, RearankError
 from rearank.io.files import atomic_folder
 
@@ -82,16 +83,17 @@ def export(checkpoint: Path, output: Path, step: int | None = None, force: bool 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", type=Path, help="run folder, global_step_N folder or its actor folder")
-    parser.add_argument("--output", type=Path, required=True, help="Hugging Face folder to write")
+    add_renamed(parser, ["--output-dir"], ["--output"], type=Path, required=True, metavar="DIR",
+                help="Hugging Face folder to write")
     parser.add_argument("--step", type=int, help="global step to export (default: the latest checkpoint)")
-    parser.add_argument("--force", action="store_true", help="replace --output if it exists")
+    parser.add_argument("--force", action="store_true", help="replace --output-dir if it exists")
     args = parser.parse_args(argv)
     try:
-        actor = export(args.checkpoint, args.output, args.step, args.force)
+        actor = export(args.checkpoint, args.output_dir, args.step, args.force)
     except RearankError as err:
         print(f"export: {err}", file=sys.stderr)
         return 2
-    print(f"exported {actor} -> {args.output}\nuse it: rearank rerank --model {args.output} --backend hf|vllm ...")
+    print(f"exported {actor} -> {args.output_dir}\nuse it: rearank rerank --model {args.output_dir} --backend hf|vllm ...")
     return 0
 
 
