@@ -1,4 +1,4 @@
-"""Speed of rearank.bm25 on BEIR SciFact (5,183 documents, 300 queries): JVM start, index build, cached-index
+"""Speed of rearank.data.bm25 on BEIR SciFact (5,183 documents, 300 queries): JVM start, index build, cached-index
 look-up, and search at several thread counts, each in this one process.
 
     python bench/bench_bm25.py [--data $REARANK_DATA/beir/scifact] [--threads 1 2]
@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rearank import bm25, java
+from rearank.data import bm25, java
 from rearank.io.beir import read_queries
 
 

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 from rearank.backends.base import Backend, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
+from rearank.data.packs import load_qrels, load_requests
 from rearank.engine import Engine
 from rearank.methods import Listwise
-from rearank.packs import load_qrels, load_requests
 from rearank.stats import RunStats
 from rearank.types import Request, Result
 

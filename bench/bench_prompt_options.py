@@ -27,9 +27,9 @@ from pathlib import Path
 from data_synthesis.tokens import load_tokenizer
 from rearank.backends.base import BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
+from rearank.data.packs import load_qrels, load_requests
 from rearank.engine import Engine
 from rearank.methods import Listwise
-from rearank.packs import load_qrels, load_requests
 from rearank.prompts import load_template
 
 HERE = Path(__file__).resolve().parent

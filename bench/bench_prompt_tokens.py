@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from data_synthesis.tokens import PromptTokenCounter, load_tokenizer
-from rearank.packs import load_requests
+from rearank.data.packs import load_requests
 from rearank.prompts import BUILTINS, build_messages, load_template, render_passages
 from rearank.window import schedule
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 
 from rearank.api import Reranker
+from rearank.data.packs import load_docs, load_qrels, load_topics
 from rearank.io.trec import read_run
-from rearank.packs import load_docs, load_qrels, load_topics
 from rearank.server import RerankService, TextJudge, serve_in_thread
 
 

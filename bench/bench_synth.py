@@ -18,7 +18,7 @@ from pathlib import Path
 
 from data_synthesis.pipeline import SynthConfig, synthesize
 from data_synthesis.tokens import load_tokenizer
-from rearank.packs import load_qrels, load_requests
+from rearank.data.packs import load_qrels, load_requests
 from rearank.types import Candidate, Query, Request
 
 

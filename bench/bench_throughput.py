@@ -36,8 +36,8 @@ from typing import Any
 import httpx
 
 from rearank.api import Reranker
+from rearank.data.packs import load_requests
 from rearank.errors import RearankError
-from rearank.packs import load_requests
 from rearank.testing.fake_server import ServiceModel, start
 from rearank.types import Request
 

@@ -131,7 +131,7 @@ def dataset_names(value: str | None) -> list[str]:
 
 def load_sources(datasets: list[str], top_k: int, skip_missing: bool) -> tuple[list, dict, dict[str, str]]:
     """Requests and qrels of several packs, and qid -> pack name; a qid in two packs is an error."""
-    from rearank.packs import load_qrels, load_requests
+    from rearank.data.packs import load_qrels, load_requests
 
     requests, qrels, sources = [], {}, {}
     for name in datasets:
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     from data_synthesis.pipeline import SynthConfig, synthesize
     from data_synthesis.tokens import load_tokenizer
     from data_synthesis.writers import check_output_dir
-    from rearank.packs import load_qrels, load_requests
+    from rearank.data.packs import load_qrels, load_requests
 
     if args.mode in QA_MODES:
         return run_qa(args)

@@ -1,9 +1,9 @@
 """Which drawn sets are kept: labels, per-set nDCG@10, and the filters of the Rearank paper (section 4.1).
 
-nDCG of a set is computed over the set's own labels: ``initial_ndcg`` is nDCG@10 of the presented order
-normalised by the best order of the same set (what the policy can reach). ``ideal_ndcg`` is the ablation's
-measure: DCG@10 of the set's best order divided by the ideal DCG@10 of all the query's judgments, i.e. how good
-a perfect reranking of this set is against the whole judged pool.
+Two nDCG@10 figures per set (:class:`SetScores`): ``set_ndcg`` is nDCG@10 of the presented order normalised by
+the best order of the same set (what the policy can reach; the paper's "initial nDCG" filter). ``pool_ndcg`` is
+the ablation's measure: DCG@10 of the set's best order divided by the ideal DCG@10 of all the query's judgments,
+i.e. how good a perfect reranking of this set is against the whole judged pool (the "ideal nDCG" filter).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ class FilterConfig:
 class SetScores:
     """nDCG@10 of a set as presented (over its own labels) and of its best order (over the query's pool)."""
 
-    initial_ndcg: float
-    ideal_ndcg: float
+    set_ndcg: float
+    pool_ndcg: float
     n_relevant: int
 
 
@@ -63,8 +63,8 @@ def rejection(scores: SetScores, config: FilterConfig) -> str | None:
     """The first enabled filter (in :data:`FILTERS` order) that rejects the set, or None to keep it."""
     if config.no_relevant and scores.n_relevant == 0:
         return "no_relevant"
-    if config.initial_ndcg and scores.initial_ndcg < config.min_initial_ndcg:
+    if config.initial_ndcg and scores.set_ndcg < config.min_initial_ndcg:
         return "initial_ndcg"
-    if config.ideal_ndcg and scores.ideal_ndcg < config.min_ideal_ndcg:
+    if config.ideal_ndcg and scores.pool_ndcg < config.min_ideal_ndcg:
         return "ideal_ndcg"
     return None

@@ -195,7 +195,7 @@ def synthesize(
         prompts.append(messages)
         extra = {
             "qid": s.qid, "set_index": s.set_index, "docids": [c.docid for c in s.candidates],
-            "initial_ndcg10": s.scores.initial_ndcg, "ideal_ndcg10": s.scores.ideal_ndcg,
+            "set_ndcg10": s.scores.set_ndcg, "pool_ndcg10": s.scores.pool_ndcg,
             "split": split, "index": len(rows[split]), "query": queries[s.qid],
         }
         truth = {"labels": list(s.labels), "pool": list(s.pool)}
@@ -364,8 +364,8 @@ def _stats(
         "val_qids": sorted(val_qids),
         "sets_per_query": spread([len(sets) for sets in kept.values()]),
         "relevant_per_set": spread([s.scores.n_relevant for s in all_sets]),
-        "initial_ndcg10": _rounded(spread([s.scores.initial_ndcg for s in all_sets])),
-        "ideal_ndcg10": _rounded(spread([s.scores.ideal_ndcg for s in all_sets])),
+        "set_ndcg10": _rounded(spread([s.scores.set_ndcg for s in all_sets])),
+        "pool_ndcg10": _rounded(spread([s.scores.pool_ndcg for s in all_sets])),
         "labels": {str(label): labels[label] for label in sorted(labels)},
         "prompt_tokens": token_stats,
         "versions": {"numpy": np.__version__},

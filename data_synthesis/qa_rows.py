@@ -35,7 +35,7 @@ from data_synthesis.sampling import split_queries
 from data_synthesis.stats import recommended_max_prompt_length, token_summary
 from data_synthesis.writers import RL_SCHEMA, staged_outputs
 from rearank.errors import FormatError, RearankError
-from rearank.io._files import iter_json_lines
+from rearank.io.files import iter_json_lines
 from rearank.rag.arena.prompt import arena_messages, n_references
 from rearank.rag.barrag.prompt import SELECT_K, SELECTOR_CANDIDATES, generator_messages, selector_messages
 from rearank.rag.types import Passage, QAItem

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rearank.errors import RearankError
+from rearank.io.files import atomic_write, fsync_file
 from rearank.io.outputs import exclusive
 
 #: The verl RL row: chat-message prompt, rule reward with a JSON ground truth, and per-set metadata.
@@ -36,8 +37,8 @@ RL_SCHEMA = pa.schema([
         ("qid", pa.string()),
         ("set_index", pa.int64()),
         ("docids", pa.list_(pa.string())),
-        ("initial_ndcg10", pa.float64()),
-        ("ideal_ndcg10", pa.float64()),
+        ("set_ndcg10", pa.float64()),
+        ("pool_ndcg10", pa.float64()),
         ("split", pa.string()),
         ("index", pa.int64()),
         ("query", pa.string()),
@@ -58,14 +59,6 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def recover(output_dir: str | os.PathLike) -> None:
@@ -149,12 +142,10 @@ class StagedOutputs:
         """Write the manifest (the commit point), then move every file into place, the manifest last."""
         files = {}
         for name, path in self.staged.items():
-            _fsync(path)
+            fsync_file(path)
             files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
-        tmp = self.staging / f".{MANIFEST}.tmp"
-        tmp.write_text(json.dumps({"files": files}, indent=1) + "\n", encoding="utf-8")
-        _fsync(tmp)
-        os.replace(tmp, self.staging / MANIFEST)
+        with atomic_write(self.staging / MANIFEST, fsync=True) as handle:
+            handle.write(json.dumps({"files": files}, indent=1) + "\n")
         _roll_forward(self.dir)
         written = [self.dir / name for name in (*self.staged, MANIFEST)]
         self.staged = {}

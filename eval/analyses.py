@@ -27,11 +27,14 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from eval.report import MISSING, fmt, group_average, load_paper_figures, markdown_table
+from eval import run as suite_run
+from eval.plots import plot_length_bins, plot_pass_curves
 from eval.results import MAIN_MEASURE, TRACES_FILE, SuiteResult, load_suite
 from eval.suites import GROUPS
+from eval.tables import MISSING, LengthBin, fmt, group_average, load_paper_figures, markdown_table
 from rearank.answer import apply_permutation
 from rearank.errors import MissingDataError, RearankError
+from rearank.io.files import atomic_write
 from rearank.ndcg import ndcg_at_k
 from rearank.runfiles import read_traces
 from rearank.types import WindowTrace
@@ -79,17 +82,6 @@ def window_scores(initial: Sequence[str], traces: Iterable[WindowTrace], judged:
     return scores
 
 
-@dataclass(frozen=True)
-class LengthBin:
-    """Windows whose completion tokens fall in ``[low, high)`` (the last bin includes ``high``)."""
-
-    low: float
-    high: float
-    windows: int
-    mean_after: float | None
-    mean_gain: float | None
-
-
 def length_bins(scores: Sequence[WindowScore], bins: int = 20) -> list[LengthBin]:
     """Equal-width bins over the completion-token range (as in the paper's Figure 6)."""
     if not scores:
@@ -110,7 +102,7 @@ def length_bins(scores: Sequence[WindowScore], bins: int = 20) -> list[LengthBin
 
 def _initial_orders(suite: SuiteResult, dataset: str) -> dict[str, list[str]]:
     """Each query's BM25 top-k docids, the order the driver started from."""
-    from rearank import packs
+    from rearank.data import packs
     from rearank.io.trec import read_run
 
     top_k = int(suite.config.get("top_k", 100))
@@ -126,7 +118,7 @@ def _traces(suite: SuiteResult, dataset: str) -> dict[str, list[WindowTrace]]:
 
 def suite_window_scores(suite: SuiteResult, datasets: Sequence[str]) -> list[WindowScore]:
     """Window scores of the finished ``datasets`` of a suite folder (traces + the packs' qrels)."""
-    from rearank import packs
+    from rearank.data import packs
 
     scores: list[WindowScore] = []
     for name in datasets:
@@ -164,7 +156,7 @@ def length_report(suite: SuiteResult, datasets: Sequence[str], bins: int = 20) -
 
 def pass_curves(suite: SuiteResult) -> dict[str, list[float]]:
     """Per finished dataset, nDCG@10 after 0 (BM25 order), 1, ..., P passes, replayed from the traces."""
-    from rearank import packs
+    from rearank.data import packs
     from rearank.metrics import evaluate
 
     passes = int(suite.config.get("passes", 1))
@@ -243,16 +235,13 @@ def reasoning_report(with_reasoning: SuiteResult, without: SuiteResult, label: s
 
 
 def _write(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    with atomic_write(path) as handle:
+        handle.write(text)
     return path
 
 
 def run_reasoning(args: argparse.Namespace) -> list[Path]:
     """Run the suite with both prompts and write the comparison."""
-    from eval.run import run_suite
-
     base = args.label or args.model or args.backend
     switch = uses_thinking_switch(args)
     suites = {}
@@ -260,17 +249,14 @@ def run_reasoning(args: argparse.Namespace) -> list[Path]:
         options = list(args.backend_option) + ([f"enable_thinking={THINKING[mode]}"] if switch else [])
         sub = argparse.Namespace(**{**vars(args), "prompt": prompt, "out": args.out / mode,
                                     "label": f"{base} {mode}", "backend_option": options})
-        suites[mode] = run_suite(sub)
+        suites[mode] = suite_run.run_suite(sub)
     text = reasoning_report(suites["reasoning"], suites["zero-shot"], base, switch)
     return [_write(args.out / REASONING_REPORT, text)]
 
 
 def run_passes(args: argparse.Namespace) -> list[Path]:
     """Run the suite with P passes and write the per-pass curves."""
-    from eval.plots import plot_pass_curves
-    from eval.run import run_suite
-
-    suite = run_suite(args)
+    suite = suite_run.run_suite(args)
     curves = pass_curves(suite)
     if not curves:
         raise MissingDataError(f"no dataset of {args.suite!r} finished; see {args.out / 'report.md'}")
@@ -280,8 +266,6 @@ def run_passes(args: argparse.Namespace) -> list[Path]:
 
 def run_length(args: argparse.Namespace) -> list[Path]:
     """Bin the windows of a finished suite by reasoning length."""
-    from eval.plots import plot_length_bins
-
     suite = load_suite(args.results)
     datasets = args.dataset or list(suite.datasets)
     unfinished = [d for d in datasets if d not in suite.datasets]
@@ -294,18 +278,16 @@ def run_length(args: argparse.Namespace) -> list[Path]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m eval.analyses`` parser with its three subcommands."""
-    from eval.run import add_arguments
-
     parser = argparse.ArgumentParser(prog="python -m eval.analyses", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="analysis", required=True)
     reasoning = sub.add_parser("reasoning", help="same model with the reasoning and the zero-shot prompt (Table 4)")
-    add_arguments(reasoning)
+    suite_run.add_arguments(reasoning)
     reasoning.add_argument("--thinking-switch", choices=("auto", "on", "off"), default="auto",
                            help="also switch the chat template's enable_thinking (auto: when the hf/vllm model's "
                            "template has it)")
     reasoning.set_defaults(func=run_reasoning)
     passes = sub.add_parser("passes", help="nDCG@10 after 1..P reranking passes (Figure 7)")
-    add_arguments(passes)
+    suite_run.add_arguments(passes)
     passes.set_defaults(func=run_passes, passes=3)
     length = sub.add_parser("length", help="reasoning length vs. window nDCG@10 of a finished suite (Figure 6)")
     length.add_argument("results", type=Path, help="suite result folder")

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eval.report import fmt, markdown_table
 from eval.results import MAIN_MEASURE, MEASURES, SuiteResult, load_suite
+from eval.tables import fmt, markdown_table
 from rearank.errors import RearankError
 from rearank.significance import paired_t_p, randomization_p
 

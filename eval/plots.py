@@ -6,15 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
-from eval.analyses import LengthBin
-from eval.report import Row, our_rows, paper_rows
 from eval.results import SuiteResult
 from eval.suites import LABELS, TABLES
+from eval.tables import LengthBin, Row, our_rows, paper_rows
+from rearank.io.files import atomic_path
 
 
 def _panels(suites: Sequence[SuiteResult], figures: dict[str, Any]) -> list[tuple[str, list[str], list[Row]]]:
@@ -32,12 +27,25 @@ def _panels(suites: Sequence[SuiteResult], figures: dict[str, Any]) -> list[tupl
     return panels
 
 
-def save_figure(fig: plt.Figure, path: Path) -> Path:
+def _pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend, imported on first plot (it costs a second at start-up, and
+    ``rearank benchmark`` loads this module through :mod:`eval.report`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: Path) -> Path:
     """Save a figure write-then-rename and close it."""
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
+    plt = _pyplot()
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -49,6 +57,7 @@ def plot_comparison(suites: Sequence[SuiteResult], figures: dict[str, Any], path
     panels = _panels(suites, figures)
     if not panels:
         return None
+    plt = _pyplot()
     widths = [max(4.0, 1.1 * len(columns) * max(1, len(rows)) / 4) for _, columns, rows in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(max(8.0, max(widths)), 4.2 * len(panels)), squeeze=False)
     colors = plt.get_cmap("tab10").colors
@@ -74,6 +83,7 @@ def plot_comparison(suites: Sequence[SuiteResult], figures: dict[str, Any], path
 
 def plot_length_bins(bins: Sequence[LengthBin], title: str, path: Path) -> Path:
     """Figure 6 style: mean window nDCG@10 after reranking per completion-token bin, with window counts."""
+    plt = _pyplot()
     centres = [(b.low + b.high) / 2 for b in bins]
     width = (bins[0].high - bins[0].low) * 0.9 or 1.0
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
@@ -95,6 +105,7 @@ def plot_length_bins(bins: Sequence[LengthBin], title: str, path: Path) -> Path:
 
 def plot_pass_curves(curves: dict[str, Sequence[float]], title: str, path: Path) -> Path:
     """Figure 7 style: nDCG@10 after 0 (BM25), 1, ..., P passes, one line per dataset."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, curve in curves.items():
         ax.plot(range(len(curve)), [100 * v for v in curve], "o-", label=LABELS.get(name, name))

@@ -14,12 +14,12 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rearank.errors import FormatError, MissingDataError
+from rearank.io.files import atomic_write
 
 SUITE_FILE = "suite.json"
 RUN_FILE = "run.trec"
@@ -74,9 +74,8 @@ class SuiteResult:
 
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically (temp file in the same folder, then rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_write(path) as handle:
+        handle.write(json.dumps(data, indent=1, sort_keys=False) + "\n")
 
 
 def read_json(path: Path) -> Any:

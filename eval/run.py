@@ -29,9 +29,10 @@ from eval.results import (
     write_json,
 )
 from eval.suites import SUITES, expand
-from rearank import job, packs
+from rearank import job
 from rearank.backends import registry
 from rearank.backends.base import Backend, SamplingSettings
+from rearank.data import packs
 from rearank.engine import Engine
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import (

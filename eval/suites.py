@@ -1,6 +1,6 @@
 """The benchmark suites of the Rearank paper and the layout of its result tables.
 
-Dataset names are the pack names of :mod:`rearank.packs` (``dl19``, ``beir-scifact``,
+Dataset names are the pack names of :mod:`rearank.data.packs` (``dl19``, ``beir-scifact``,
 ``bright-biology``, ...). A suite spec is a suite name, ``all``, or a comma-separated list
 of suite and dataset names.
 """

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rearank import job, packs
+from rearank import job
 from rearank.backends.base import ERROR, Backend, SamplingSettings
 from rearank.backends.registry import BACKENDS, backend_class
+from rearank.data import packs
 from rearank.engine import Engine
 from rearank.errors import RearankError
 from rearank.methods import METHODS

@@ -19,6 +19,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from rearank.cli import main as cli_main
+from rearank.cli.flags import add_renamed
 from rearank.window import schedule
 
 NOTE = """\
@@ -47,7 +48,8 @@ def demo_args(out: Path, queries: int, top_k: int, max_new_tokens: int, passage_
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit code of ``rearank rerank``."""
     parser = argparse.ArgumentParser(prog="python -m rearank.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("out/demo"), help="folder for run, traces and stats")
+    add_renamed(parser, ["--output-dir"], ["--out"], type=Path, default=Path("out/demo"), metavar="DIR",
+                help="folder for run, traces and stats")
     parser.add_argument("--queries", type=int, default=5)
     parser.add_argument("--top-k", type=int, default=30)
     parser.add_argument("--max-new-tokens", type=int, default=48)
@@ -55,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(NOTE.format(queries=args.queries, top_k=args.top_k, windows=len(schedule(args.top_k))), flush=True)
     started = time.perf_counter()
-    code = cli_main(demo_args(args.out, args.queries, args.top_k, args.max_new_tokens, args.max_passage_tokens))
+    code = cli_main(demo_args(args.output_dir, args.queries, args.top_k, args.max_new_tokens, args.max_passage_tokens))
     if code == 0:
-        show_first_window(args.out / "run.trec.traces.jsonl")
+        show_first_window(args.output_dir / "run.trec.traces.jsonl")
     print(f"demo finished in {time.perf_counter() - started:.0f}s (model loading included)")
     return code
 

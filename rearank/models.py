@@ -9,14 +9,13 @@ the cache, so later loads take well under a second.
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rearank.cache import cache_root
 from rearank.errors import MissingDataError, RearankError
+from rearank.io.files import atomic_folder
 
 #: ``--model`` values that mean the embedded SmolLM2-135M-Instruct (``None`` does too).
 EMBEDDED_NAMES = ("embedded", "smollm2-135m", "smollm2-135m-instruct")
@@ -36,12 +35,6 @@ class ModelSource:
 def is_embedded(model: str | None) -> bool:
     """Whether ``model`` names the embedded model (exact names only, case-insensitive)."""
     return model is None or model.strip().lower() in EMBEDDED_NAMES
-
-
-def cache_root() -> Path:
-    """The rearank cache: ``$REARANK_CACHE``, else ``~/.cache/rearank``."""
-    env = os.environ.get("REARANK_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "rearank"
 
 
 def embedded_gguf_path() -> Path:
@@ -68,19 +61,9 @@ def embedded_model_path(cache: Path | None = None) -> Path:
     if (target / "config.json").is_file():
         return target
     gguf = embedded_gguf_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED_FOLDER}-", dir=target.parent))
-    try:
+    with atomic_folder(target) as tmp:  # a concurrent conversion that finished first is kept
         print(f"rearank: converting the embedded model once: {gguf.name} -> {target}", file=sys.stderr)
         _convert_gguf(gguf, tmp)
-        tmp.chmod(0o755)  # mkdtemp made it private
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            if not (target / "config.json").is_file():  # not a concurrent conversion that finished first
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from rearank.backends.base import Generation, Prompt
 from rearank.errors import FormatError, RearankError
-from rearank.io._files import PathLike, atomic_write
+from rearank.io.files import PathLike, atomic_write
 from rearank.methods.base import Method, Task
 from rearank.types import Request, Result
 

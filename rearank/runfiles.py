@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from rearank.errors import FormatError, RearankError
-from rearank.io._files import PathLike, atomic_write, is_gzip, open_input
+from rearank.io.files import PathLike, atomic_write, is_gzip, open_input
 from rearank.io.trec import append_run
 from rearank.types import Result, WindowTrace
 

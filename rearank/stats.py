@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rearank.answer import STATUSES
-from rearank.io._files import PathLike, atomic_write
+from rearank.io.files import PathLike, atomic_write
 from rearank.types import Result, WindowTrace
 
 

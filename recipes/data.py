@@ -17,7 +17,7 @@ def synthesize_small(output_dir: Path, samples_per_query: int = 4, set_size: int
     as given)."""
     from data_synthesis import SynthConfig, synthesize
     from data_synthesis.tokens import load_tokenizer
-    from rearank.packs import load_qrels, load_requests
+    from rearank.data.packs import load_qrels, load_requests
 
     config = SynthConfig(samples_per_query=samples_per_query, set_size=set_size, template=template,
                          passage_budget=passage_budget, data_source=f"rearank/{dataset}")

@@ -1,6 +1,6 @@
 """Export a verl FSDP actor checkpoint to a Hugging Face folder that ``rearank rerank --model DIR`` loads.
 
-    python -m recipes.export CHECKPOINT --output DIR [--step N] [--force]
+    python -m recipes.export CHECKPOINT --output-dir DIR [--step N] [--force]
 
 CHECKPOINT is a run folder (``checkpoints/rearank/<experiment>``; the latest step is taken from verl's
 ``latest_checkpointed_iteration.txt`` unless ``--step``), a ``global_step_N`` folder or its ``actor`` folder.
@@ -12,13 +12,12 @@ all there, so an interrupted export never looks complete.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
+from rearank.cli.flags import add_renamed
 from rearank.errors import MissingDataError, RearankError
+from rearank.io.files import atomic_folder
 
 TRACKER = "latest_checkpointed_iteration.txt"
 
@@ -74,36 +73,27 @@ def export(checkpoint: Path, output: Path, step: int | None = None, force: bool 
     actor = actor_folder(checkpoint, step)
     if output.exists() and not force:
         raise RearankError(f"{output} exists; remove it or pass --force to replace it")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
-    try:
+    with atomic_folder(output, replace=True) as tmp:
         print(f"+ python -m verl.model_merger merge --backend fsdp --local_dir {actor} --target_dir {tmp}", flush=True)
         merge(actor, tmp)
         check_hf_folder(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o777 & ~umask)  # mkdtemp made it private
-        if output.exists():
-            shutil.rmtree(output)
-        os.replace(tmp, output)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return actor
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", type=Path, help="run folder, global_step_N folder or its actor folder")
-    parser.add_argument("--output", type=Path, required=True, help="Hugging Face folder to write")
+    add_renamed(parser, ["--output-dir"], ["--output"], type=Path, required=True, metavar="DIR",
+                help="Hugging Face folder to write")
     parser.add_argument("--step", type=int, help="global step to export (default: the latest checkpoint)")
-    parser.add_argument("--force", action="store_true", help="replace --output if it exists")
+    parser.add_argument("--force", action="store_true", help="replace --output-dir if it exists")
     args = parser.parse_args(argv)
     try:
-        actor = export(args.checkpoint, args.output, args.step, args.force)
+        actor = export(args.checkpoint, args.output_dir, args.step, args.force)
     except RearankError as err:
         print(f"export: {err}", file=sys.stderr)
         return 2
-    print(f"exported {actor} -> {args.output}\nuse it: rearank rerank --model {args.output} --backend hf|vllm ...")
+    print(f"exported {actor} -> {args.output_dir}\nuse it: rearank rerank --model {args.output_dir} --backend hf|vllm ...")
     return 0
 
 

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-Message = dict  # {"role": "system"|"user"|"assistant", "content": str}
-
+from rearank.types import Message
 
 #: The chat-template variable of a thinking switch (Qwen3 and others): ``-O enable_thinking=false``.
 THINKING_SWITCH = "enable_thinking"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rearank.errors import RearankError
-from rearank.io._files import parse_yaml
+from rearank.io.files import parse_yaml
 
 #: ``count``: a whole number or ``auto`` (the engine finds it: ``-O concurrency=auto``).
 KINDS = ("int", "float", "bool", "str", "mapping", "count")

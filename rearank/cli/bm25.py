@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build or reuse the index, search, and write the run."""
-    from rearank.bm25 import bm25_run
+    from rearank.data.bm25 import bm25_run
     from rearank.io.trec import write_run
 
     if args.k < 1:
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _inputs(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     """The corpus path and the queries: from --corpus/--topics, else (or overridden by them) the --dataset pack."""
-    from rearank.packs import load_qrels, load_topics, resolve
+    from rearank.data.packs import load_qrels, load_topics, resolve
 
     corpus, topics = args.corpus, args.topics
     judged = None

@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_list(args: argparse.Namespace) -> int:
     """Print a table of dataset names, their folders and whether each pack is complete."""
-    from rearank.packs import REGISTRY, data_root, missing_files, pack_paths
+    from rearank.data.packs import REGISTRY, data_root, missing_files, pack_paths
 
     root = args.data_dir or data_root()
     print(f"packs folder: {root}")
@@ -78,8 +78,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_fetch(args: argparse.Namespace) -> int:
     """Build each named pack."""
-    from rearank.io.fetch import fetch_pack
-    from rearank.packs import spec_of
+    from rearank.data.fetch import fetch_pack
+    from rearank.data.packs import spec_of
 
     for name in args.names:
         spec_of(name)  # reject unknown names before any download
@@ -99,7 +99,7 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 def run_path(args: argparse.Namespace) -> int:
     """Print the folder of a complete pack."""
-    from rearank.packs import resolve
+    from rearank.data.packs import resolve
 
     print(resolve(args.name, args.data_dir).dir)
     return 0

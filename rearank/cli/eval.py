@@ -56,9 +56,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate and print the results."""
+    from rearank.data.packs import load_qrels
     from rearank.io.trec import read_run
     from rearank.metrics import DEFAULT_MEASURES, evaluate, parse_measures
-    from rearank.packs import load_qrels
 
     measures = parse_measures(args.metric) if args.metric else DEFAULT_MEASURES
     qrels = load_qrels(args.dataset if args.dataset else args.qrels)

@@ -76,7 +76,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     """Print the rendered messages of one window, with their roles and lengths."""
-    from rearank.packs import load_requests
+    from rearank.data.packs import load_requests
     from rearank.prompts import build_messages, load_template
 
     template = load_template(args.template)

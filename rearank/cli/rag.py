@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rearank.cli.flags import add_renamed
 from rearank.cli.rag_barrag import register_barrag
 from rearank.cli.rerank import _HelpFormatter, backend_options
 from rearank.errors import RearankError
@@ -34,8 +35,8 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
         "eval", help="select passages, read the top-k, score EM/F1/Hit and answer recall",
         description="For each question of a QA file (HotpotQA, 2Wiki, MuSiQue, DPR ctxs, FlashRAG JSONL), order its "
         "passages with a selector, let a reader answer from the top-k for each --k, and score EM, F1 and Hit of the "
-        "answer, answer recall and supporting-passage recall of the top-k. Writes OUTPUT/items.jsonl (one record per "
-        "question, as it finishes), OUTPUT/metrics.json and OUTPUT/table.md (with the RRPO, BAR-RAG or ARENA paper's figures beside ours).",
+        "answer, answer recall and supporting-passage recall of the top-k. Writes DIR/items.jsonl (one record per "
+        "question, as it finishes), DIR/metrics.json and DIR/table.md (with the RRPO, BAR-RAG or ARENA paper's figures beside ours).",
         formatter_class=_HelpFormatter)
     data = p.add_argument_group("data")
     data.add_argument("--data", type=Path, required=True, help="QA file (.json list or .jsonl, .gz ok)")
@@ -65,13 +66,13 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     rd.add_argument("--max-new-tokens", type=int, default=32, help="reader answer budget")
     rd.add_argument("--batch-size", type=int, default=32, help="reader prompts (from many questions) per call")
     rd.add_argument("--reader-cache", type=Path, help="JSONL response cache shared across runs "
-                    "(default: OUTPUT/reader_cache.jsonl)")
+                    "(default: DIR/reader_cache.jsonl)")
     sc = p.add_argument_group("scoring and output")
     sc.add_argument("--k", default="1,3,5", help="comma-separated top-k values read by the reader")
     sc.add_argument("--style", default="squad", choices=("squad", "arena"), help="answer normalisation")
-    sc.add_argument("--output", "-o", type=Path, required=True, help="output folder")
+    add_renamed(sc, ["--output-dir"], ["--output", "-o"], type=Path, required=True, metavar="DIR", help="output folder")
     sc.add_argument("--label", help="run name in the table (default: selector + reader)")
-    sc.add_argument("--resume", action="store_true", help="keep the questions already in OUTPUT/items.jsonl")
+    sc.add_argument("--resume", action="store_true", help="keep the questions already in DIR/items.jsonl")
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_eval)
 
@@ -170,19 +171,19 @@ def run_eval(args: argparse.Namespace) -> int:
         raise RearankError("--template arena needs an LLM reader (--reader hf, vllm or openai)")
     if arena:
         config["k"], config["style"] = "arena", "arena"
-    evaluation = RagEvaluation(args.output, config, resume=args.resume)
+    evaluation = RagEvaluation(args.output_dir, config, resume=args.resume)
     if args.resume:
         print(f"resume: {sum(q in evaluation.records for q in qids)} of {len(items)} questions already in "
               f"{evaluation.items_path}", file=sys.stderr)
     selector = make_selector(args.selector, **selector_options)
     reader = _make_reader(args.reader, args.reader_model, reader_options, args.template, args.max_new_tokens,
-                          args.batch_size, args.reader_cache or args.output / "reader_cache.jsonl")
+                          args.batch_size, args.reader_cache or args.output_dir / "reader_cache.jsonl")
     with _closing(reader, f"interrupted: finished questions are in {evaluation.items_path}; rerun with --resume"):
         evaluation.run(items, selector, reader, ks, style=args.style, chunk=args.batch_size,
                        progress=not args.no_progress, arena=arena)
-    print((args.output / "table.md").read_text(encoding="utf-8"), end="")
+    print((args.output_dir / "table.md").read_text(encoding="utf-8"), end="")
     print(f"reader calls: {getattr(reader, 'generated', 'n/a')}; items: {evaluation.items_path}; "
-          f"metrics: {args.output / 'metrics.json'}")
+          f"metrics: {args.output_dir / 'metrics.json'}")
     return 0
 
 

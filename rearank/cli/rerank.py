@@ -79,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``rearank rerank``; returns the exit code."""
-    from rearank import packs
+    from rearank.data import packs
 
     _check_args(args)
     apply_preset(args)

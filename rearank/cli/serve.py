@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from rearank import packs
+from rearank.data import packs
 from rearank.errors import RearankError
 from rearank.flags import RERANK_BACKENDS as BACKENDS
 from rearank.flags import backend_options

@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``rearank view``; returns the exit code."""
-    from rearank import packs
+    from rearank.data import packs
     from rearank.io.trec import read_run
     from rearank.runfiles import read_traces
     from rearank.view import ViewInput, undo_windows, write_view

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from rearank.backends.base import Message
 from rearank.grouprank.parser import format_scores, label_scores
 from rearank.prompts import BudgetLike, PromptTemplate, build_messages, load_template
 from rearank.prompts.builder import Tokenizer
+from rearank.types import Message
 
 #: The builtin groupwise template (usefulness, then relevance; 0-10 scores as JSON in ``<answer>``).
 GROUPRANK_TEMPLATE = Path(__file__).resolve().parent / "grouprank.yaml"

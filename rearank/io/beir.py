@@ -7,7 +7,7 @@ import json
 from collections.abc import Collection, Iterable, Iterator, Mapping
 
 from rearank.errors import FormatError
-from rearank.io._files import (
+from rearank.io.files import (
     PathLike,
     atomic_write,
     check_tsv_key,

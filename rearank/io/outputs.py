@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from rearank.errors import RearankError
-from rearank.io._files import PathLike
+from rearank.io.files import PathLike
 
 
 def _same(a: Path, b: Path) -> bool:

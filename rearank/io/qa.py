@@ -1,4 +1,4 @@
-"""QA files -> :class:`rearank.rag.types.QAItem`: HotpotQA, 2WikiMultihopQA, MuSiQue, DPR ``ctxs``, FlashRAG.
+"""QA files -> :class:`rearank.types.QAItem`: HotpotQA, 2WikiMultihopQA, MuSiQue, DPR ``ctxs``, FlashRAG.
 
 Each file is a JSON list or JSON lines (sniffed from its first character), ``.gz`` transparent. Passage ids:
 HotpotQA / 2Wiki use the paragraph's 0-based position in ``context``; MuSiQue its ``idx``; DPR and FlashRAG the
@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable, Iterator
 
 from rearank.errors import FormatError
-from rearank.io._files import PathLike, iter_json_lines, open_input, read_text
-from rearank.rag.types import Passage, QAItem
+from rearank.io.files import PathLike, iter_json_lines, open_input, read_text
+from rearank.types import Passage, QAItem
 
 FORMATS = ("hotpotqa", "2wiki", "musique", "dpr", "flashrag")
 

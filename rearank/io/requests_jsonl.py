@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable
 
 from rearank.errors import FormatError
-from rearank.io._files import PathLike, atomic_write, iter_json_lines
+from rearank.io.files import PathLike, atomic_write, iter_json_lines
 from rearank.types import Candidate, Query, Request
 
 log = logging.getLogger("rearank.io")

@@ -8,9 +8,9 @@ from operator import itemgetter
 from typing import IO
 
 from rearank.errors import FormatError
-from rearank.io._files import PathLike, atomic_write, check_field, collect_by_query, iter_data_lines
+from rearank.io.files import PathLike, atomic_write, check_field, collect_by_query, iter_data_lines
+from rearank.types import Run
 
-Run = dict[str, list[tuple[str, float]]]
 Qrels = dict[str, dict[str, int]]
 
 

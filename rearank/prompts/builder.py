@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from rearank.backends.base import Message
 from rearank.prompts.templates import PassageBudget, PromptTemplate, load_template
-from rearank.types import Candidate
+from rearank.types import Candidate, Message
 
 _BRACKETED_NUMBER = re.compile(r"\[\s*(\d+)\s*\]")
 

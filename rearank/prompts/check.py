@@ -64,7 +64,7 @@ def read_rows(path: str | Path) -> Iterator[Row]:
         for index, record in enumerate(table.to_pylist()):
             yield _row(record, f"{path} row {index}")
         return
-    from rearank.io._files import iter_json_lines
+    from rearank.io.files import iter_json_lines
 
     for line, record in iter_json_lines(path):
         yield _row(record, f"{path}:{line}")
@@ -105,7 +105,7 @@ class Lookup:
         self.docs: dict[str, Candidate] = {}
 
     def load(self, rows: Sequence[Row]) -> None:
-        from rearank.packs import load_docs, load_topics, resolve
+        from rearank.data.packs import load_docs, load_topics, resolve
 
         want = {d for r in rows if r.passages is None for d in r.docids or ()}
         for name in self.datasets:

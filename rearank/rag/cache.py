@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
-from rearank.io._files import PathLike
+from rearank.io.files import PathLike
 from rearank.rag.jsonl import JsonlAppender, read_jsonl_log
 
 

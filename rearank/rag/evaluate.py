@@ -21,7 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rearank.errors import RearankError
-from rearank.io._files import atomic_write
+from rearank.io.files import atomic_write
 from rearank.rag.arena.evaluate import arena_passages, score_arena
 from rearank.rag.arena.figures import TABLE3 as ARENA_TABLE3
 from rearank.rag.barrag.figures import TABLE1_AVG_EM_QWEN25_7B as BARRAG_TABLE1
@@ -95,7 +95,7 @@ def arena_record(item: QAItem, ranking: Sequence[Passage], output: ReaderOutput)
 
 def read_records(path: Path, repair: bool = False) -> dict[str, dict]:
     """Records of an ``items.jsonl`` by qid; a torn last line is dropped (and cut from the file if ``repair``)."""
-    records = read_jsonl_log(path, lambda r: (str(r["qid"]), r["k"].items()), "rag eval", "start a new --output",
+    records = read_jsonl_log(path, lambda r: (str(r["qid"]), r["k"].items()), "rag eval", "start a new --output-dir",
                              repair)
     return {str(r["qid"]): r for r in records}
 
@@ -121,7 +121,7 @@ class RagEvaluation:
     def __init__(self, output: Path, config: dict[str, Any], resume: bool = False) -> None:
         self.output = Path(output)
         if self.output.exists() and not self.output.is_dir():
-            raise RearankError(f"--output {self.output} is a file; give a folder")
+            raise RearankError(f"--output-dir {self.output} is a file; give a folder")
         self.items_path = self.output / "items.jsonl"
         self.config = config
         config_path = self.output / "config.json"
@@ -130,9 +130,9 @@ class RagEvaluation:
             changed = sorted(k for k in set(before) | set(config) if before.get(k) != config.get(k))
             if changed:
                 raise RearankError(f"{self.output} was made with other settings ({', '.join(changed)}); "
-                                   "use a new --output or the same settings")
+                                   "use a new --output-dir or the same settings")
         elif self.items_path.is_file() and self.items_path.stat().st_size and not resume:
-            raise RearankError(f"{self.items_path} exists; pass --resume to continue it or choose another --output")
+            raise RearankError(f"{self.items_path} exists; pass --resume to continue it or choose another --output-dir")
         self.records = read_records(self.items_path, repair=True) if resume else {}
         if not resume and self.items_path.is_file():
             self.items_path.unlink()

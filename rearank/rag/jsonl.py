@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rearank.errors import FormatError
-from rearank.io._files import PathLike, atomic_write
+from rearank.io.files import PathLike, atomic_write
 
 log = logging.getLogger("rearank.rag.jsonl")
 

@@ -20,12 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rearank.backends.base import Backend, Message, Prompt, SamplingSettings
+from rearank.backends.base import Backend, Prompt, SamplingSettings
 from rearank.errors import RearankError
 from rearank.prompts import truncate_texts
 from rearank.rag.cache import CachedBackend, ResponseCache
 from rearank.rag.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
 from rearank.rag.types import Passage, QAItem
+from rearank.types import Message
 
 #: Short answers: enough for an entity, a date or yes/no.
 READER_MAX_NEW_TOKENS = 32

@@ -83,7 +83,7 @@ class OracleSelector(_Plain):
 
 
 class BM25Selector(_Plain):
-    """Rank each item's passages by Lucene BM25 (rearank.bm25: Anserini, k1 0.9, b 0.4) of its question.
+    """Rank each item's passages by Lucene BM25 (rearank.data.bm25: Anserini, k1 0.9, b 0.4) of its question.
 
     The passages of a batch of items form one temporary index, so term statistics come from that pool; every item
     keeps only its own passages, in BM25 order, then those with no matching term in the given order.
@@ -96,7 +96,7 @@ class BM25Selector(_Plain):
         import tempfile
         from pathlib import Path
 
-        from rearank import bm25
+        from rearank.data import bm25
 
         with tempfile.TemporaryDirectory(prefix="rearank-bm25-") as tmp:
             corpus = Path(tmp) / "corpus.jsonl"  # BEIR layout keeps titles; indexed as title + newline + text

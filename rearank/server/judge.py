@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rearank import packs
+from rearank.data import packs
 
 #: The entry of :attr:`TextJudge.live` that holds the pack's top grade (no request has this qid).
 SCALE_QID = ""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rearank.answer import apply_permutation
-from rearank.io._files import PathLike, atomic_write
+from rearank.io.files import PathLike, atomic_write
 from rearank.types import WindowTrace
 
 PAGE = Path(__file__).with_name("page.html")

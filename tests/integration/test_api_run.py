@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from rearank import Reranker
+from rearank.data.packs import load_qrels
 from rearank.io.trec import read_run
-from rearank.packs import load_qrels
 
 
 def test_rerank_run_reaches_the_oracle_ceiling_and_resumes(dl19, tmp_path, capsys):

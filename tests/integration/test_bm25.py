@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rearank import bm25, java
 from rearank.cli import main
+from rearank.data import bm25, java
 from rearank.errors import FormatError, MissingDataError, RearankError
 from rearank.io.beir import read_queries
 from rearank.io.trec import read_qrels, read_run
@@ -95,7 +95,7 @@ def test_long_query_and_unreadable_index(tiny_corpus: Path, tmp_path: Path) -> N
 def test_tsv_corpus_and_query_without_hits(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     docs = tmp_path / "docs.tsv"
     docs.write_text("p1\tthe moon orbits the earth\np2\tthe sun is a star\n", encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="rearank.bm25"):
+    with caplog.at_level(logging.WARNING, logger="rearank.data.bm25"):
         run = bm25.bm25_run(docs, {"a": "sun star", "b": "the"}, k=5, threads=1, cache=tmp_path, progress=False)
     assert [d for d, _ in run["a"]] == ["p2"]
     assert "b" not in run  # only a stopword

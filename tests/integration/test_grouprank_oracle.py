@@ -9,12 +9,12 @@ import pytest
 from rearank.backends.base import Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
 from rearank.cli import main
+from rearank.data.packs import load_qrels, load_requests
 from rearank.grouprank.parser import format_scores
 from rearank.grouprank.reward import compute_score
 from rearank.io.trec import read_run
 from rearank.methods import Groupwise
 from rearank.metrics import evaluate
-from rearank.packs import load_qrels, load_requests
 from rearank.stats import RunStats
 from tests.engines import groupwise
 

@@ -1,4 +1,4 @@
-"""The shared real packs load through rearank.packs, and our writers reproduce their files."""
+"""The shared real packs load through rearank.data.packs, and our writers reproduce their files."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rearank import packs
+from rearank.data import packs
 from rearank.io import beir, requests_jsonl, topics, trec
+from rearank.io.docs import read_docs, write_docs
 
 
 @pytest.fixture
@@ -63,9 +64,9 @@ def test_dl21_ties_are_reordered_as_trec_eval(dl21: Path, tmp_path: Path) -> Non
 def test_topics_and_docs_rewrite_identical(dl19: Path, tmp_path: Path) -> None:
     topics.write_topics(tmp_path / "topics.tsv", topics.read_topics(dl19 / "topics.tsv"))
     assert (tmp_path / "topics.tsv").read_bytes() == (dl19 / "topics.tsv").read_bytes()
-    docs = topics.read_docs(dl19 / "docs.tsv")
-    topics.write_docs(tmp_path / "docs.tsv.gz", docs)
-    assert topics.read_docs(tmp_path / "docs.tsv.gz") == docs
+    docs = read_docs(dl19 / "docs.tsv")
+    write_docs(tmp_path / "docs.tsv.gz", docs)
+    assert read_docs(tmp_path / "docs.tsv.gz") == docs
 
 
 def test_requests_jsonl_round_trip_on_real_pack(shared_root: Path, tmp_path: Path) -> None:

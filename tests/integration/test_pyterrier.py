@@ -8,7 +8,7 @@ from __future__ import annotations
 import pyterrier as pt
 import pytest
 
-from rearank.packs import load_qrels, load_requests
+from rearank.data.packs import load_qrels, load_requests
 from rearank.pyterrier import RearankTransformer, qrels_frame, run_frame, topics_frame
 from rearank.window import schedule
 

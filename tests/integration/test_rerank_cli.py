@@ -8,9 +8,9 @@ import pytest
 from rearank.backends import registry
 from rearank.backends.oracle import OracleBackend
 from rearank.cli import main
+from rearank.data.packs import load_requests
 from rearank.io.requests_jsonl import write_requests
 from rearank.io.trec import read_run
-from rearank.packs import load_requests
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from rearank.cli import main
+from rearank.data.packs import load_docs, load_topics
 from rearank.io.trec import read_run
-from rearank.packs import load_docs, load_topics
 
 #: Polls of /health, 100 ms apart, before giving up (60 s: the subprocess imports FastAPI and loads the pack).
 HEALTH_POLLS = 600

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from rearank.api import Reranker
+from rearank.data.packs import load_docs, load_qrels, load_topics
 from rearank.io.trec import read_run
-from rearank.packs import load_docs, load_qrels, load_topics
 from rearank.server import Limits
 from rearank.types import Candidate, Query, Request
 from tests.serving import oracle_service, running

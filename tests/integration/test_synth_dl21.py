@@ -11,8 +11,8 @@ from data_synthesis import SynthConfig, synthesize
 from data_synthesis.sampling import ideal_permutation
 from data_synthesis.tokens import load_tokenizer
 from rearank.answer import format_answer
+from rearank.data.packs import load_requests
 from rearank.io.trec import read_qrels
-from rearank.packs import load_requests
 from rearank.reward import compute_score
 from tests.conftest import require
 
@@ -84,7 +84,7 @@ def test_verl_collates_rows_the_reward_can_score(synthesized, tokenizer, tmp_pat
         ideal = f"<think>ok</think><answer>{format_answer(ideal_permutation(labels))}</answer>"
         score = compute_score("rearank/dl21", ideal, reward_model["ground_truth"])
         assert score["score"] == pytest.approx(1.0)
-        assert score["init_ndcg"] == pytest.approx(info["initial_ndcg10"])
+        assert score["init_ndcg"] == pytest.approx(info["set_ndcg10"])
 
 
 def test_sft_rows_are_trl_prompt_completion_pairs(synthesized, tokenizer):

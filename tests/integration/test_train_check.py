@@ -18,7 +18,7 @@ from tests.conftest import data_root, require_pack
 @pytest.fixture(scope="module")
 def rl_data(tmp_path_factory):
     require_pack("msmarco-v2-passage/dl21")
-    os.environ.setdefault("REARANK_DATA", str(data_root()))  # rearank.packs reads the packs from there
+    os.environ.setdefault("REARANK_DATA", str(data_root()))  # rearank.data.packs reads the packs from there
     return synthesize_small(tmp_path_factory.mktemp("rl"), samples_per_query=1)
 
 

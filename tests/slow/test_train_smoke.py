@@ -72,7 +72,7 @@ def test_export_real_verl_fsdp_checkpoint(tmp_path):
     out = tmp_path / "hf"
     actor = export(run_dir, out)
     assert actor == run_dir / "global_step_2" / "actor"
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".hf.partial")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".hf.")]
 
     merged = AutoModelForCausalLM.from_pretrained(out, dtype=torch.bfloat16).state_dict()
     original = AutoModelForCausalLM.from_pretrained(embedded_model_path(), dtype=torch.float32).state_dict()

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from rearank.data.packs import load_qrels
 from rearank.errors import FormatError, RearankError
-from rearank.io import _files, trec
+from rearank.io import files, trec
 from rearank.io.requests_jsonl import read_requests
 from rearank.metrics import evaluate
-from rearank.packs import load_qrels
 
 BOM = "\ufeff"
 
@@ -58,7 +58,7 @@ def test_deeply_nested_json_line_is_a_format_error(tmp_path):
 
 def test_deep_yaml_is_one_line():
     with pytest.raises(RearankError, match="x: YAML nested too deeply"):
-        _files.parse_yaml("[" * 5000 + "]" * 5000, "x")
+        files.parse_yaml("[" * 5000 + "]" * 5000, "x")
 
 
 def test_qrels_without_judgments_name_the_file(tmp_path):
@@ -82,7 +82,7 @@ def test_full_disk_is_one_line_and_leaves_the_target(tmp_path, monkeypatch):
     target = tmp_path / "out.trec"
     target.write_text("old\n")
     full = r"cannot write \(No space left on device\); .* is unchanged$"
-    with pytest.raises(RearankError, match=full) as err, _files.atomic_write(target) as handle:
+    with pytest.raises(RearankError, match=full) as err, files.atomic_write(target) as handle:
         handle.write("new\n")
         raise OSError(28, "No space left on device")
     assert err.value.__cause__ is None and err.value.__suppress_context__

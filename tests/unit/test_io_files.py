@@ -9,7 +9,7 @@ import pytest
 
 from rearank.errors import FormatError, MissingDataError, RearankError
 from rearank.io import trec
-from rearank.io._files import atomic_write, iter_lines
+from rearank.io.files import atomic_folder, atomic_path, atomic_write, iter_lines
 
 RUN = {"q1": [("d1", 3.0), ("d2", 2.5)], "q2": [("d9", 1.0)]}
 
@@ -93,3 +93,35 @@ def test_unwritable_ids_are_refused_before_replacing(tmp_path: Path) -> None:
 def test_writer_creates_parent_folders(tmp_path: Path) -> None:
     trec.write_qrels(tmp_path / "a" / "b" / "qrels.txt", {"q": {"d": 1}})
     assert (tmp_path / "a" / "b" / "qrels.txt").read_text() == "q 0 d 1\n"
+
+
+def test_atomic_path_replaces_on_success_and_keeps_the_target_on_failure(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "t.parquet"
+    with atomic_path(target) as tmp:
+        assert tmp.parent == target.parent and tmp.suffix == ".parquet" and tmp != target
+        tmp.write_bytes(b"one")
+    assert target.read_bytes() == b"one"
+    with pytest.raises(ValueError), atomic_path(target) as tmp:
+        tmp.write_bytes(b"two")
+        raise ValueError("boom")
+    assert target.read_bytes() == b"one"
+    assert [p.name for p in target.parent.iterdir()] == ["t.parquet"]
+
+
+def test_atomic_folder_builds_aside_and_replaces_only_when_asked(tmp_path: Path) -> None:
+    target = tmp_path / "index"
+    with atomic_folder(target) as tmp:
+        assert not target.exists()
+        (tmp / "a").write_text("first")
+    assert (target / "a").read_text() == "first"
+    with atomic_folder(target) as tmp:  # a finished folder is kept (a concurrent build that won)
+        (tmp / "a").write_text("second")
+    assert (target / "a").read_text() == "first"
+    with atomic_folder(target, replace=True) as tmp:
+        (tmp / "b").write_text("third")
+    assert [p.name for p in target.iterdir()] == ["b"]
+    with pytest.raises(ValueError), atomic_folder(target, replace=True) as tmp:
+        (tmp / "c").write_text("lost")
+        raise ValueError("boom")
+    assert [p.name for p in target.iterdir()] == ["b"]
+    assert [p.name for p in tmp_path.iterdir()] == ["index"]

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from rearank.errors import FormatError
 from rearank.io import beir, requests_jsonl, topics, trec
-from rearank.io._files import one_line
+from rearank.io.docs import read_docs, write_docs
+from rearank.io.files import one_line
 from rearank.types import Candidate, Query, Request
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -29,7 +30,7 @@ READERS: dict[str, Callable] = {
     "run": trec.read_run,
     "qrels": trec.read_qrels,
     "topics": topics.read_topics,
-    "docs": topics.read_docs,
+    "docs": read_docs,
     "corpus": beir.read_corpus,
     "queries": beir.read_queries,
     "beir_qrels": beir.read_qrels,
@@ -112,15 +113,15 @@ def test_qrels_round_trip(qrels: dict, suffix: str) -> None:
 def test_topics_and_docs_round_trip(items: dict, suffix: str) -> None:
     with tempfile.TemporaryDirectory() as d:
         topics.write_topics(Path(d) / f"t.tsv{suffix}", items)
-        topics.write_docs(Path(d) / f"d.tsv{suffix}", {k: ("", v) for k, v in items.items()})
+        write_docs(Path(d) / f"d.tsv{suffix}", {k: ("", v) for k, v in items.items()})
         assert topics.read_topics(Path(d) / f"t.tsv{suffix}") == {k: one_line(v).strip() for k, v in items.items()}
-        assert topics.read_docs(Path(d) / f"d.tsv{suffix}") == {k: ("", one_line(v).strip()) for k, v in items.items()}
+        assert read_docs(Path(d) / f"d.tsv{suffix}") == {k: ("", one_line(v).strip()) for k, v in items.items()}
 
 
 def test_docs_tsv_title_is_joined_and_ids_filter(tmp_path: Path) -> None:
-    topics.write_docs(tmp_path / "d.tsv", {"1": ("Fleas", "live a year"), "2": ("", "two\tlines\nhere")})
-    assert topics.read_docs(tmp_path / "d.tsv") == {"1": ("", "Fleas live a year"), "2": ("", "two lines here")}
-    assert topics.read_docs(tmp_path / "d.tsv", ids={"2", "3"}) == {"2": ("", "two lines here")}
+    write_docs(tmp_path / "d.tsv", {"1": ("Fleas", "live a year"), "2": ("", "two\tlines\nhere")})
+    assert read_docs(tmp_path / "d.tsv") == {"1": ("", "Fleas live a year"), "2": ("", "two lines here")}
+    assert read_docs(tmp_path / "d.tsv", ids={"2", "3"}) == {"2": ("", "two lines here")}
 
 
 @FAST

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rearank import models
+from rearank import cache, models
 from rearank.errors import MissingDataError
 from tests.conftest import absent
 
@@ -37,9 +37,9 @@ def test_resolve_hub_id_folder_and_gguf(tmp_path):
 
 def test_cache_root_follows_env(monkeypatch, tmp_path):
     monkeypatch.setenv("REARANK_CACHE", str(tmp_path))
-    assert models.cache_root() == tmp_path
+    assert cache.cache_root() == tmp_path
     monkeypatch.delenv("REARANK_CACHE")
-    assert models.cache_root() == Path.home() / ".cache" / "rearank"
+    assert cache.cache_root() == Path.home() / ".cache" / "rearank"
 
 
 def test_gguf_is_found_without_importing_the_package():

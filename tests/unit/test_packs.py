@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rearank import packs
+from rearank.data import packs
 from rearank.errors import MissingDataError, RearankError
 from rearank.io import beir, requests_jsonl, topics, trec
+from rearank.io.docs import write_docs
 
 RUN = {"q1": [("d1", 3.0), ("d2", 2.0), ("d3", 1.0)], "q2": [("d3", 5.0), ("d4", 4.0)]}
 TOPICS = {"q1": "first query", "q2": "second query"}
@@ -28,7 +29,7 @@ def write_tsv_pack(root: Path, name: str = "dl19") -> packs.Pack:
     trec.write_run(pack.run, RUN)
     trec.write_qrels(pack.qrels, QRELS)
     topics.write_topics(pack.topics, TOPICS)
-    topics.write_docs(pack.docs, DOCS)
+    write_docs(pack.docs, DOCS)
     return pack
 
 
@@ -112,13 +113,13 @@ def test_explicit_files_override_the_dataset(root: Path) -> None:
 
 def test_missing_docs_are_listed_or_skipped(root: Path, caplog: pytest.LogCaptureFixture) -> None:
     pack = write_tsv_pack(root)
-    topics.write_docs(pack.docs, {"d1": ("", "one"), "d4": ("", "four")})
+    write_docs(pack.docs, {"d1": ("", "one"), "d4": ("", "four")})
     with pytest.raises(MissingDataError) as info:
         packs.load_requests(dataset="dl19")
     assert "3 run candidates" in str(info.value)
     assert "(q1, d2), (q1, d3), (q2, d3)" in str(info.value)
     assert "skip_missing" in str(info.value)
-    with caplog.at_level(logging.WARNING, logger="rearank.packs"):
+    with caplog.at_level(logging.WARNING, logger="rearank.data.packs"):
         requests = packs.load_requests(dataset="dl19", skip_missing=True)
     assert [[c.docid for c in r.candidates] for r in requests] == [["d1"], ["d4"]]
     assert "3 run candidates" in caplog.text

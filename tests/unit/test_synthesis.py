@@ -26,7 +26,9 @@ from rearank.types import Candidate, Query, Request
 #: recorded when the test was written; a change means the same seed now gives other sets (say so in CHANGES).
 #: Re-recorded once when the ground truth gained the judged pool's grades (`pool`) and extra_info the query text,
 #: for the released reward variant: every set, label, docid and split stayed as before (checked field by field).
-PINNED_SETS = "41012e38d54ee607abad64f4fbb030fdd0730d788ae2b3fc59158cd08b0c386a"
+#: Re-recorded when extra_info's initial_ndcg10/ideal_ndcg10 were renamed set_ndcg10/pool_ndcg10: with the old key
+#: names put back the rows hash to the previous value, 41012e38d54ee607abad64f4fbb030fdd0730d788ae2b3fc59158cd08b0c386a.
+PINNED_SETS = "4cb7ee92c2d1f24e411316846b250047f80e6dc0746ba22dda7a5bb8798f5fb6"
 
 
 def make_request(qid: str, n: int) -> Request:
@@ -112,11 +114,11 @@ def test_set_scores_by_hand():
     pool_idcg = 3 + 1 / math.log2(3)
     assert query_ideal_dcg(pool) == pytest.approx(pool_idcg)
     scores = score_set(labels, pool_idcg)
-    assert scores.initial_ndcg == pytest.approx(1 / math.log2(11))
-    assert scores.ideal_ndcg == pytest.approx(1 / pool_idcg)
+    assert scores.set_ndcg == pytest.approx(1 / math.log2(11))
+    assert scores.pool_ndcg == pytest.approx(1 / pool_idcg)
     assert scores.n_relevant == 1
     # relevant only below rank 10: initial nDCG@10 is 0
-    assert score_set([0] * 10 + [2] + [0] * 9, pool_idcg).initial_ndcg == 0.0
+    assert score_set([0] * 10 + [2] + [0] * 9, pool_idcg).set_ndcg == 0.0
 
 
 def test_filters_in_order_and_switchable():
@@ -141,7 +143,7 @@ def test_sample_query_counts_every_removed_set():
     assert counts["sets_drawn"] == 40
     assert counts["sets_drawn"] == len(kept) + counts["rejected_no_relevant"] + counts["rejected_initial_ndcg"]
     for s in kept:
-        assert s.scores.n_relevant == 1 and s.scores.initial_ndcg >= 0.1
+        assert s.scores.n_relevant == 1 and s.scores.set_ndcg >= 0.1
         assert s.labels == tuple(judged.get(c.docid, 0) for c in s.candidates)
     assert counts["rejected_no_relevant"] > 0  # sets that missed the passage
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rearank.errors import RearankError
+from rearank.io.files import atomic_folder
 from rearank.models import is_embedded, resolve_model
 from rearank.prompts import truncate_texts
 
@@ -141,23 +140,11 @@ class PointwiseScorer:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the scorer to ``path`` (a folder), write-then-rename; an existing folder is replaced."""
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        try:
+        with atomic_folder(path, replace=True) as tmp:
             self.model.save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
             meta = {"kind": self.kind, "max_passage_tokens": self.max_passage_tokens}
             (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-            tmp.chmod(0o755)
-            old = target.with_name(f".{target.name}.old")
-            if target.exists():
-                shutil.rmtree(old, ignore_errors=True)
-                os.replace(target, old)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _kind_of(config: Any) -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from rearank.backends.base import Message
 from rearank.rag.arena.parser import parse_arena
 from rearank.rag.arena.prompt import arena_messages, n_references
 from rearank.rag.arena.reward import relevance_accuracy
 from rearank.rag.metrics import exact_match, hit, token_f1
 from rearank.rag.types import Passage, QAItem
+from rearank.types import Message
 
 
 def arena_passages(item: QAItem) -> tuple[Passage, ...]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rearank.backends.base import Message
 from rearank.prompts.builder import Tokenizer, clean_passages
 from rearank.rag.types import Passage
+from rearank.types import Message
 
 #: Paragraphs shown per question (MuSiQue ships 20 a question, the others 10).
 N_REFERENCES = 10

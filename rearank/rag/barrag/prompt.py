@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rearank.backends.base import Message
 from rearank.prompts.builder import Tokenizer, clean_passages
 from rearank.rag.types import Passage
+from rearank.types import Message
 
 #: Candidates the selector sees, and how many it is asked to select (released training values).
 SELECTOR_CANDIDATES = 25

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rearank.backends.base import Backend, Message, Prompt, SamplingSettings
+from rearank.backends.base import Backend, Prompt, SamplingSettings
 from rearank.rag.barrag.parser import parse_selection
 from rearank.rag.barrag.prompt import SELECTOR_CANDIDATES, selector_messages
 from rearank.rag.cache import CachedBackend
 from rearank.rag.readers import complete
 from rearank.rag.types import Passage, QAItem
+from rearank.types import Message
 
 #: How a selector completion parsed (counted by ``rag eval``): usable ids and no fault, or the first fault found.
 STATUSES = ("ok", "no_answer", "no_valid_id", "repeated_id", "out_of_range")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 from collections import Counter
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rearank.errors import RearankError
-from rearank.io._files import atomic_write
+from rearank.io.files import atomic_path, atomic_write
 from rearank.rag.barrag.filtering import (
     MEAN_RANGE,
     MIN_VARIANCE,
@@ -146,12 +145,11 @@ def run_filter(data_dir: Path, output_dir: Path, settings: FilterSettings, progr
         return stats
     keep = [bool(done[r["extra_info"]["qid"]]["keep"]) for r in rows]
     stats.update(complete=True, kept=sum(keep))
-    tmp = output_dir / ".train.parquet.tmp"
-    pq.write_table(table.filter(keep) if rows else table, tmp)
-    os.replace(tmp, output_dir / "train.parquet")
+    with atomic_path(output_dir / "train.parquet") as tmp:
+        pq.write_table(table.filter(keep) if rows else table, tmp)
     if (data_dir / "val.parquet").is_file():
-        shutil.copyfile(data_dir / "val.parquet", output_dir / ".val.parquet.tmp")
-        os.replace(output_dir / ".val.parquet.tmp", output_dir / "val.parquet")
+        with atomic_path(output_dir / "val.parquet") as tmp:
+            shutil.copyfile(data_dir / "val.parquet", tmp)
     with atomic_write(output_dir / "filter_stats.json") as handle:
         handle.write(json.dumps(stats, indent=1) + "\n")
     return stats

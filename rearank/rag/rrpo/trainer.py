@@ -19,8 +19,6 @@ import dataclasses
 import json
 import os
 import random
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +29,7 @@ import yaml
 from tqdm import tqdm
 
 from rearank.errors import RearankError
+from rearank.io.files import atomic_folder
 from rearank.methods.pointwise import PointwiseScorer
 from rearank.rag.evaluate import score_answer
 from rearank.rag.readers import Reader
@@ -306,22 +305,11 @@ class RRPOTrainer:
 
     def save_checkpoint(self) -> None:
         """Write ``checkpoint/`` (scorer, optimizer, generator, state) under a temporary name, then swap it in."""
-        target = self.output / "checkpoint"
-        self.output.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".checkpoint-", dir=self.output))
-        try:
+        with atomic_folder(self.output / "checkpoint", replace=True) as tmp:
             self.policy.save(tmp / "scorer")
             torch.save({"optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state()},
                        tmp / "optimizer.pt")
             (tmp / "state.json").write_text(json.dumps(self.state()) + "\n", encoding="utf-8")
-            old = self.output / ".checkpoint.old"
-            shutil.rmtree(old, ignore_errors=True)
-            if target.exists():
-                os.replace(target, old)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def load_checkpoint(self) -> None:
         """Restore optimizer, counters, baseline cache and normaliser from ``checkpoint/`` (the policy weights are

@@ -17,8 +17,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from pathlib import Path
@@ -26,13 +24,14 @@ from typing import TypeVar
 
 from tqdm import tqdm
 
-from rearank import java
+from rearank.cache import cache_root
+from rearank.data import java
+from rearank.data.packs import load_docs
 from rearank.errors import FormatError, MissingDataError, RearankError
-from rearank.io._files import PathLike
-from rearank.models import cache_root
-from rearank.packs import load_docs
+from rearank.io.files import PathLike, atomic_folder
+from rearank.types import Run
 
-log = logging.getLogger("rearank.bm25")
+log = logging.getLogger("rearank.data.bm25")
 
 K1 = 0.9
 B = 0.4
@@ -42,8 +41,6 @@ MAX_QUERY_TERMS = 1 << 16  # Lucene's clause limit while searching (its default,
 INDEX_LAYOUT = "flat-title-newline-text-v1"
 _INDEX_BATCH = 5000  # documents per call into Java
 _SEARCH_BATCH = 256  # queries per call into Java (the progress bar's step)
-
-Run = dict[str, list[tuple[str, float]]]
 T = TypeVar("T")
 
 
@@ -97,24 +94,13 @@ def build_index(
     docs = load_docs(corpus)
     if not docs:
         raise FormatError(corpus, None, "the corpus holds no documents")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".building", dir=target.parent))
-    try:
+    with atomic_folder(target) as building:  # a concurrent build of the same corpus that finished first is kept
         added = _index(docs.items(), len(docs), building, threads or default_threads(), progress)
         if added < len(docs):
             log.warning("%s: %d empty documents were not indexed", corpus, len(docs) - added)
         info = {"corpus": str(Path(corpus).resolve()), "documents": added, "layout": INDEX_LAYOUT,
                 "anserini": java.anserini_jar().name}
         (building / "rearank-index.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
-        try:
-            building.rename(target)
-        except OSError:
-            if not target.is_dir():  # not a concurrent build of the same corpus that finished first
-                raise
-            shutil.rmtree(building)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
     return target
 
 

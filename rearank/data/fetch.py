@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from tqdm import tqdm
 
-from rearank import java
+from rearank.data import java
+from rearank.data.packs import Pack, PackSpec, missing_files, pack_paths, spec_of
 from rearank.errors import RearankError
 from rearank.io import beir, topics, trec
-from rearank.io._files import PathLike
-from rearank.packs import Pack, PackSpec, missing_files, pack_paths, spec_of
+from rearank.io.docs import write_docs
+from rearank.io.files import PathLike, atomic_folder
+from rearank.types import Run
 
 log = logging.getLogger("rearank.fetch")
-
-Run = dict[str, list[tuple[str, float]]]
 BM25 = Callable[[PackSpec, dict[str, str], int], Run]
 
 
@@ -33,7 +31,7 @@ def pyserini_bm25(spec: PackSpec, queries: dict[str, str], top_k: int) -> Run:
 
     BEIR runs drop each query's own id from its hits, as Pyserini's BEIR regressions do.
     """
-    from rearank.bm25 import search
+    from rearank.data.bm25 import search
 
     return search(_prebuilt_index(spec.bm25_index), queries, k=top_k, remove_self=spec.name.startswith("beir-"))
 
@@ -147,21 +145,17 @@ def fetch_pack(
         run = {q: [(d, s) for d, s in ranked if d not in excluded.get(q, ())][:top_k] for q, ranked in run.items()}
         qrels = {q: {d: rel for d, rel in judged.items() if rel >= 0} for q, judged in qrels.items()}
 
-    staging = pack.dir.parent / f".{pack.dir.name}.fetching"
-    shutil.rmtree(staging, ignore_errors=True)
-    tmp = replace(pack, dir=staging, **{f: staging / getattr(pack, f).name for f in ("topics", "qrels", "run", "docs")})
-    trec.write_run(tmp.run, run, tag=f"bm25-{spec.bm25_index}")
-    trec.write_qrels(tmp.qrels, qrels)
-    run_docids = {docid for ranked in run.values() for docid, _ in ranked}
-    if spec.layout == "tsv":
-        topics.write_topics(tmp.topics, queries)
-        topics.write_docs(tmp.docs, _run_docs(dataset, run_docids))
-    else:
-        beir.write_queries(tmp.topics, queries)
-        beir.write_qrels(staging / "qrels" / "test.tsv", qrels)
-        beir.write_corpus(tmp.docs, _corpus(dataset) if dataset is not None else _docs_from_index(spec, run_docids))
-    if pack.dir.exists():
-        shutil.rmtree(pack.dir)
-    os.replace(staging, pack.dir)
+    with atomic_folder(pack.dir, replace=True) as staging:
+        tmp = replace(pack, dir=staging, **{f: staging / getattr(pack, f).name for f in ("topics", "qrels", "run", "docs")})
+        trec.write_run(tmp.run, run, tag=f"bm25-{spec.bm25_index}")
+        trec.write_qrels(tmp.qrels, qrels)
+        run_docids = {docid for ranked in run.values() for docid, _ in ranked}
+        if spec.layout == "tsv":
+            topics.write_topics(tmp.topics, queries)
+            write_docs(tmp.docs, _run_docs(dataset, run_docids))
+        else:
+            beir.write_queries(tmp.topics, queries)
+            beir.write_qrels(staging / "qrels" / "test.tsv", qrels)
+            beir.write_corpus(tmp.docs, _corpus(dataset) if dataset is not None else _docs_from_index(spec, run_docids))
     return pack
 

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from rearank.errors import MissingDataError, RearankError
 from rearank.io import beir, topics, trec
-from rearank.io._files import PathLike
+from rearank.io.docs import read_docs
+from rearank.io.files import PathLike
 from rearank.io.requests_jsonl import read_requests
 from rearank.types import Candidate, Query, Request
 
-log = logging.getLogger("rearank.packs")
+log = logging.getLogger("rearank.data.packs")
 
 DEFAULT_ROOT = Path("~/.cache/rearank/data")
 TSV_FILES = {"topics": "topics.tsv", "qrels": "qrels.txt", "run": "run.bm25.top100.trec", "docs": "docs.tsv"}
@@ -151,7 +152,7 @@ def load_topics(path: PathLike) -> dict[str, str]:
 
 def load_docs(path: PathLike, ids: Collection[str] | None = None) -> dict[str, tuple[str, str]]:
     """Read docs from ``docid TAB text`` TSV or BEIR ``corpus.jsonl`` into ``docid -> (title, text)``."""
-    return beir.read_corpus(path, ids) if _is_jsonl(path) else topics.read_docs(path, ids)
+    return beir.read_corpus(path, ids) if _is_jsonl(path) else read_docs(path, ids)
 
 
 def load_qrels(source: PathLike) -> dict[str, dict[str, int]]:

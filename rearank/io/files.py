@@ -1,4 +1,9 @@
-"""Shared file plumbing for the readers and writers: gzip by suffix, numbered lines, atomic writes."""
+"""Shared file plumbing for the readers and writers: gzip by suffix, numbered lines, atomic writes.
+
+The atomic writers are the only write-then-rename code in the tree: :func:`atomic_write` (a text handle),
+:func:`atomic_path` (a temporary path for writers that take a file name: parquet, figures, copies) and
+:func:`atomic_folder` (a folder built in full, then renamed into place).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import gzip
 import json
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -127,10 +133,11 @@ def parse_yaml(text: str, where: str) -> object:
 
 
 @contextlib.contextmanager
-def atomic_write(path: PathLike) -> Iterator[IO[str]]:
+def atomic_write(path: PathLike, *, fsync: bool = False) -> Iterator[IO[str]]:
     """Open a text handle to a temp file beside ``path``; on success it replaces ``path`` (gzip if ``.gz``).
 
-    If the block raises, the temp file is removed and ``path`` is left untouched.
+    If the block raises, the temp file is removed and ``path`` is left untouched. ``fsync`` flushes the file to
+    disk before the rename (for a commit point that must survive a power cut).
     """
     target = Path(path)
     try:
@@ -145,6 +152,8 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
         else:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 yield handle
+        if fsync:
+            fsync_file(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the mode open() would
         os.replace(tmp, target)
     except RearankError:
@@ -156,6 +165,70 @@ def atomic_write(path: PathLike) -> Iterator[IO[str]]:
     except BaseException:
         _remove(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_path(path: PathLike) -> Iterator[Path]:
+    """A temp path beside ``path`` (same suffix) for writers that take a file name; on success it replaces ``path``.
+
+    For binary outputs written by other libraries (``pyarrow.parquet.write_table``, ``Figure.savefig``,
+    ``shutil.copyfile``). If the block raises, the temp file is removed and ``path`` is left untouched.
+    """
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}", dir=target.parent)
+        os.close(fd)
+    except OSError as err:
+        raise RearankError(f"{target}: cannot write ({err.strerror or err})") from None
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except OSError as err:
+        _remove(tmp)
+        raise RearankError(f"{target}: cannot write ({err.strerror or err}); {target} is unchanged") from None
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_folder(path: PathLike, *, replace: bool = False) -> Iterator[Path]:
+    """A new temp folder beside ``path`` to fill; on success it is renamed to ``path``, so a half-built folder
+    never sits under the final name. If the block raises, the temp folder is removed.
+
+    An existing ``path`` is swapped out (moved aside, then deleted) when ``replace``; otherwise it is kept and the
+    new folder discarded (a concurrent build of the same thing that finished first).
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    try:
+        yield tmp
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp made it private; give it the mode mkdir would
+        old = target.with_name(f".{target.name}.old")
+        if replace and target.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(target, old)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if replace or not target.is_dir():
+                raise
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fsync_file(path: PathLike) -> None:
+    """Flush a written file's data to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _remove(path: PathLike) -> None:
@@ -188,6 +261,18 @@ def collect_by_query(
     if duplicates:
         log.warning("%s: %d duplicate (qid, docid) %s ignored (the first of each was kept)", path, duplicates, what)
     return by_query
+
+
+def iter_tsv_pairs(path: PathLike, what: str) -> Iterator[tuple[int, str, str]]:
+    """Yield ``(line_number, key, text)`` of ``key TAB text`` lines (``what`` names the key in errors)."""
+    for number, line in iter_data_lines(path):
+        key, tab, text = line.partition("\t")
+        key = key.strip()
+        if not tab:
+            raise FormatError(path, number, f"expected '{what} TAB text', found no tab")
+        if not key:
+            raise FormatError(path, number, f"empty {what}")
+        yield number, key, text.strip()
 
 
 def check_field(value: object, what: str) -> str:
