@@ -1,6 +1,6 @@
 """The paper's analyses: reasoning on/off (Table 4), reasoning length (Figure 6), several passes (Figure 7).
 
-``python -m eval.analyses reasoning --suite S --backend B --model M --out DIR``
+``python -m eval.analyses reasoning --suite S --backend B --model M --output-dir DIR``
     runs the suite with the reasoning prompt (``rearank``) into DIR/reasoning and with the zero-shot prompt
     (``rankgpt``) into DIR/zero-shot, and writes DIR/reasoning.md (nDCG@10 side by side, and Table 4). When the
     model's chat template has a thinking switch (Qwen3's ``enable_thinking``; ``--thinking-switch auto`` reads the
@@ -11,7 +11,7 @@
     RESULT_DIR/reasoning_length.{md,png}: per bin, the windows' mean nDCG@10 after reranking, computed inside
     the window (the window's own passages are the ideal, as in the RL reward) from traces and qrels, and the
     mean gain over the window's presented order. Windows without any relevant passage are left out.
-``python -m eval.analyses passes --suite S --backend B --model M --out DIR --passes 3``
+``python -m eval.analyses passes --suite S --backend B --model M --output-dir DIR --passes 3``
     runs the suite with P passes and writes DIR/passes.{md,png}: nDCG@10 after 0 (BM25), 1, ..., P passes,
     replayed from the window traces of the single P-pass run.
 """

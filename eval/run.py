@@ -1,7 +1,7 @@
 """Run a reranker over a benchmark suite and write everything a paper table needs.
 
 ``python -m eval.run --suite trec-dl|beir|bright|all|NAME,NAME --model M --backend B --prompt rearank|rankgpt
---out results/NAME/`` (the same parser as ``rearank benchmark``). Per dataset it writes the reranked run, the
+--output-dir results/NAME/`` (the same parser as ``rearank benchmark``). Per dataset it writes the reranked run, the
 window traces, metrics JSON (reranked and BM25, aggregate and per query) and efficiency stats; then the
 suite report (markdown tables beside the paper's rows) and a bar chart. A dataset whose pack is missing is
 skipped with a line in the report. ``--resume`` keeps finished datasets and continues a partial one per query.
@@ -38,6 +38,7 @@ from rearank.errors import MissingDataError, RearankError
 from rearank.flags import (
     add_method_arguments,
     add_model_arguments,
+    add_renamed,
     apply_preset,
     backend_options,
     check_sampling_args,
@@ -65,10 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model, sampling and method flags are ``rearank rerank``'s (:mod:`rearank.flags`)."""
     parser.add_argument("--suite", required=True,
                         help=f"{', '.join(SUITES)}, or a comma-separated list of suites and datasets (e.g. dl19,dl21)")
-    parser.add_argument("--out", type=Path, required=True, help="result folder (one sub-folder per dataset)")
+    add_renamed(parser, ["--output-dir"], ["--out"], dest="out", type=Path, required=True,
+                help="result folder (one sub-folder per dataset)")
     parser.add_argument("--label", help="name of this system in the tables (default: the model, else the backend)")
     parser.add_argument("--max-queries", type=int, help="evaluate only the first N judged queries of each dataset")
-    parser.add_argument("--resume", action="store_true", help="keep finished datasets and queries in --out")
+    parser.add_argument("--resume", action="store_true", help="keep finished datasets and queries in --output-dir")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_model_arguments(parser)
     add_method_arguments(parser)
@@ -100,16 +102,16 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
         raise RearankError(f"unknown dataset(s) {', '.join(unknown)}; suites: {', '.join(SUITES)}; "
                            f"datasets: {', '.join(packs.REGISTRY)}")
     if out.exists() and not out.is_dir():
-        raise RearankError(f"--out {out} is a file; give a folder")
+        raise RearankError(f"--output-dir {out} is a file; give a folder")
     previous = out / SUITE_FILE
     if not previous.is_file():
         return
     if not resume:
-        raise RearankError(f"{out} already holds suite results; pass --resume to continue them or choose another --out")
+        raise RearankError(f"{out} already holds suite results; pass --resume to continue them or choose another --output-dir")
     old = read_json(previous)
     changed = [f"{k}: {old.get(k)!r} -> {config.get(k)!r}" for k in RESUME_KEYS if old.get(k) != config.get(k)]
     if changed:
-        raise RearankError(f"cannot resume {out} with other settings ({'; '.join(changed)}); use another --out")
+        raise RearankError(f"cannot resume {out} with other settings ({'; '.join(changed)}); use another --output-dir")
 
 
 class SuiteRunner:
@@ -229,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"eval.run: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"eval.run: interrupted; finished queries are kept, continue with --resume --out {args.out}",
+        print(f"eval.run: interrupted; finished queries are kept, continue with --resume --output-dir {args.out}",
               file=sys.stderr)
         return 130
 

@@ -19,7 +19,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from rearank.cli import main as cli_main
-from rearank.cli.flags import add_renamed
+from rearank.flags import add_renamed
 from rearank.window import schedule
 
 NOTE = """\

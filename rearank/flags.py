@@ -1,6 +1,8 @@
 """Command-line flags shared by ``rearank rerank`` and ``rearank benchmark``, and what they build.
 
-One declaration per flag: the model and sampling flags (:func:`add_model_arguments`), the method flags
+One spelling per idea: ``--output FILE`` for a file, ``--output-dir DIR`` for a folder; a flag once spelled
+otherwise keeps its old spelling as a hidden alias (:func:`add_renamed`). One declaration per flag: the model and
+sampling flags (:func:`add_model_arguments`), the method flags
 (:func:`add_method_arguments`), and the method, backend options and generation budget they give
 (:func:`method_from_args`, :func:`backend_options`, :func:`max_new_tokens_for`, :func:`apply_preset`).
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from rearank import job
@@ -24,6 +27,20 @@ _PRESET_KEYS = ("prompt", "temperature", "top_p", "max_new_tokens", "group_size"
 _DEFAULTS: dict[str, Any] = {}
 #: Backends that rerank (``qa-oracle`` is a RAG reader).
 RERANK_BACKENDS = ("hf", "vllm", "openai", "oracle")
+
+
+def add_renamed(container: Any, names: Sequence[str], old: Sequence[str], **kwargs: Any) -> argparse.Action:
+    """Add the option ``names`` (shown in help) and the hidden aliases ``old`` writing the same ``dest``.
+
+    ``container`` is a parser or an argument group. ``required=True`` holds for the option under any spelling
+    (a required mutually exclusive group of the two, whose error names only the shown spelling).
+    """
+    required = kwargs.pop("required", False)
+    target = container.add_mutually_exclusive_group(required=True) if required else container
+    action = target.add_argument(*names, **kwargs)
+    alias = {k: v for k, v in kwargs.items() if k in ("type", "metavar", "choices", "action", "nargs")}
+    target.add_argument(*old, dest=action.dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **alias)
+    return action
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

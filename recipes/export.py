@@ -15,8 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rearank.cli.flags import add_renamed
 from rearank.errors import MissingDataError, RearankError
+from rearank.flags import add_renamed
 from rearank.io.files import atomic_folder
 
 TRACKER = "latest_checkpointed_iteration.txt"

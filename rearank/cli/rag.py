@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rearank.cli.flags import add_renamed
 from rearank.cli.rag_barrag import register_barrag
 from rearank.cli.rerank import _HelpFormatter, backend_options
 from rearank.errors import RearankError
+from rearank.flags import add_renamed
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--docs", type=Path, help="passage texts: 'docid TAB text' TSV or BEIR corpus.jsonl")
     p.add_argument("--qrels", type=Path, help="judgments (TREC or BEIR .tsv) to show relevance and nDCG@10")
     p.add_argument("--plots", type=Path, action="append", default=[], metavar="DIR",
-                   help="folder of PNG plots to embed (e.g. a `rearank benchmark --out` folder), repeatable")
+                   help="folder of PNG plots to embed (e.g. a `rearank benchmark --output-dir` folder), repeatable")
     p.add_argument("--top", type=int, default=20, help="passages shown per ranking")
     p.add_argument("--max-queries", type=int, help="show only the first N queries of the run")
     p.add_argument("--output", "-o", type=Path, help="HTML file to write (default: RUN.html)")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rearank.cli.flags import add_renamed
+from rearank.flags import add_renamed
 
 
 def parser(required: bool) -> argparse.ArgumentParser:
