@@ -26,7 +26,7 @@ _PRESET_KEYS = ("prompt", "temperature", "top_p", "max_new_tokens", "group_size"
                 "shuffle_all")
 _DEFAULTS: dict[str, Any] = {}
 #: Backends that rerank (``qa-oracle`` is a RAG reader).
-RERANK_BACKENDS = ("hf", "vllm", "openai", "oracle")
+RERANK_BACKENDS = ("hf", "vllm", "vllm-async", "openai", "oracle")
 
 
 def add_renamed(container: Any, names: Sequence[str], old: Sequence[str], **kwargs: Any) -> argparse.Action:

@@ -118,7 +118,7 @@ def driver_tokenizer(backend: str, model: str | None, options: Mapping[str, Any]
 
     Loaded as the ``hf`` and ``vllm`` backends load it, so the prompts equal the local path's.
     """
-    if backend not in ("hf", "vllm"):
+    if backend not in ("hf", "vllm", "vllm-async"):
         return None
     from transformers import AutoTokenizer
 

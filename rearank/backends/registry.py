@@ -14,6 +14,7 @@ from rearank.errors import RearankError
 BACKENDS: dict[str, tuple[str, str]] = {
     "hf": ("rearank.backends.hf", "HFBackend"),
     "vllm": ("rearank.backends.vllm", "VLLMBackend"),
+    "vllm-async": ("rearank.backends.vllm_async", "VLLMAsyncBackend"),
     "openai": ("rearank.backends.openai", "OpenAIBackend"),
     "oracle": ("rearank.backends.oracle", "OracleBackend"),
     "qa-oracle": ("rearank.backends.qa_oracle", "QAOracleBackend"),
