@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from rearank.cli.rag_barrag import register_barrag
-from rearank.cli.rerank import _HelpFormatter, backend_options
+from rearank.cli.rerank import _HelpFormatter
 from rearank.errors import RearankError
-from rearank.flags import add_renamed
+from rearank.flags import add_renamed, backend_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="rag_command", metavar="SUBCOMMAND", required=True)
     _register_eval(sub)
     _register_compare(sub)
+    _register_export(sub)
     rrpo = sub.add_parser("rrpo", help="RRPO: train a pointwise reranker with reader feedback (PPO)")
     rrpo_sub = rrpo.add_subparsers(dest="rrpo_command", metavar="SUBCOMMAND", required=True)
     _register_rrpo_train(rrpo_sub)
@@ -88,6 +89,31 @@ def _register_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--permutations", type=int, default=10000, help="randomization test samples")
     p.add_argument("--seed", type=int, default=0, help="randomization test seed")
     p.set_defaults(func=run_compare)
+
+
+def _register_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export", help="write an ir_datasets QA collection (dpr-w100/...) as DPR ctxs JSONL for rag eval",
+        description="Write the questions of an ir_datasets QA collection (dpr-w100/natural-questions/dev|train, "
+        "dpr-w100/trivia-qa/dev|train; `pip install 'ir_datasets[ijson]'`, and a download on first use) as DPR "
+        "ctxs JSONL: each question with its answers and its judged passages (DPR positives marked isgold, "
+        "hasanswer by answer string), in a seeded random order. `rag eval --data FILE` reads it.",
+        formatter_class=_HelpFormatter)
+    p.add_argument("dataset", help="ir_datasets id, e.g. dpr-w100/natural-questions/dev")
+    p.add_argument("--output", "-o", type=Path, required=True, help="JSONL to write (.gz allowed)")
+    p.add_argument("--limit", type=int, help="first N questions with judged passages")
+    p.add_argument("--seed", type=int, default=0, help="seed of the passage order")
+    p.set_defaults(func=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from rearank.rag.qa_export import export_qa
+
+    if args.limit is not None and args.limit < 1:
+        raise RearankError(f"--limit must be at least 1, got {args.limit}")
+    count = export_qa(args.dataset, args.output, limit=args.limit, seed=args.seed)
+    print(f"{count} questions -> {args.output}")
+    return 0
 
 
 def _register_rrpo_train(sub: argparse._SubParsersAction) -> None:
