@@ -14,7 +14,7 @@ from rearank.errors import RearankError
 
 
 def test_the_table_is_explicit():
-    assert set(BACKENDS) == {"hf", "vllm", "openai", "oracle", "qa-oracle"}
+    assert set(BACKENDS) == {"hf", "vllm", "vllm-async", "openai", "oracle", "qa-oracle"}
 
 
 @pytest.mark.parametrize("name", ["transformers", "HF", "hf-gpu", "openai-compatible", "vllm_cpu", "qwen", ""])
@@ -50,7 +50,8 @@ def test_oracle_takes_qrels_and_no_model():
         make_backend("oracle", "some-model", qrels={})
 
 
-def test_vllm_missing_is_a_clear_error():
+@pytest.mark.parametrize("name", ["vllm", "vllm-async"])
+def test_vllm_missing_is_a_clear_error(name):
     try:
         import vllm  # noqa: F401
     except ImportError:
@@ -58,7 +59,15 @@ def test_vllm_missing_is_a_clear_error():
     else:
         pytest.skip("vllm is installed here; tests/vllm covers it")
     with pytest.raises(RearankError, match="vllm is not installed.*make test-vllm"):
-        make_backend("vllm", "embedded")
+        make_backend(name, "embedded")
+
+
+def test_concurrency_option_takes_a_count_or_auto():
+    for value in (3, "auto"):
+        assert make_backend("openai", "m", concurrency=value).concurrency == value
+    for value in (0, "fast", 2.5):
+        with pytest.raises(RearankError, match="concurrency"):
+            make_backend("openai", "m", concurrency=value)
 
 
 def test_heavy_libraries_load_only_when_a_backend_is_built():
