@@ -72,7 +72,9 @@ def add_method_arguments(parser: argparse.ArgumentParser, modes: tuple[str, ...]
     rank.add_argument("--step", type=int, default=10, help="window stride")
     rank.add_argument("--passes", type=int, default=1, help="sliding passes over the list")
     rank.add_argument("--top-k", type=int, default=100, help="rerank the first K candidates; the rest follow them")
-    rank.add_argument("--batch-size", type=int, default=32, help="windows (from as many queries) per backend call")
+    rank.add_argument("--batch-size", type=int, default=32,
+                      help="windows (from as many queries) per backend call on hf, vllm and the oracle; openai and "
+                      "vllm-async get windows in flight instead (-O concurrency=auto|N)")
     rank.add_argument("--passage-budget", metavar="BUDGET",
                       help="cut each passage to N characters, words or tokens (e.g. 400c, 300w, 300t, none); "
                       "default: the budget the template declares (rearank 400 characters, rankgpt 300)")
