@@ -152,31 +152,33 @@ class Engine:
         limit = InFlightLimit(fixed)
         queue: deque[tuple[_Query, Task]] = deque()
         running: dict[Future[list[Generation]], tuple[_Query, Task, tuple[int, bool]]] = {}
-        with ThreadPoolExecutor(max_workers=fixed or limit.cap, thread_name_prefix="rearank-window") as pool:
-            try:
-                while True:
-                    while len(running) < limit.limit:
-                        if not queue:
-                            started = next(starts, None)
-                            if started is None:
-                                break
-                            queue.extend((started[0], task) for task in started[1])
-                        query, task = queue.popleft()
-                        future = pool.submit(self.backend.generate, [task.prompt], self.settings)
-                        running[future] = (query, task, limit.sent())
-                    if not running:
-                        return
-                    done, _ = wait(running, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        query, task, ticket = running.pop(future)
-                        (generation,) = self._checked(future.result(), 1)
-                        limit.record(ticket, generation)
-                        queue.extendleft((query, ready) for ready in reversed(answered(query, task, generation)))
-                    if limit.auto and (not self.counts.limits or self.counts.limits[-1] != limit.limit):
-                        self.counts.limits.append(limit.limit)
-            finally:
-                for future in running:
-                    future.cancel()
+        pool = ThreadPoolExecutor(max_workers=fixed or limit.cap, thread_name_prefix="rearank-window")
+        finished = False
+        try:
+            while True:
+                while len(running) < limit.limit:
+                    if not queue:
+                        started = next(starts, None)
+                        if started is None:
+                            break
+                        queue.extend((started[0], task) for task in started[1])
+                    query, task = queue.popleft()
+                    future = pool.submit(self.backend.generate, [task.prompt], self.settings)
+                    running[future] = (query, task, limit.sent())
+                if not running:
+                    finished = True
+                    return
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    query, task, ticket = running.pop(future)
+                    (generation,) = self._checked(future.result(), 1)
+                    limit.record(ticket, generation)
+                    queue.extendleft((query, ready) for ready in reversed(answered(query, task, generation)))
+                if limit.auto and (not self.counts.limits or self.counts.limits[-1] != limit.limit):
+                    self.counts.limits.append(limit.limit)
+        finally:
+            # interrupted: do not wait for requests in flight (closing the backend ends them)
+            pool.shutdown(wait=finished, cancel_futures=True)
 
     def _generate(self, tasks: list[Task]) -> list[Generation]:
         return self._checked(self.backend.generate([t.prompt for t in tasks], self.settings), len(tasks))

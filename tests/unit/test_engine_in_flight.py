@@ -94,3 +94,25 @@ def test_a_backend_error_in_flight_keeps_the_window_order():
     [result] = listwise(Jittery(), window=6, step=3, concurrency=2).rerank([failing], progress=False)
     assert [c.docid for c in result.candidates] == [c.docid for c in failing.candidates]
     assert {t.status for t in result.traces} == {"error"}
+
+
+def test_an_interrupt_does_not_wait_for_windows_in_flight():
+    """Ctrl-C while windows are in flight: the engine stops at once (closing the backend ends the requests)
+    instead of waiting for every outstanding answer."""
+    release, finished = threading.Event(), []
+
+    class Stalling(Jittery):
+        def generate(self, prompts, settings):
+            if "q0" not in prompts[0].messages[-1]["content"]:
+                release.wait(30)  # a server that takes its time
+                finished.append(prompts[0].qid)
+            return super().generate(prompts, settings)
+
+    def interrupt(result):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        listwise(Stalling(), window=4, step=2, concurrency=4).rerank(
+            [request(f"q{i}", [1, 2, 3]) for i in range(4)], on_result=interrupt, progress=False)
+    assert finished == []  # returned before any stalled window was answered
+    release.set()
