@@ -28,7 +28,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from rearank.backends.base import AUTO, CONCURRENT, ERROR, Backend, Generation, SamplingSettings
+from rearank.backends.base import AUTO, CONCURRENT, Backend, Generation, SamplingSettings
 from rearank.concurrency import InFlightLimit, parse_concurrency
 from rearank.errors import RearankError
 from rearank.methods.base import Method, Task
@@ -44,19 +44,16 @@ class _Query:
 
 @dataclass
 class EngineCounts:
-    """What a run sent: windows answered, tokens, failed windows, and the in-flight limits used (auto)."""
+    """For the progress bar and benchmarks: windows answered, completion tokens, in-flight limits used (auto).
+    The run's statistics are :class:`rearank.stats.RunStats`, counted from the traces."""
 
     windows: int = 0
-    prompt_tokens: int = 0
     completion_tokens: int = 0
-    errors: int = 0
     limits: list[int] = field(default_factory=list)
 
     def add(self, generation: Generation) -> None:
         self.windows += 1
-        self.prompt_tokens += generation.prompt_tokens
         self.completion_tokens += generation.completion_tokens
-        self.errors += generation.finish_reason == ERROR
 
 
 class Engine:

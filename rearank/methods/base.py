@@ -46,10 +46,6 @@ class Method(Protocol):
         """Apply the answer to ``task``; return the tasks this made ready."""
         ...
 
-    def done(self, state: Any) -> bool:
-        """Whether every task of the query has been applied."""
-        ...
-
     def result(self, state: Any) -> Result:
         """The reranked result of a finished query."""
         ...

@@ -214,9 +214,6 @@ class Groupwise:
         )
         return []
 
-    def done(self, state: GroupState) -> bool:
-        return len(state.scores) == len(state.groups)
-
     def result(self, state: GroupState) -> Result:
         """The reranked result of a query once all its groups are applied (sums taken in group order)."""
         candidates = state.request.candidates

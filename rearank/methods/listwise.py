@@ -125,9 +125,6 @@ class Listwise:
         ))
         return self._next(state)
 
-    def done(self, state: QueryState) -> bool:
-        return not state.windows
-
     def result(self, state: QueryState) -> Result:
         cands = state.request.candidates
         head = [cands[i] for i in state.order]
