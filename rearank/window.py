@@ -30,6 +30,6 @@ def schedule(n: int, window: int = 20, step: int = 10, passes: int = 1) -> list[
 
 
 def window_count(n_candidates: int, window: int, step: int, passes: int, top_k: int) -> int:
-    """How many windows (LLM calls, traces) the driver runs for a query of ``n_candidates``: none below 2."""
+    """How many windows (LLM calls, traces) a listwise query of ``n_candidates`` has: none below 2."""
     n = min(n_candidates, top_k)
     return len(schedule(n, window, step)) * passes if n >= 2 else 0

@@ -20,7 +20,7 @@ from rearank.methods.base import Task
 from rearank.prompts import BudgetLike, PromptTemplate, as_budget, build_messages, load_template, render_passages
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace
-from rearank.window import schedule
+from rearank.window import schedule, window_count
 
 
 def check_budget(passage_budget: BudgetLike) -> None:
@@ -85,7 +85,7 @@ class Listwise:
 
     def task_count(self, n_candidates: int) -> int:
         """Windows of a query with ``n_candidates`` (its traces once finished)."""
-        return len(self.windows(n_candidates))
+        return window_count(n_candidates, self.window, self.step, self.passes, self.top_k)
 
     def start(self, request: Request) -> tuple[QueryState, list[Task]]:
         """First-stage order, passage texts and schedule of ``request``; its first window."""
