@@ -22,7 +22,7 @@ from rearank import job
 from rearank.backends.base import ERROR, Backend, SamplingSettings
 from rearank.backends.registry import BACKENDS, backend_class
 from rearank.data import packs
-from rearank.engine import Engine
+from rearank.engine import Engine, check_batch_size
 from rearank.errors import RearankError
 from rearank.methods import METHODS
 from rearank.types import Candidate, Query, Request, Result, WindowTrace
@@ -179,8 +179,7 @@ class Reranker:
         _check_sampling(sampling)
         if "seed" in names:
             own["seed"] = sampling["seed"]
-        if not isinstance(engine["batch_size"], int) or engine["batch_size"] < 1:
-            raise RearankError(f"batch_size must be at least 1, got {engine['batch_size']!r}")
+        check_batch_size(engine["batch_size"])
         try:
             self.method = METHODS[method](**own)
         except TypeError as err:

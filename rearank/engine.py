@@ -35,6 +35,12 @@ from rearank.methods.base import Method, Task
 from rearank.types import Request, Result
 
 
+def check_batch_size(value: object, name: str = "batch_size") -> None:
+    """Raise :class:`RearankError` unless ``value`` is a whole number >= 1 (``name``: how the caller spells it)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RearankError(f"{name} must be at least 1, got {value!r}")
+
+
 @dataclass
 class _Query:
     slot: int  # position in the input
@@ -68,8 +74,7 @@ class Engine:
 
     def __init__(self, backend: Backend, method: Method, settings: SamplingSettings | None = None, *,
                  batch_size: int = 32, in_flight: bool | None = None, concurrency: int | str | None = None) -> None:
-        if batch_size < 1:
-            raise RearankError(f"batch_size must be at least 1, got {batch_size}")
+        check_batch_size(batch_size)
         if method.tokenizer is None and backend.tokenizer is not None:
             method = replace(method, tokenizer=backend.tokenizer)  # type: ignore[type-var]
         self.method = method

@@ -16,6 +16,7 @@ from typing import Any
 
 from rearank import job
 from rearank.backends.options import parse_pairs
+from rearank.engine import check_batch_size
 from rearank.errors import RearankError
 from rearank.grouprank.presets import preset
 from rearank.job import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS
@@ -114,8 +115,7 @@ def check_sampling_args(args: argparse.Namespace) -> None:
         raise RearankError(f"--temperature must be a finite number >= 0 (0 = greedy), got {args.temperature}")
     if not 0 < args.top_p <= 1:
         raise RearankError(f"--top-p must be in (0, 1], got {args.top_p}")
-    if args.batch_size < 1:
-        raise RearankError(f"--batch-size must be at least 1, got {args.batch_size}")
+    check_batch_size(args.batch_size, "--batch-size")
 
 
 def method_from_args(args: argparse.Namespace) -> Method:
