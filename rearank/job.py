@@ -7,6 +7,7 @@ valid partial run, ``resume`` continues it), and the run statistics go to ``<out
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -83,7 +84,7 @@ def rerank_to_files(
     must not be one of ``inputs`` (name -> path) or each other, and one process writes them at a time. ``config``
     (the run's settings) is recorded in the stats before any work; a ``resume`` with other settings is refused.
     ``windows`` (qid -> traces a finished query has) lets a resume rerun queries whose traces were cut. After a
-    resume the stats count the earlier queries too, as an uninterrupted run's would.
+    resume the stats count the earlier queries and their wall time too, as an uninterrupted run's would.
     """
     output = Path(output)
     if output.is_dir():
@@ -96,7 +97,7 @@ def rerank_to_files(
         expected = {r.query.qid: len(r.candidates) for r in requests}
         writer = RunWriter(output, traces, resume=resume, expected=expected, expected_traces=windows, tag=tag)
         todo = [r for r in requests if r.query.qid not in writer.done]
-        run_stats = RunStats()
+        run_stats = RunStats(earlier_s=earlier_wall(stats_path) if resume and writer.done else 0.0)
         if resume:
             print(f"resume: {len(requests) - len(todo)} of {len(requests)} queries already in {output}",
                   file=sys.stderr)
@@ -129,6 +130,15 @@ def rerank_to_files(
             writer.close()
             run_stats.write(stats_path, extra=extra)
     return run_stats, extra
+
+
+def earlier_wall(stats_path: Path) -> float:
+    """The wall time recorded by the sessions a resumed run continues (0 when the stats file is unreadable)."""
+    try:
+        wall = json.loads(stats_path.read_text(encoding="utf-8"))["wall_time_s"]
+        return float(wall) if isinstance(wall, (int, float)) and 0 <= wall < math.inf else 0.0
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return 0.0
 
 
 def check_resume_settings(output: Path, stats_path: Path, config: Mapping[str, Any]) -> None:

@@ -15,7 +15,8 @@ from rearank.types import Result, WindowTrace
 
 @dataclass
 class RunStats:
-    """Counts over the results seen so far; wall time runs from creation (or :meth:`restart`)."""
+    """Counts over the results seen so far; wall time runs from creation (or :meth:`restart`), plus
+    ``earlier_s``, the wall time of the sessions a resumed run continues."""
 
     queries: int = 0
     calls: int = 0
@@ -23,6 +24,7 @@ class RunStats:
     completion_tokens: int = 0
     statuses: Counter = field(default_factory=Counter)
     started: float = field(default_factory=time.perf_counter)
+    earlier_s: float = 0.0
 
     def restart(self) -> None:
         """Restart the wall clock (e.g. after loading a model, so load time is not counted)."""
@@ -44,7 +46,7 @@ class RunStats:
 
     def to_dict(self) -> dict:
         """The figures as a JSON-ready dict (every parse status listed, zero when unseen)."""
-        wall = time.perf_counter() - self.started
+        wall = time.perf_counter() - self.started + self.earlier_s
         per_query = max(self.queries, 1)
         known = set(STATUSES)
         return {
