@@ -21,7 +21,7 @@ def test_a_resume_adds_the_earlier_wall_time(tmp_path):
     stats_path = tmp_path / "run.trec.stats.json"
     earlier = json.loads(stats_path.read_text())
     stats_path.write_text(json.dumps({**earlier, "wall_time_s": 1000.0}))  # a long first session
-    stats, _ = job.rerank_to_files(requests, engine, output=output, resume=True, progress=False)
+    job.rerank_to_files(requests, engine, output=output, resume=True, progress=False)
     resumed = json.loads(stats_path.read_text())
     assert resumed["queries"] == 4 and resumed["resumed_queries"] == 2
     assert 1000.0 <= resumed["wall_time_s"] < 1060.0
