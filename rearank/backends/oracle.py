@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rearank.answer import ideal_answer
 from rearank.backends.base import STOP, BackendBase, Generation, Prompt, SamplingSettings
-
-#: ``(graded labels in presented order, top grade) -> completion``.
-AnswerWriter = Callable[[Sequence[int], int], str]
-
 
 def _listwise(labels: Sequence[int], top_grade: int) -> str:
     return ideal_answer(labels)
@@ -34,9 +30,9 @@ class OracleBackend(BackendBase):
 
     name = "oracle"
 
-    def __init__(self, qrels: Mapping[str, Mapping[str, int]], answer: AnswerWriter | None = None) -> None:
+    def __init__(self, qrels: Mapping[str, Mapping[str, int]]) -> None:
         self.qrels = qrels
-        self.answer = answer or _listwise
+        self.answer = _listwise  # (graded labels in presented order, top grade) -> completion
         self.top_grade = max((g for judged in qrels.values() for g in judged.values()), default=1) or 1
 
     def answer_format(self, method: Any) -> OracleBackend:
