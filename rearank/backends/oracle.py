@@ -17,6 +17,7 @@ from typing import Any
 from rearank.answer import ideal_answer
 from rearank.backends.base import STOP, BackendBase, Generation, Prompt, SamplingSettings
 
+
 def _listwise(labels: Sequence[int], top_grade: int) -> str:
     return ideal_answer(labels)
 
