@@ -47,14 +47,9 @@ from rearank.flags import (
 )
 from rearank.io.outputs import exclusive
 from rearank.io.trec import read_run
+from rearank.methods import method_options
 from rearank.metrics import evaluate
 
-#: The flags of each method recorded in ``suite.json``.
-METHOD_KEYS = {
-    "listwise": ("window", "step", "passes", "top_k", "passage_budget"),
-    "groupwise": ("group_size", "group_step", "shuffles", "fusion_weight", "fallback", "fusion", "shuffle_all",
-                  "top_k", "passage_budget"),
-}
 #: Settings a resumed suite must share with the run it continues.
 RESUME_KEYS = ("backend", "model", "backend_options", "mode", "prompt", "window", "step", "passes", "group_size",
                "group_step", "shuffles", "fusion_weight", "fallback", "fusion", "shuffle_all", "top_k",
@@ -78,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
     """The run's settings as recorded in ``suite.json`` (the method's settings under their flag names)."""
-    method = {key: getattr(args, key) for key in METHOD_KEYS[args.mode]}
+    method = {key: getattr(args, key) for key in method_options(args.mode)}
     return {
         "suite": args.suite, "datasets": expand(args.suite), "backend": args.backend, "model": args.model,
         "backend_options": backend_options(args.backend_option), "label": _label(args), "mode": args.mode,

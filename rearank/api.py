@@ -14,7 +14,7 @@ engine (:class:`rearank.engine.Engine`), so their internals can change without c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from rearank.backends.registry import BACKENDS, backend_class
 from rearank.data import packs
 from rearank.engine import Engine, check_batch_size
 from rearank.errors import RearankError
-from rearank.methods import METHODS
+from rearank.methods import METHODS, method_options
 from rearank.types import Candidate, Query, Request, Result, WindowTrace
 
 #: A passage as the face takes it.
@@ -38,12 +38,6 @@ _SAMPLING = ("max_new_tokens", "temperature", "top_p", "seed")
 _ENGINE = {"batch_size": 32, "in_flight": None}
 #: The face's name for a method's ``template``.
 _ALIASES = {"prompt": "template"}
-
-
-def method_options(method: str) -> list[str]:
-    """The settings of ``method`` the face takes by keyword (the template as ``prompt``)."""
-    names = [f.name for f in fields(METHODS[method]) if f.name != "tokenizer"]
-    return ["prompt" if n == "template" else n for n in names]
 
 
 def rank_scores(n: int) -> list[float]:
@@ -141,7 +135,7 @@ class Reranker:
     name, ``base_url=...``) or ``oracle`` (no model; ranks by ``qrels``, a mapping or a qrels file).
     ``method``: a key of :data:`rearank.methods.METHODS` (``listwise`` sliding windows, ``groupwise`` GroupRank
     scoring). Keyword options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), the engine's
-    (``batch_size``; ``in_flight``), the method's own (:func:`method_options`: listwise ``prompt window step passes
+    (``batch_size``; ``in_flight``), the method's own (:func:`rearank.methods.method_options`: listwise ``prompt window step passes
     top_k passage_budget``; groupwise ``prompt group_size group_step shuffles fusion_weight fallback top_k fusion
     shuffle_all passage_budget``; ``passage_budget`` None keeps the template's); any other keyword goes to the backend
     (e.g. ``device="cuda"``, ``tensor_parallel_size=4``, ``base_url=...``). All are checked before a model loads.
