@@ -8,6 +8,7 @@ from pathlib import Path
 
 from data_synthesis.qa_cli import QA_MODES, add_qa_arguments, run_qa
 from rearank.errors import MissingDataError, RearankError
+from rearank.flags import add_passage_budget_argument
 
 DESCRIPTION = """\
 Multi-sampling initial-state expansion (Rearank paper, section 4.1). For each judged query, draw K distinct
@@ -89,10 +90,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out.add_argument("--tokenizer", default="embedded", metavar="T",
                      help="tokenizer for prompt-token stats (and token passage budgets): 'embedded' (SmolLM2, "
                      "default), a local model folder or .gguf file, or 'none' (no token stats)")
-    out.add_argument("--passage-budget", metavar="BUDGET",
-                     help="cut each passage to N characters, words or tokens (400c, 300w, 300t, none), as "
-                     "inference does; default: the template's declared budget (rearank: 400 characters)")
-    out.add_argument("--max-passage-tokens", dest="passage_budget", type=int, help=argparse.SUPPRESS)
+    add_passage_budget_argument(out, "as inference does; default: the template's declared budget (rearank: 400 "
+                                "characters)")
     out.add_argument("--data-source", metavar="NAME",
                      help="data_source column (default rearank/<dataset or run name>; with several datasets, "
                      "each row's own)")

@@ -76,10 +76,7 @@ def add_method_arguments(parser: argparse.ArgumentParser, modes: tuple[str, ...]
     rank.add_argument("--batch-size", type=int, default=32,
                       help="windows (from as many queries) per backend call on hf, vllm and the oracle; openai and "
                       "vllm-async get windows in flight instead (-O concurrency=auto|N)")
-    rank.add_argument("--passage-budget", metavar="BUDGET",
-                      help="cut each passage to N characters, words or tokens (e.g. 400c, 300w, 300t, none); "
-                      "default: the budget the template declares (rearank 400 characters, rankgpt 300)")
-    rank.add_argument("--max-passage-tokens", dest="passage_budget", type=int, help=argparse.SUPPRESS)
+    add_passage_budget_argument(rank, "default: the budget the template declares (rearank 400 characters, rankgpt 300)")
     group = parser.add_argument_group("groupwise (--mode groupwise)")
     group.add_argument("--group-size", type=int, default=20, help="documents per group")
     group.add_argument("--group-step", type=int, help="slide groups by this step (default: partition the top-k)")
@@ -93,6 +90,15 @@ def add_method_arguments(parser: argparse.ArgumentParser, modes: tuple[str, ...]
                        "0.6 x score/10 + 0.4 x raw retriever score); flags left at their defaults take its values")
     parser.set_defaults(fusion="minmax", shuffle_all=False)
     _DEFAULTS.update({key: parser.get_default(key) for key in _PRESET_KEYS})
+
+
+def add_passage_budget_argument(group: Any, default_help: str) -> None:
+    """``--passage-budget`` (and its former spelling ``--max-passage-tokens``, hidden); ``default_help`` says what
+    is cut when it is not given."""
+    group.add_argument("--passage-budget", metavar="BUDGET",
+                       help=f"cut each passage to N characters, words or tokens (e.g. 400c, 300w, 300t, none); "
+                       f"{default_help}")
+    group.add_argument("--max-passage-tokens", dest="passage_budget", type=int, help=argparse.SUPPRESS)
 
 
 def add_engine_argument(parser: argparse.ArgumentParser) -> None:
