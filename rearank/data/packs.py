@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rearank.errors import MissingDataError, RearankError
-from rearank.io import beir, topics, trec
+from rearank.io import beir, dpr, topics, trec
 from rearank.io.docs import read_docs
 from rearank.io.files import PathLike
 from rearank.io.requests_jsonl import read_requests
@@ -151,8 +151,11 @@ def load_topics(path: PathLike) -> dict[str, str]:
 
 
 def load_docs(path: PathLike, ids: Collection[str] | None = None) -> dict[str, tuple[str, str]]:
-    """Read docs from ``docid TAB text`` TSV or BEIR ``corpus.jsonl`` into ``docid -> (title, text)``."""
-    return beir.read_corpus(path, ids) if _is_jsonl(path) else read_docs(path, ids)
+    """Read docs from ``docid TAB text`` TSV, DPR's ``psgs_w100.tsv`` or BEIR ``corpus.jsonl`` into
+    ``docid -> (title, text)``."""
+    if _is_jsonl(path):
+        return beir.read_corpus(path, ids)
+    return dpr.read_dpr_passages(path, ids) if dpr.is_dpr_tsv(path) else read_docs(path, ids)
 
 
 def load_qrels(source: PathLike) -> dict[str, dict[str, int]]:
