@@ -101,6 +101,6 @@ def write_qrels(path: PathLike, qrels: Mapping[str, Mapping[str, int]]) -> None:
     with atomic_write(path) as handle:
         handle.write(QRELS_HEADER + "\n")
         for qid, judged in qrels.items():
-            qid = check_tsv_key(qid, "query-id")
+            qid = check_tsv_key(qid, "query-id", path)
             for docid, rel in judged.items():
-                handle.write(f"{qid}\t{check_tsv_key(docid, 'corpus-id')}\t{int(rel)}\n")
+                handle.write(f"{qid}\t{check_tsv_key(docid, 'corpus-id', path)}\t{int(rel)}\n")

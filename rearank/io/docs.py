@@ -28,4 +28,4 @@ def write_docs(path: PathLike, docs: Mapping[str, tuple[str, str]]) -> None:
     with atomic_write(path) as handle:
         for docid, (title, text) in docs.items():
             body = f"{title} {text}" if title else text
-            handle.write(f"{check_tsv_key(docid, 'docid')}\t{one_line(body)}\n")
+            handle.write(f"{check_tsv_key(docid, 'docid', path)}\t{one_line(body)}\n")

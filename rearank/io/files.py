@@ -263,19 +263,37 @@ def iter_tsv_pairs(path: PathLike, what: str) -> Iterator[tuple[int, str, str]]:
         yield number, key, text.strip()
 
 
-def check_field(value: object, what: str) -> str:
-    """Return ``value`` as a string fit for a whitespace-separated column, or raise RearankError."""
+def id_problem(text: str) -> str | None:
+    """Why ``text`` cannot be an identifier in a TREC run, qrels or request file, or None when it can.
+
+    Columns are split on whitespace, and readers drop a byte-order mark at the start of a file, so an id that is
+    empty, holds whitespace or starts with U+FEFF would not read back as written.
+    """
+    if not text:
+        return "is empty"
+    if any(ch.isspace() for ch in text):
+        return "contains whitespace"
+    if text.startswith(_BOM):
+        return "starts with a byte-order mark (U+FEFF)"
+    return None
+
+
+def check_id(value: object, what: str, path: PathLike) -> str:
+    """Return ``value`` as a string fit for an id column of the file ``path``, or raise a one-line RearankError."""
     text = str(value)
-    if not text or any(ch.isspace() for ch in text):
-        raise RearankError(f"{what} {text!r} is empty or contains whitespace; it cannot be written as a column")
+    problem = id_problem(text)
+    if problem:
+        raise RearankError(f"{path}: cannot write {what} {text!r}: it {problem}; ids must be non-empty, "
+                           "without whitespace and not start with U+FEFF")
     return text
 
 
-def check_tsv_key(value: object, what: str) -> str:
-    """Return ``value`` as a string fit for the first column of a TSV file, or raise RearankError."""
+def check_tsv_key(value: object, what: str, path: PathLike) -> str:
+    """Return ``value`` as a string fit for the first column of the TSV file ``path``, or raise RearankError."""
     text = str(value)
-    if not text or text != text.strip() or any(ch in text for ch in "\t\n\r"):
-        raise RearankError(f"{what} {text!r} is empty, has surrounding spaces or contains a tab/newline")
+    if not text or text != text.strip() or any(ch in text for ch in "\t\n\r") or text.startswith(_BOM):
+        raise RearankError(f"{path}: cannot write {what} {text!r}: it is empty, has surrounding spaces, contains "
+                           "a tab/newline or starts with a byte-order mark (U+FEFF)")
     return text
 
 

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable
 
 from rearank.errors import FormatError
-from rearank.io.files import PathLike, atomic_write, iter_json_lines
+from rearank.io.files import PathLike, atomic_write, check_id, iter_json_lines
 from rearank.types import Candidate, Query, Request
 
 log = logging.getLogger("rearank.io")
@@ -106,7 +106,14 @@ def request_to_json(request: Request) -> dict:
 
 
 def write_requests(path: PathLike, requests: Iterable[Request]) -> None:
-    """Write requests as RankLLM request JSONL, write-then-rename."""
+    """Write requests as RankLLM request JSONL, write-then-rename.
+
+    A qid or docid that a TREC run of these requests could not carry (empty, whitespace, a leading U+FEFF) is
+    refused with a one-line error naming it and ``path``.
+    """
     with atomic_write(path) as handle:
         for request in requests:
+            check_id(request.query.qid, "qid", path)
+            for candidate in request.candidates:
+                check_id(candidate.docid, "docid", path)
             handle.write(json.dumps(request_to_json(request), ensure_ascii=False) + "\n")

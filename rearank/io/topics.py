@@ -25,4 +25,4 @@ def write_topics(path: PathLike, topics: Mapping[str, str]) -> None:
     """Write ``qid TAB text`` lines (tabs and line breaks in texts become spaces), write-then-rename."""
     with atomic_write(path) as handle:
         for qid, text in topics.items():
-            handle.write(f"{check_tsv_key(qid, 'qid')}\t{one_line(text)}\n")
+            handle.write(f"{check_tsv_key(qid, 'qid', path)}\t{one_line(text)}\n")

@@ -8,7 +8,7 @@ from operator import itemgetter
 from typing import IO
 
 from rearank.errors import FormatError
-from rearank.io.files import PathLike, atomic_write, check_field, collect_by_query, iter_data_lines
+from rearank.io.files import PathLike, atomic_write, check_id, collect_by_query, iter_data_lines
 from rearank.types import Run
 
 Qrels = dict[str, dict[str, int]]
@@ -57,19 +57,23 @@ def _bad_number(rank: str, score: str) -> str:
     return f"score {score!r} is not a number"
 
 
-def format_run_lines(qid: str, ranked: Sequence[tuple[str, float]], tag: str = "rearank") -> str:
-    """Render one query's ranking (list order = rank order) as TREC run lines."""
-    qid = check_field(qid, "qid")
-    tag = check_field(tag, "run tag")
+def format_run_lines(qid: str, ranked: Sequence[tuple[str, float]], tag: str = "rearank", *,
+                     path: PathLike = "the run file") -> str:
+    """Render one query's ranking (list order = rank order) as TREC run lines for the file ``path``.
+
+    An id or tag the format cannot carry (see :func:`rearank.io.files.id_problem`) raises a one-line error.
+    """
+    qid = check_id(qid, "qid", path)
+    tag = check_id(tag, "run tag", path)
     return "".join(
-        f"{qid} Q0 {check_field(docid, 'docid')} {rank} {float(score)!r} {tag}\n"
+        f"{qid} Q0 {check_id(docid, 'docid', path)} {rank} {float(score)!r} {tag}\n"
         for rank, (docid, score) in enumerate(ranked, start=1)
     )
 
 
 def append_run(handle: IO[str], qid: str, ranked: Sequence[tuple[str, float]], tag: str = "rearank") -> None:
     """Write one query's ranking to an open run file and flush, for incremental output."""
-    handle.write(format_run_lines(qid, ranked, tag))
+    handle.write(format_run_lines(qid, ranked, tag, path=getattr(handle, "name", "the run file")))
     handle.flush()
 
 
@@ -77,7 +81,7 @@ def write_run(path: PathLike, run: Mapping[str, Sequence[tuple[str, float]]], ta
     """Write a run (list order = rank order) as ``qid Q0 docid rank score tag`` lines, write-then-rename."""
     with atomic_write(path) as handle:
         for qid, ranked in run.items():
-            handle.write(format_run_lines(qid, ranked, tag))
+            handle.write(format_run_lines(qid, ranked, tag, path=path))
 
 
 def read_qrels(path: PathLike) -> Qrels:
@@ -104,6 +108,6 @@ def write_qrels(path: PathLike, qrels: Mapping[str, Mapping[str, int]]) -> None:
     """Write qrels as ``qid 0 docid rel`` lines, write-then-rename."""
     with atomic_write(path) as handle:
         for qid, judged in qrels.items():
-            qid = check_field(qid, "qid")
+            qid = check_id(qid, "qid", path)
             for docid, rel in judged.items():
-                handle.write(f"{qid} 0 {check_field(docid, 'docid')} {int(rel)}\n")
+                handle.write(f"{qid} 0 {check_id(docid, 'docid', path)} {int(rel)}\n")
