@@ -13,7 +13,8 @@ PACKAGES = ("rearank", "eval", "data_synthesis", "recipes")
 LAYERS = {
     "rearank.types": 1, "rearank.errors": 1, "rearank.cache": 1,
     "rearank.io": 2, "rearank.data": 2,
-    "rearank.prompts": 3, "rearank.answer": 3, "rearank.grammar": 3, "rearank.window": 3, "rearank.grouprank": 3, "rearank.reward": 3,
+    "rearank.prompts": 3, "rearank.answer": 3, "rearank.window": 3, "rearank.grouprank": 3, "rearank.reward": 3,
+    "rearank.grammar": 3,
     "rearank.metrics": 3, "rearank.ndcg": 3, "rearank.significance": 3, "rearank.rag.metrics": 3,
     "rearank.rag.types": 1, "rearank.rag.truth": 3, "rearank.rag.oracle": 3, "rearank.rag.barrag.parser": 3,
     "rearank.rag.arena.parser": 3, "rearank.rag.barrag.prompt": 3, "rearank.rag.arena.prompt": 3,
