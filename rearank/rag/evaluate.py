@@ -72,7 +72,7 @@ def item_record(item: QAItem, ranking: Sequence[Passage], ks: Sequence[int],
             "response": outputs[k].response,
             "answer": outputs[k].answer,
             **score_answer(outputs[k], item.answers, style),
-            "answer_recall": answer_recall([f"{p.title} {p.text}" for p in top], item.answers, k, style),
+            "answer_recall": answer_recall([p.text for p in top], item.answers, k),
             "support_recall": support_recall(pids, item.supporting),
             "support_all": float(bool(item.supporting) and item.supporting <= set(pids)),
         }

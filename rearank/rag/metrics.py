@@ -1,24 +1,30 @@
-"""Answer metrics: normalisation (SQuAD or ARENA style), EM, token F1, Hit, answer recall, supporting recall."""
+"""Answer metrics: normalisation (SQuAD or ARENA style), EM, token F1, Hit, answer recall (DPR's has-answer rule),
+supporting recall."""
 
 from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 STYLES = ("squad", "arena")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _DROP_PUNCT = str.maketrans("", "", string.punctuation)
-_SPACE_PUNCT = str.maketrans({ch: " " for ch in string.punctuation})  # '_' is in string.punctuation
 
 
 def normalize_answer(text: str, style: str = "squad") -> str:
-    """Lower-case, remove punctuation (squad) or turn it and ``_`` into spaces (arena), drop a/an/the, collapse spaces."""
+    """Lower-case, remove punctuation, drop a/an/the, collapse whitespace.
+
+    ``arena`` (ARENA App. C.1) first turns each ``_`` into a space, then removes the other punctuation, so
+    ``"new_york"`` reads ``"new york"`` while ``"U.S."`` reads ``"us"``; ``squad`` removes ``_`` like any mark.
+    """
     if style == "squad":
         text = text.lower().translate(_DROP_PUNCT)
     elif style == "arena":
-        text = text.lower().translate(_SPACE_PUNCT)
+        text = text.lower().replace("_", " ").translate(_DROP_PUNCT)
     else:
         raise ValueError(f"unknown normalisation style {style!r}; expected one of {STYLES}")
     return " ".join(_ARTICLES.sub(" ", text).split())
@@ -59,10 +65,32 @@ def hit(prediction: str, answers: str | Iterable[str], style: str = "squad") -> 
     return float(any(_contains(pred, normalize_answer(a, style)) for a in _golds(answers)))
 
 
-def answer_recall(passage_texts: Sequence[str], answers: str | Iterable[str], k: int, style: str = "squad") -> float:
-    """1.0 when a gold answer occurs in one of the first ``k`` passages (DPR ``has_answer`` style)."""
-    golds = [g for g in (normalize_answer(a, style) for a in _golds(answers)) if g]
-    return float(any(_contains(normalize_answer(t, style), g) for t in passage_texts[:k] for g in golds))
+@lru_cache(maxsize=1)
+def _dpr_tokenizer():
+    from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer  # DPR's / DrQA's tokenizer, as Pyserini ships it
+
+    return SimpleTokenizer()
+
+
+@lru_cache(maxsize=65536)
+def _dpr_words(text: str) -> tuple[str, ...]:
+    return tuple(_dpr_tokenizer().tokenize(unicodedata.normalize("NFD", text)).words(uncased=True))
+
+
+def has_answer(text: str, answers: str | Iterable[str]) -> bool:
+    """DPR's has-answer rule: a gold answer's token sequence occurs in the passage's (Unicode NFD, DrQA's simple
+    tokenizer, lower-cased), the rule behind DPR's ``hasanswer`` flags and Pyserini's ``evaluate_dpr_retrieval``."""
+    words = _dpr_words(text)
+    for answer in _golds(answers):
+        gold = _dpr_words(answer)
+        if gold and any(words[i:i + len(gold)] == gold for i in range(len(words) - len(gold) + 1)):
+            return True
+    return False
+
+
+def answer_recall(passage_texts: Sequence[str], answers: str | Iterable[str], k: int) -> float:
+    """1.0 when a gold answer occurs in one of the first ``k`` passages (:func:`has_answer`, DPR's rule)."""
+    return float(any(has_answer(t, answers) for t in passage_texts[:k]))
 
 
 def support_recall(selected_pids: Iterable[str], supporting: Iterable[str]) -> float:

@@ -31,7 +31,8 @@ def test_all_three_terms_earn_the_bonus():
 
 @pytest.mark.parametrize("text", [
     "Sure. <relevance>[1, 5]</relevance><analysis>a</analysis><answer>Claudio Javier López</answer>",  # leading word
-    "<relevance>[1, 5]</relevance><analysis>a < b</analysis><answer>Claudio Javier López</answer>",  # '<' inside
+    "<relevance>[1, 5]</relevance><analysis>a</analysis><answer>x</answer><answer>y</answer>",  # a section twice
+    "<relevance>[1, 5]</relevance><analysis>a <answer>b</analysis><answer>c</answer>",  # a tag inside a section
     "<analysis>a</analysis><relevance>[1, 5]</relevance><answer>Claudio Javier López</answer>",  # wrong order
     "<relevance>[1, 5]</relevance><analysis>a</analysis><answer>Claudio Javier López</answer> done",  # trailing
 ])
@@ -43,6 +44,15 @@ def test_format_failures(text):
 
 def test_whitespace_between_tags_is_allowed():
     assert score("\n<relevance>[1,5]</relevance>\n<analysis>a</analysis>\n<answer>x</answer>\n")["format"] == 1.0
+
+
+def test_format_follows_section_3_3_not_a_ban_on_angle_brackets():
+    # ARENA §3.3: the three parts in order earn the format point; the paper's Table 1 output layout, with a '<'
+    # and a newline inside the analysis, is well formed
+    text = ("<relevance>[1,5]</relevance>\n<analysis>Reference 1 says the forward played for Valencia; "
+            "reference 5 dates it: 1998 < 2000.</analysis>\n<answer>Claudio Javier López</answer>")
+    assert parse_arena(text) == (True, (1, 5), "Claudio Javier López")
+    assert score(text)["score"] == 13.0
 
 
 def test_malformed_ground_truth_scores_zero():

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from rearank.rag.metrics import (
     answer_recall,
     exact_match,
+    has_answer,
     hit,
     normalize_answer,
     support_recall,
@@ -18,8 +19,8 @@ from rearank.rag.metrics import (
 
 def test_normalize_squad_and_arena():
     assert normalize_answer("The  Berlin-Wall, fell!") == "berlinwall fell"
-    # arena: '-' and '_' become spaces instead of vanishing
-    assert normalize_answer("The  Berlin-Wall_fell!", style="arena") == "berlin wall fell"
+    # arena: only '_' becomes a space; '-' vanishes as in squad
+    assert normalize_answer("The  Berlin-Wall_fell!", style="arena") == "berlinwall fell"
     assert normalize_answer("An apple a day") == "apple day"
     with pytest.raises(ValueError):
         normalize_answer("x", style="nope")
@@ -68,3 +69,22 @@ def test_metric_ranges(pred, golds):
     assert 0.0 <= f1 <= 1.0 and em in (0.0, 1.0) and h in (0.0, 1.0)
     if em == 1.0 and normalize_answer(pred):
         assert f1 == 1.0 and h == 1.0
+
+
+@pytest.mark.parametrize(("raw", "arena", "squad"), [
+    ("The_Beatles", "beatles", "thebeatles"),          # App. C.1: '_' becomes a space (then 'the' is an article)
+    ("U.S.", "us", "us"),                              # other punctuation is removed, not spaced
+    ("Saint-Étienne", "saintétienne", "saintétienne"),
+    ("  An   apple,  a day ", "apple day", "apple day"),  # articles dropped, whitespace collapsed
+])
+def test_arena_normalisation_is_appendix_c1(raw, arena, squad):
+    assert normalize_answer(raw, "arena") == arena
+    assert normalize_answer(raw, "squad") == squad
+
+
+def test_has_answer_is_dprs_rule():
+    # DPR tokenises (DrQA's simple tokenizer, NFD, lower case) and matches token sequences: punctuation is a token
+    assert has_answer("Released in 1989, it sold well.", ["1989"])
+    assert not has_answer("in 19890 copies", ["1989"])
+    assert has_answer("Cafe\u0301 de Flore", ["café de flore"])  # NFD makes both spellings one token sequence
+    assert not has_answer("yesterday", ["yes"])

@@ -2,8 +2,9 @@
 
 ``<relevance>[1, 5]</relevance><analysis>…</analysis><answer>…</answer>``:
 
-* ``format_ok``: the whole output (outer whitespace aside, whitespace allowed between tags) is the three tags in
-  this order, each without a ``<`` inside, and nothing before, between or after them;
+* ``format_ok`` (ARENA §3.3: the ``<relevance>``, ``<analysis>`` and ``<answer>`` parts, in this order): the whole
+  output, outer whitespace aside, is the three sections in this order with only whitespace between them, each
+  section once; a section may hold any text (``x < y`` included) except one of the six tags;
 * ``answer``: the first ``<answer>`` block's content, stripped (None without one) -- read even when the format fails;
 * ``relevance``: the first ``<relevance>`` block's content parsed as a JSON list of integers, de-duplicated and
   sorted (None when absent or not such a list).
@@ -16,8 +17,9 @@ import re
 from typing import NamedTuple
 
 _STRICT = re.compile(
-    r"\s*<relevance>([^<]*)</relevance>\s*<analysis>([^<]*)</analysis>\s*<answer>([^<]*)</answer>\s*"
+    r"\s*<relevance>(.*?)</relevance>\s*<analysis>(.*?)</analysis>\s*<answer>(.*?)</answer>\s*", re.DOTALL
 )
+_SECTION_TAG = re.compile(r"</?(?:relevance|analysis|answer)>")
 _RELEVANCE = re.compile(r"<relevance>(.*?)</relevance>", re.DOTALL)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
@@ -44,7 +46,7 @@ def parse_arena(text: object) -> ArenaOutput:
     if not isinstance(text, str):
         return ArenaOutput(False, None, None)
     strict = _STRICT.fullmatch(text)
-    if strict:
+    if strict and not any(_SECTION_TAG.search(part) for part in strict.groups()):
         return ArenaOutput(True, parse_relevance(strict.group(1)), strict.group(3).strip())
     relevance = _RELEVANCE.search(text)
     answer = _ANSWER.search(text)
@@ -53,6 +55,6 @@ def parse_arena(text: object) -> ArenaOutput:
 
 
 def format_arena(relevance: list[int] | tuple[int, ...], analysis: str, answer: str) -> str:
-    """Write an output in ARENA's format (``<`` in the analysis or answer is the caller's problem)."""
+    """Write an output in ARENA's format (a section tag inside the analysis or answer is the caller's problem)."""
     return (f"<relevance>{json.dumps(list(relevance))}</relevance><analysis>{analysis}</analysis>"
             f"<answer>{answer}</answer>")

@@ -26,8 +26,7 @@ _TASK = (
     "Reply in exactly this form and nothing else:\n"
     "<relevance>[ids of the references you used, as a JSON list, e.g. [1, 4]]</relevance>"
     "<analysis>your step-by-step reasoning over those references</analysis>"
-    "<answer>the short final answer</answer>\n"
-    "Do not use the character '<' inside the tags."
+    "<answer>the short final answer</answer>"
 )
 
 

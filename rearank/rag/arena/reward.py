@@ -4,8 +4,8 @@
 
 * format 1 when the output is exactly ``<relevance>…</relevance><analysis>…</analysis><answer>…</answer>``
   (see :mod:`rearank.rag.arena.parser`), else 0;
-* accuracy 1 when the answer equals a gold answer under ARENA's normalisation (punctuation and ``_`` become
-  spaces, lower case, articles dropped, whitespace collapsed), else 0;
+* accuracy 1 when the answer equals a gold answer under ARENA's normalisation (App. C.1: ``_`` becomes a space,
+  other punctuation removed, lower case, articles dropped, whitespace collapsed), else 0;
 * relevance 1 when the de-duplicated sorted ids of the JSON list in ``<relevance>`` equal the gold supporting ids,
   0.5 when they share any id, else 0 (not a JSON list of integers: 0);
 * bonus 10 when the other three are all 1.
