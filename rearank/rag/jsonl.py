@@ -8,13 +8,14 @@ file) and refuses any other bad line with a :class:`~rearank.errors.FormatError`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from rearank.errors import FormatError
+from rearank.errors import FormatError, RearankError
 from rearank.io.files import PathLike, atomic_write
 
 log = logging.getLogger("rearank.rag.jsonl")
@@ -67,15 +68,23 @@ class JsonlAppender:
         self._handle: IO[str] | None = None
 
     def write(self, record: dict) -> None:
-        if self._handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._handle.flush()
+        """Append one record and flush it; an OS error (a full disk) is a one-line error naming the file."""
+        try:
+            if self._handle is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._handle.flush()
+        except OSError as err:
+            self.close()
+            raise RearankError(f"{self.path}: cannot write ({err.strerror or err}); the records before this one "
+                               "are kept: free space and rerun to resume") from None
 
     def close(self) -> None:
+        """Close the file (a final flush that fails was reported by :meth:`write` already)."""
         if self._handle is not None:
-            self._handle.close()
+            with contextlib.suppress(OSError):
+                self._handle.close()
             self._handle = None
 
     def __enter__(self) -> JsonlAppender:  # noqa: PYI034 (Self needs Python 3.11)
