@@ -52,9 +52,10 @@ test-all: test test-slow
 demo: setup
 	$(BIN)/python -m rearank.demo
 
+# make train RECIPE=<rearank|grouprank|barrag|arena|rrpo>[_debug] [DRY_RUN=1] [ARGS="overrides"] (docs/training.md)
 train:
 	@echo "make train: GPU only -- a CUDA node/cluster with verl[vllm]==0.9.1 (docs/training.md)"
-	recipes/train.sh $(ARGS)
+	RECIPE=$(or $(RECIPE),rearank) recipes/train.sh $(ARGS)
 
 train-check: setup
 	$(BIN)/python -m recipes.train_check

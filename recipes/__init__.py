@@ -1,6 +1,7 @@
 """verl GRPO recipes for Rearank: Hydra configs, launch scripts, CPU checks and checkpoint export.
 
-``rearank_grpo.yaml`` (Qwen2.5-7B-Instruct, one node of 8 GPUs) and ``rearank_grpo_debug.yaml`` (one GPU)
+One folder per method (``rearank/``, ``grouprank/``, ``barrag/``, ``arena/``, ``rrpo/``) holds its recipe files
+(e.g. ``rearank/grpo.yaml``: Qwen2.5-7B-Instruct, one node of 8 GPUs; ``rearank/grpo_debug.yaml``: one GPU), which
 extend verl's ``ppo_trainer`` config; ``train.sh`` and ``launch_multinode.sh`` run them,
 ``python -m recipes.train_check`` checks everything short of GPU work with the installed verl,
 ``python -m recipes.train_smoke`` runs a few CPU GRPO steps with TRL, ``python -m recipes.export`` turns a

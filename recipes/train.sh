@@ -1,53 +1,102 @@
 #!/usr/bin/env bash
-# Rearank GRPO training with verl 0.9.1 on GPUs (`make train` runs this). Prints the command it runs.
+# Training on GPUs with one command (`make train RECIPE=<name>` runs this). Prints every command it runs.
 #
-#   recipes/train.sh [hydra overrides...]
+#   RECIPE=<name> recipes/train.sh [overrides...]
+#
+# RECIPE (default rearank); the verl recipes are recipes/<folder>/<file>.yaml, run by verl.trainer.main_ppo:
+#   rearank, rearank_debug                   recipes/rearank/grpo{,_debug}.yaml        (listwise, Rearank)
+#   grouprank, grouprank_debug               recipes/grouprank/grpo{,_debug}.yaml      (groupwise, GroupRank)
+#   grouprank_sft                            recipes/grouprank/sft.yaml (SFT warm start, when present)
+#   barrag_selector[_debug], barrag_generator[_debug]   recipes/barrag/*.yaml  (one BAR-RAG stage each)
+#   barrag, barrag_debug                     both BAR-RAG stages (the three-iteration loop: docs/rag_training.md)
+#   arena, arena_debug                       recipes/arena/grpo{,_debug}.yaml
+#   rrpo                                     rearank rag rrpo train --config recipes/rrpo/hotpotqa.yaml
+#   <folder>/<file>                          any recipe file by its path under recipes/
+# Overrides are Hydra overrides for verl recipes and `--set key=value` pairs' values for rrpo.
 #
 # Environment:
-#   RECIPE           rearank_grpo (Qwen2.5-7B-Instruct, 8 GPUs; default) or rearank_grpo_debug (1 GPU)
-#   REARANK_RL_DATA  folder with train.parquet and val.parquet from `rearank synth` (default data/rl/dl21)
+#   REARANK_RL_DATA  folder with train.parquet and val.parquet from `rearank synth` (default: the recipe's own,
+#                    e.g. data/rl/dl21 for rearank)
 #   CKPT_ROOT        checkpoint root (default ./checkpoints); runs go to CKPT_ROOT/<project>/<experiment>,
 #                    and a rerun with the same experiment resumes from the latest checkpoint (resume_mode=auto)
 #   PYTHON           interpreter of the GPU environment (default python)
-#   DRY_RUN=1        print the command and exit (works without GPUs)
+#   DRY_RUN=1        print the commands and exit (works without GPUs)
 #   RAY_ADDRESS      an existing Ray cluster to join (recipes/launch_multinode.sh sets it)
 #
 # Examples:
 #   recipes/train.sh trainer.logger='[console,wandb]'
-#   RECIPE=rearank_grpo_debug recipes/train.sh
+#   RECIPE=grouprank_debug recipes/train.sh
 #   recipes/train.sh trainer.experiment_name=absolute reward.custom_reward_function.reward_kwargs.rank_reward=absolute
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-RECIPE=${RECIPE:-rearank_grpo}
+RECIPE=${RECIPE:-rearank}
 PYTHON=${PYTHON:-python}
 abspath() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
-DATA=$(abspath "${REARANK_RL_DATA:-data/rl/dl21}")
 CKPT_ROOT=$(abspath "${CKPT_ROOT:-checkpoints}")
+NAMES="rearank rearank_debug grouprank grouprank_debug grouprank_sft barrag barrag_debug barrag_selector
+barrag_selector_debug barrag_generator barrag_generator_debug arena arena_debug rrpo"
 
-if [[ ! -f "$ROOT/recipes/$RECIPE.yaml" ]]; then
-  echo "train.sh: no recipe $ROOT/recipes/$RECIPE.yaml (RECIPE=rearank_grpo or rearank_grpo_debug)" >&2
-  exit 2
-fi
-
-cmd=("$PYTHON" -m verl.trainer.main_ppo
-  --config-dir "$ROOT/recipes" --config-name "$RECIPE"
-  "data.train_files=$DATA/train.parquet"
-  "data.val_files=$DATA/val.parquet"
-  "trainer.default_local_dir=$CKPT_ROOT/\${trainer.project_name}/\${trainer.experiment_name}"
-  "$@")
-echo "+ ${cmd[*]@Q}"
-[[ "${DRY_RUN:-0}" == 1 ]] && exit 0
-
-for split in train val; do
-  if [[ ! -f "$DATA/$split.parquet" ]]; then
-    echo "train.sh: $DATA/$split.parquet not found; make it with: rearank synth --dataset dl21 --output-dir $DATA" >&2
+# recipe name -> the recipe files it runs, in order
+case "$RECIPE" in
+  rearank|grouprank|arena) files=("$RECIPE/grpo") ;;
+  rearank_debug|grouprank_debug|arena_debug) files=("${RECIPE%_debug}/grpo_debug") ;;
+  grouprank_sft) files=(grouprank/sft) ;;
+  barrag) files=(barrag/selector_grpo barrag/generator_grpo) ;;
+  barrag_debug) files=(barrag/selector_grpo_debug barrag/generator_grpo_debug) ;;
+  barrag_selector|barrag_generator) files=("barrag/${RECIPE#barrag_}_grpo") ;;
+  barrag_selector_debug|barrag_generator_debug) files=("barrag/$(sed 's/^barrag_//; s/_debug$//' <<<"$RECIPE")_grpo_debug") ;;
+  rrpo) files=(rrpo/hotpotqa) ;;
+  */*) files=("$RECIPE") ;;
+  *) echo "train.sh: unknown RECIPE=$RECIPE; one of:" $NAMES "or a path like rearank/grpo" >&2; exit 2 ;;
+esac
+for file in "${files[@]}"; do
+  if [[ ! -f "$ROOT/recipes/$file.yaml" ]]; then
+    echo "train.sh: no recipe file $ROOT/recipes/$file.yaml (RECIPE=$RECIPE)" >&2
     exit 2
   fi
 done
-if ! "$PYTHON" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+
+commands=()
+needed=()
+for file in "${files[@]}"; do
+  if [[ "$file" == rrpo/* ]]; then
+    sets=()
+    for kv in "$@"; do sets+=(--set "$kv"); done
+    cmd=("$PYTHON" -m rearank rag rrpo train --config "$ROOT/recipes/$file.yaml" ${sets[@]+"${sets[@]}"})
+  elif [[ "$file" == */sft ]]; then
+    cmd=("$PYTHON" -m verl.trainer.sft_trainer --config-dir "$ROOT/recipes/${file%/*}" --config-name sft "$@")
+  else
+    # the data folder as an absolute path (Ray workers need not share this shell's directory): REARANK_RL_DATA,
+    # else the recipe's own default (${oc.env:REARANK_RL_DATA,<default>} in the file or the one it extends)
+    default=$(grep -ho 'oc.env:REARANK_RL_DATA,[^}]*' "$ROOT/recipes/$file.yaml" "$ROOT/recipes/${file%_debug}.yaml" \
+      | head -1 | cut -d, -f2)
+    DATA=$(abspath "${REARANK_RL_DATA:-$default}")
+    data=("data.train_files=$DATA/train.parquet" "data.val_files=$DATA/val.parquet")
+    needed+=("$DATA/train.parquet" "$DATA/val.parquet")
+    cmd=("$PYTHON" -m verl.trainer.main_ppo
+      --config-dir "$ROOT/recipes/${file%/*}" --config-name "${file#*/}"
+      "${data[@]}"
+      "trainer.default_local_dir=$CKPT_ROOT/\${trainer.project_name}/\${trainer.experiment_name}"
+      "$@")
+  fi
+  echo "+ ${cmd[*]@Q}"
+  commands+=("$(printf '%q ' "${cmd[@]}")")
+done
+[[ "${DRY_RUN:-0}" == 1 ]] && exit 0
+
+for path in ${needed[@]+"${needed[@]}"}; do
+  if [[ ! -f "$path" ]]; then
+    echo "train.sh: $path not found; make it with \`rearank synth\` (docs/training.md, docs/rag_training.md)" >&2
+    exit 2
+  fi
+done
+
+if [[ "$RECIPE" != rrpo ]] && ! "$PYTHON" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   echo "train.sh: no CUDA GPU visible to $PYTHON. verl training needs GPUs and a GPU environment" \
-    "(pip install 'verl[vllm]==0.9.1' -e .); on CPU run 'make train-check' or 'make train-smoke'." >&2
+    "(pip install 'verl[vllm]==0.9.1' -e .); on CPU run 'make train-cpu RECIPE=$RECIPE' or 'make train-check'." >&2
   exit 2
 fi
-exec "${cmd[@]}"
+for command in "${commands[@]}"; do
+  eval "$command"
+done

@@ -32,7 +32,7 @@ from rearank.reward import compute_score, parse_ground_truth
 from recipes import RECIPES_DIR
 from recipes.data import rl_data_dir
 
-RECIPES = ("rearank_grpo", "rearank_grpo_debug")
+RECIPES = ("rearank/grpo", "rearank/grpo_debug")
 VERL_CONFIG = "pkg://verl.trainer.config"
 #: Completion kinds scored for every prompt; together they form one GRPO group (expected scores: expected_score).
 KINDS = ("ideal", "presented", "reversed", "garbage")
@@ -44,11 +44,13 @@ class CheckFailed(RearankError):
 
 
 def compose_recipe(name: str, overrides: Sequence[str] = ()) -> Any:
-    """The recipe's config as ``python -m verl.trainer.main_ppo --config-dir recipes --config-name NAME`` builds it."""
+    """The recipe ``name`` (``rearank/grpo``: ``recipes/rearank/grpo.yaml``) as ``python -m verl.trainer.main_ppo
+    --config-dir recipes/rearank --config-name grpo`` builds it."""
     from hydra import compose, initialize_config_dir
 
-    with initialize_config_dir(config_dir=str(RECIPES_DIR), version_base=None):
-        return compose(config_name=name, overrides=[f"hydra.searchpath=[{VERL_CONFIG}]", *overrides])
+    path = RECIPES_DIR / f"{name}.yaml"
+    with initialize_config_dir(config_dir=str(path.parent), version_base=None):
+        return compose(config_name=path.stem, overrides=[f"hydra.searchpath=[{VERL_CONFIG}]", *overrides])
 
 
 def check_config(config: Any) -> str:
@@ -99,7 +101,7 @@ def check_config(config: Any) -> str:
 
 def local_config(model_dir: Path, data_dir: Path, overrides: Sequence[str] = ()) -> Any:
     """The full recipe pointed at a local model folder (for its tokenizer) and a synthesized data folder."""
-    return compose_recipe("rearank_grpo", [
+    return compose_recipe("rearank/grpo", [
         f"actor_rollout_ref.model.path={model_dir}",
         f"data.train_files={data_dir / 'train.parquet'}",
         f"data.val_files={data_dir / 'val.parquet'}",
@@ -277,8 +279,8 @@ def run_checks(data_dir: Path, model_dir: Path, n_rows: int = 4) -> list[str]:
         lines.append(f"[ok] {name}: composes and validates -- {check_config(compose_recipe(name))}")
     kwargs = "reward.custom_reward_function.reward_kwargs"
     for override in ("rank_reward=absolute", "rank_reward=difference", "variant=released"):
-        check_config(compose_recipe("rearank_grpo", [f"{kwargs}.{override}"]))
-    two_nodes = check_config(compose_recipe("rearank_grpo", ["trainer.nnodes=2"]))
+        check_config(compose_recipe("rearank/grpo", [f"{kwargs}.{override}"]))
+    two_nodes = check_config(compose_recipe("rearank/grpo", ["trainer.nnodes=2"]))
     lines.append(f"[ok] reward variants rank_reward=absolute/difference and variant=released accepted through "
                  f"reward_kwargs; 2 nodes: {two_nodes}")
 

@@ -47,9 +47,9 @@ from recipes.train_check import (
 
 #: recipe -> (synth mode, reward module, reward function name)
 RECIPES = {
-    "barrag_selector_grpo": ("barrag-selector", "rearank.rag.barrag.reward", "compute_selector_score"),
-    "barrag_generator_grpo": ("barrag-generator", "rearank.rag.barrag.reward", "compute_generator_score"),
-    "arena_grpo": ("arena", "rearank.rag.arena.reward", "compute_score"),
+    "barrag/selector_grpo": ("barrag-selector", "rearank.rag.barrag.reward", "compute_selector_score"),
+    "barrag/generator_grpo": ("barrag-generator", "rearank.rag.barrag.reward", "compute_generator_score"),
+    "arena/grpo": ("arena", "rearank.rag.arena.reward", "compute_score"),
 }
 #: The QA samples the checks synthesize from (under $REARANK_DATA/qa).
 QA_FILES = {
@@ -332,7 +332,7 @@ def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
     from rearank.rag.barrag.reward import READER_FAILURES
 
     dead = f"http://127.0.0.1:{_free_port()}/v1"
-    config = compose_recipe("barrag_selector_grpo", [
+    config = compose_recipe("barrag/selector_grpo", [
         f"actor_rollout_ref.model.path={model_dir}", f"data.train_files={data_dir / 'train.parquet'}",
         f"data.val_files={data_dir / 'val.parquet'}", "data.max_prompt_length=8192",
         f"reward.custom_reward_function.reward_kwargs.reader_url={dead}",
@@ -346,7 +346,7 @@ def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
     _expect(got["supporting"] == (-0.5, 1.0) and got["distractors"] == (-0.5, 1.0),
             f"a dead reader scores -0.5 with reader_failed 1 ({got})")
     _expect(got["garbage"] == (0.0, 0.0), "the gate comes before the reader")
-    return (f"[ok] barrag_selector_grpo: a reader that is down scores -0.5, counted "
+    return (f"[ok] barrag/selector_grpo: a reader that is down scores -0.5, counted "
             f"({sum(READER_FAILURES.values()) - before} failures), never a crash")
 
 

@@ -34,7 +34,7 @@ REWARD_KWARGS = {"max_label": 3, "rbo_p": 0.8, "recall_weight": 0.3}
 def groupwise_config(model_dir, path):
     """The GRPO recipe with the groupwise reward: its listwise reward_kwargs replaced, not merged."""
     kwargs = ",".join(f"{key}:{value}" for key, value in REWARD_KWARGS.items())
-    return compose_recipe("rearank_grpo", [
+    return compose_recipe("rearank/grpo", [
         f"actor_rollout_ref.model.path={model_dir}",
         f"reward.custom_reward_function.path={path}",
         "~reward.custom_reward_function.reward_kwargs",
@@ -101,7 +101,7 @@ def test_verl_reward_loop_scores_groupwise_completions(model_dir, path):
 def test_listwise_reward_kwargs_are_refused(model_dir):
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
-    config = compose_recipe("rearank_grpo", [f"actor_rollout_ref.model.path={model_dir}",
+    config = compose_recipe("rearank/grpo", [f"actor_rollout_ref.model.path={model_dir}",
                                              "reward.custom_reward_function.path=pkg://rearank.grouprank.reward"])
     reward_fn = get_custom_reward_fn(config)
     with pytest.raises(ValueError, match="listwise"):

@@ -47,7 +47,7 @@ def row(truth, prompt="Answer the question.", index=0):
 
 
 def test_arena_reward_through_verl(model_dir, tokenizer):
-    config = compose_recipe("arena_grpo", [f"actor_rollout_ref.model.path={model_dir}"])
+    config = compose_recipe("arena/grpo", [f"actor_rollout_ref.model.path={model_dir}"])
     truth = {"answers": ["Paris"], "supporting": [2, 4]}
     data, kinds, _ = completion_batch([row(truth)], tokenizer, arena_completions)
     scores, extras, rm_scores = score_with_verl(config, data)
@@ -59,7 +59,7 @@ def test_arena_reward_through_verl(model_dir, tokenizer):
 
 
 def test_generator_reward_through_verl(model_dir, tokenizer):
-    config = compose_recipe("barrag_generator_grpo", [f"actor_rollout_ref.model.path={model_dir}"])
+    config = compose_recipe("barrag/generator_grpo", [f"actor_rollout_ref.model.path={model_dir}"])
     data, kinds, _ = completion_batch([row({"answers": ["Claudio Javier López"]})], tokenizer, generator_completions)
     scores, extras, _ = score_with_verl(config, data)
     # 0.8 (0.7 F1 + 0.3 EM) + 0.2 cite: gold 1.0; no think, no cite 0.8; wrong answer, 2 cites 0.2; no answer 0
@@ -76,7 +76,7 @@ def test_selector_reward_through_verl_with_a_served_reader(model_dir, tokenizer)
              "supporting": [i for i, p in enumerate(docs, 1) if p.pid in item.supporting]}
     prompt = selector_messages(item.question, docs)[-1]["content"]
     with reader_server(qa) as url:
-        config = compose_recipe("barrag_selector_grpo", [
+        config = compose_recipe("barrag/selector_grpo", [
             f"actor_rollout_ref.model.path={model_dir}",
             f"reward.custom_reward_function.reward_kwargs.reader_url={url}"])
         data, kinds, texts = completion_batch([row(truth, prompt)], tokenizer, selector_completions)

@@ -37,13 +37,13 @@ def test_recipe_checks_pass_end_to_end(rl_data):
 
 
 def test_bad_reward_option_is_caught_before_training():
-    config = compose_recipe("rearank_grpo", ["reward.custom_reward_function.reward_kwargs.rank_reward=ndcg"])
+    config = compose_recipe("rearank/grpo", ["reward.custom_reward_function.reward_kwargs.rank_reward=ndcg"])
     with pytest.raises(ValueError, match="rank_reward must be one of"):
         check_config(config)
 
 
 def test_verl_validation_runs_on_the_recipe():
-    config = compose_recipe("rearank_grpo", ["actor_rollout_ref.actor.use_dynamic_bsz=false"])
+    config = compose_recipe("rearank/grpo", ["actor_rollout_ref.actor.use_dynamic_bsz=false"])
     with pytest.raises(Exception, match="ppo_micro_batch_size"):  # verl: fixed micro-batches need a size
         check_config(config)
 

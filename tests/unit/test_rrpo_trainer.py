@@ -238,9 +238,9 @@ def test_cli_train_then_eval_and_rerank_with_the_scorer(tmp_path, tiny_model, ca
 def test_recipe_config_parses():
     from tests.conftest import ROOT
 
-    config = RRPOConfig.from_yaml(ROOT / "recipes" / "rrpo_hotpotqa.yaml")
+    config = RRPOConfig.from_yaml(ROOT / "recipes" / "rrpo" / "hotpotqa.yaml")
     # the paper's HotpotQA settings
     assert (config.k, config.epochs, config.lr, config.batch_size, config.beta, config.clip_eps) == (
         3, 2, 2e-6, 32, 0.1, 0.2)
     with pytest.raises(RearankError, match="unknown RRPO settings"):
-        RRPOConfig.from_yaml(ROOT / "recipes" / "rrpo_hotpotqa.yaml", {"learning_rate": 1.0})
+        RRPOConfig.from_yaml(ROOT / "recipes" / "rrpo" / "hotpotqa.yaml", {"learning_rate": 1.0})
