@@ -164,6 +164,10 @@ def staged_outputs(output_dir: str | os.PathLike, overwrite: bool = False) -> It
         outputs = StagedOutputs(output_dir, overwrite)
         try:
             yield outputs
+        except OSError as err:  # a full disk, a quota: earlier outputs stay as they were
+            outputs.discard()
+            raise RearankError(f"{outputs.dir}: cannot write the outputs ({err.strerror or err}); earlier outputs "
+                               "in it are unchanged") from None
         except BaseException:
             outputs.discard()
             raise

@@ -128,7 +128,12 @@ def rerank_to_files(
             raise
         finally:
             writer.close()
-            run_stats.write(stats_path, extra=extra)
+            pending = sys.exc_info()[1]  # the error that ended the run (a full disk) is the one to report
+            try:
+                run_stats.write(stats_path, extra=extra)
+            except RearankError:
+                if pending is None:
+                    raise
     return run_stats, extra
 
 

@@ -157,20 +157,18 @@ class RunWriter:
         self._handles: list[IO[str]] = []
         paths = [Path(p) for p in (run_path, traces_path) if p is not None]
         for path in paths:  # fail on an unwritable place before anything is truncated or rewritten
-            self._open(path).close()
+            self._open(path, "a").close()
         self._handles.clear()
         self.done: set[str] = recover(run_path, traces_path, expected or {}, expected_traces) if resume else set()
-        self._run = self._open(Path(run_path))
-        self._traces = self._open(Path(traces_path)) if traces_path is not None else None
-        if not resume:
-            for handle in self._handles:
-                handle.truncate(0)
+        mode = "a" if resume else "w"  # "w" empties a file and also opens a device (/dev/null), which truncate can't
+        self._run = self._open(Path(run_path), mode)
+        self._traces = self._open(Path(traces_path), mode) if traces_path is not None else None
 
-    def _open(self, target: Path) -> IO[str]:
-        """Open ``target`` for appending (creating it), or raise a one-line error naming it."""
+    def _open(self, target: Path, mode: str) -> IO[str]:
+        """Open ``target`` (creating it), or raise a one-line error naming it."""
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(target, "a", encoding="utf-8", newline="\n")  # noqa: SIM115 (kept open)
+            handle = open(target, mode, encoding="utf-8", newline="\n")  # noqa: SIM115 (kept open)
         except OSError as err:
             self.close()
             raise RearankError(f"{target}: cannot write output ({err.strerror or err})") from None
@@ -179,15 +177,17 @@ class RunWriter:
 
     def write(self, result: Result) -> None:
         """Append one finished query: its traces, then its run lines; flush both."""
+        handle = self._traces
         try:
             if self._traces is not None:
                 self._traces.write("".join(json.dumps(trace_record(t), ensure_ascii=False) + "\n"
                                            for t in result.traces))
                 self._traces.flush()
+            handle = self._run
             append_run(self._run, result.query.qid, ranked_pairs(result), self.tag)
         except OSError as err:  # a full disk: the queries written before are kept; --resume continues
-            raise RearankError(f"cannot write output ({err.strerror or err}); the finished queries are kept, "
-                               "free space and rerun with --resume") from None
+            raise RearankError(f"{handle.name}: cannot write output ({err.strerror or err}); the finished queries "
+                               "are kept, free space and rerun with --resume") from None
         self.done.add(result.query.qid)
 
     def close(self) -> None:
