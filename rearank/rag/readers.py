@@ -171,7 +171,12 @@ class LLMReader:
     def prompt(self, item: QAItem, passages: Sequence[Passage]) -> Prompt:
         texts = truncate_texts([" ".join(p.text.split()) for p in passages], self.max_passage_tokens, self.tokenizer)
         messages = self.render(item.question, passages, texts)
-        return Prompt(messages=tuple(messages), qid=item.qid, docids=tuple(p.pid for p in passages))
+        answer = None
+        if self.template == "arena":  # the answer grammar a constraining backend follows (-O constrain=answer)
+            from rearank.rag.arena.grammar import arena_grammar
+
+            answer = arena_grammar(len(passages))
+        return Prompt(messages=tuple(messages), qid=item.qid, docids=tuple(p.pid for p in passages), answer=answer)
 
     def complete(self, prompts: Sequence[Prompt]) -> list[str]:
         """Texts for ``prompts``, ``batch_size`` a backend call, greedy ones cached; a failed generation is ``""``."""

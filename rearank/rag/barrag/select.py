@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rearank.backends.base import Backend, Prompt, SamplingSettings
+from rearank.rag.barrag.grammar import selection_grammar
 from rearank.rag.barrag.parser import parse_selection
 from rearank.rag.barrag.prompt import SELECTOR_CANDIDATES, selector_messages
 from rearank.rag.cache import CachedBackend
@@ -72,7 +73,9 @@ class BarragSelector:
 
     def rank(self, items: Sequence[QAItem]) -> list[tuple[Passage, ...]]:
         prompts = [Prompt(messages=tuple(selection_prompt(item, self.candidates)), qid=item.qid,
-                          docids=tuple(p.pid for p in selector_candidates(item, self.candidates))) for item in items]
+                          docids=tuple(p.pid for p in selector_candidates(item, self.candidates)),
+                          answer=selection_grammar(len(selector_candidates(item, self.candidates))))
+                   for item in items]
         texts = complete(self.backend, prompts, self.settings, self.batch_size)
         out = []
         for item, text in zip(items, texts):
