@@ -42,7 +42,8 @@ class Request:
 
 @dataclass(frozen=True)
 class WindowTrace:
-    """What happened in one window: span, tokens, raw output, parsed permutation, status, latency."""
+    """What happened in one window: span, tokens, raw output, parsed permutation, status, latency; the reasoning's
+    tokens and whether the backend closed it at the think budget (``-O max_think_tokens``), when known."""
 
     qid: str
     start: int
@@ -54,6 +55,8 @@ class WindowTrace:
     permutation: tuple[int, ...]
     status: str
     latency_s: float
+    think_tokens: int | None = None
+    think_budget_hit: bool = False
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from rearank.grammar import AnswerGrammar
 from rearank.types import Message
 
 #: The chat-template variable of a thinking switch (Qwen3 and others): ``-O enable_thinking=false``.
@@ -38,12 +39,15 @@ class Prompt:
     """One window to generate for: the chat messages, plus what a non-LLM backend may need.
 
     ``qid`` and ``docids`` (in presented order) let the oracle backend judge the window;
-    LLM backends use ``messages`` only.
+    LLM backends use ``messages`` (and ``answer`` when asked to constrain or to cap the reasoning).
     """
 
     messages: tuple[Message, ...]
     qid: str = ""
     docids: tuple[str, ...] = field(default_factory=tuple)
+    #: What the answer may look like (the method's :class:`rearank.grammar.AnswerGrammar`): what
+    #: ``-O constrain=answer`` and ``-O max_think_tokens=N`` work with; None: the backend leaves the text free.
+    answer: AnswerGrammar | None = None
 
 
 #: Finish reasons of a :class:`Generation`: the model stopped, hit ``max_new_tokens``, or the backend failed
@@ -61,8 +65,10 @@ AUTO = "auto"
 
 @dataclass(frozen=True)
 class Generation:
-    """One output: text, token counts, why it stopped (one of :data:`FINISH_REASONS`), latency, and how many
-    times the server answered "too busy" (429/503) before this answer (``throttled``)."""
+    """One output: text, token counts, why it stopped (one of :data:`FINISH_REASONS`), latency, how many
+    times the server answered "too busy" (429/503) before this answer (``throttled``), and, when the backend
+    followed the prompt's answer grammar, the tokens of the reasoning (``think_tokens``) and whether the backend
+    closed it at ``max_think_tokens`` (``think_budget_hit``)."""
 
     text: str
     prompt_tokens: int
@@ -70,6 +76,8 @@ class Generation:
     finish_reason: str = STOP
     latency_s: float = 0.0
     throttled: int = 0
+    think_tokens: int | None = None
+    think_budget_hit: bool = False
 
 
 @runtime_checkable

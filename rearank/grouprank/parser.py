@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
+from rearank.grammar import AnswerGrammar, Pattern
+
 #: Every status a group output can get, best first.
 STATUSES = ("ok", "missing_ids", "out_of_range", "bad_json", "bad_tags")
 
@@ -206,3 +208,12 @@ def label_scores(labels: Sequence[float], max_label: float | None = None) -> lis
 def format_scores(scores: Sequence[float]) -> str:
     """Write scores of documents 1..n as the answer JSON ``{"[1]": 7, "[2]": 0}`` (integers when whole)."""
     return json.dumps({f"[{i + 1}]": int(s) if float(s).is_integer() else s for i, s in enumerate(scores)})
+
+
+def scores_grammar(n: int) -> AnswerGrammar:
+    """What a constrained groupwise answer may be: reasoning in ``<reason>``, then in ``<answer>`` the JSON object
+    of :func:`format_scores` with every id ``[1]..[n]`` once, in order, each an integer score from 0 to 10."""
+    entries = ", ".join(f'"\\[{i + 1}\\]": (?:10|[0-9])' for i in range(n))
+    longest = len(format_scores([10] * n))
+    return AnswerGrammar(Pattern("\\{" + entries + "\\}", longest), ("<reason>", "</reason>"), "\n<answer>",
+                         "</answer>")

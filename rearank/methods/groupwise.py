@@ -22,7 +22,7 @@ from typing import ClassVar
 from rearank.backends.base import ERROR, Generation, Prompt
 from rearank.errors import RearankError
 from rearank.grouprank.oracle import oracle_answer
-from rearank.grouprank.parser import MAX_SCORE, parse_scores
+from rearank.grouprank.parser import MAX_SCORE, parse_scores, scores_grammar
 from rearank.grouprank.prompt import load_group_template
 from rearank.methods.base import Task
 from rearank.methods.listwise import check_budget, check_positive
@@ -191,7 +191,8 @@ class Groupwise:
         messages = build_messages(request.query.text, [state.texts[i] for i in group.members], self.template,
                                   clean=False)
         docids = tuple(request.candidates[i].docid for i in group.members)
-        return Prompt(messages=tuple(messages), qid=request.query.qid, docids=docids)
+        return Prompt(messages=tuple(messages), qid=request.query.qid, docids=docids,
+                      answer=scores_grammar(len(group.members)))
 
     def apply(self, state: GroupState, task: Task, generation: Generation) -> list[Task]:
         """Score the members of the task's group from ``generation`` (or the fallback), add its trace."""
@@ -210,7 +211,8 @@ class Groupwise:
             qid=state.request.query.qid, start=group.start, end=group.end, pass_index=group.shuffle,
             prompt_tokens=generation.prompt_tokens, completion_tokens=generation.completion_tokens,
             raw_output=generation.text, permutation=tuple(sorted(range(size), key=lambda i: -scores[i])),
-            status=status, latency_s=generation.latency_s,
+            status=status, latency_s=generation.latency_s, think_tokens=generation.think_tokens,
+            think_budget_hit=generation.think_budget_hit,
         )
         return []
 

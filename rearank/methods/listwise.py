@@ -16,6 +16,7 @@ from typing import ClassVar
 from rearank.answer import apply_permutation, ideal_answer, parse_answer
 from rearank.backends.base import ERROR, LENGTH, Generation, Prompt
 from rearank.errors import RearankError
+from rearank.grammar import AnswerGrammar, id_list_answer, template_asks
 from rearank.methods.base import Task
 from rearank.prompts import BudgetLike, PromptTemplate, as_budget, build_messages, load_template, render_passages
 from rearank.prompts.builder import Tokenizer
@@ -102,7 +103,16 @@ class Listwise:
         ids = state.order[start:end]
         messages = build_messages(state.request.query.text, [state.texts[i] for i in ids], self.template, clean=False)
         docids = tuple(state.request.candidates[i].docid for i in ids)
-        return Prompt(messages=tuple(messages), qid=state.request.query.qid, docids=docids)
+        return Prompt(messages=tuple(messages), qid=state.request.query.qid, docids=docids,
+                      answer=self.answer_grammar(len(ids)))
+
+    def answer_grammar(self, n: int) -> AnswerGrammar:
+        """A window's answer: a permutation of its ``n`` ids, in ``<answer>`` tags after ``<think>`` when the
+        template asks for them (the ``rearank`` template), else the bare permutation (``rankgpt``)."""
+        template = self.template
+        assert isinstance(template, PromptTemplate)
+        texts = (template.system, template.prefix_user, template.post)
+        return id_list_answer(n, reasoning=template_asks(texts, "<think>"), tags=template_asks(texts, "<answer>"))
 
     def _next(self, state: QueryState) -> list[Task]:
         return [Task(len(state.traces), self.prompt(state))] if state.windows else []
@@ -121,7 +131,8 @@ class Listwise:
             qid=state.request.query.qid, start=start, end=end, pass_index=pass_index,
             prompt_tokens=generation.prompt_tokens, completion_tokens=generation.completion_tokens,
             raw_output=generation.text, permutation=tuple(permutation), status=status,
-            latency_s=generation.latency_s,
+            latency_s=generation.latency_s, think_tokens=generation.think_tokens,
+            think_budget_hit=generation.think_budget_hit,
         ))
         return self._next(state)
 
