@@ -1,29 +1,47 @@
-"""How many windows to keep in flight: a fixed number, or one found by measuring delivered tokens per second.
+"""How many windows to keep in flight: a fixed number, or one the controller finds while the run goes on.
 
-:class:`InFlightLimit` with ``auto`` starts at 1 window in flight and measures the tokens (prompt + completion)
-the server delivers per second over an *epoch*: the first ``epoch_windows(limit)`` windows sent at the current
-limit, from the first send until every one of them is answered (all of them, long answers too, so that short
-answers coming back first do not make a count look faster than it is; windows sent after them keep the load
-steady and are not measured). While an epoch beats the best one so far by more than ``margin`` the
-limit doubles; when it does not, the limit goes back to the best one and stays (a server where concurrency does
-not help settles near 1, a batching server grows as far as throughput grows). Every ``reprobe`` epochs at the
-settled limit it tries one step up again, since a server's load changes. An answer that reports 429/503
-(:attr:`Generation.throttled <rearank.backends.base.Generation.throttled>`) sends the limit back to the best one
-below the count that was throttled and caps it there, so a rate-limited API runs just under its limit. Every
-change is logged.
+:class:`InFlightLimit` with ``auto`` starts from the count the backend declares (``auto_start``; the openai
+backend: 8), never more than the windows the ready queries can fill (the engine reports them with
+:meth:`InFlightLimit.available`), and then decides on *time*, not on counts of answers:
+
+* **From the server's own metrics** (vLLM and SGLang ``/metrics``, :class:`rearank.backends.metrics.ServerLoad`,
+  polled every ``poll_s`` seconds): while nothing waits in the server's queue and its KV cache has room (below
+  ``high_kv``), the limit is never below the windows the ready queries can fill (up to ``maximum``): the server
+  runs them in its batch; when requests wait in two polls in a row, the limit gives back as many as wait and
+  stays at most there until ``4 x reprobe`` polls pass without a queue; a KV cache above ``high_kv`` holds it
+  where it is.
+* **Without metrics** (fake servers, hosted APIs), by measuring: each answer tells how many tokens (prompt +
+  completion) the server delivered over the window's life and, from the time-weighted number of windows in flight
+  meanwhile, the share of the server it had; tokens over shares is the server's rate at that count. Unlike
+  tokens counted over wall time, the figure does not favour short answers coming back first, and it is ready as
+  soon as windows sent at the new count are answered. A count is measured for ``span`` times its windows'
+  median latency (at least two answers), so a decision takes seconds on a server whose windows take a second,
+  whatever the number in flight. From the start the count doubles while the rate grows by more than ``margin``;
+  if the first step up does not help, it halves while the rate stays within ``margin`` of the best (a server
+  where concurrency does not help settles low, one that slows down with concurrency settles at 1). Every
+  ``reprobe`` spans at the settled count it tries one step up again, since a server's load changes.
+* An answer that reports 429/503 (:attr:`Generation.throttled <rearank.backends.base.Generation.throttled>`)
+  caps the count just under the number that was in flight when that request was sent, so a rate-limited API
+  runs just under its limit.
+
+Every change is logged (``rearank.concurrency``, INFO) with its reason.
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from rearank.backends.base import AUTO, ERROR, Generation
+from rearank.backends.metrics import ServerLoad
 from rearank.errors import RearankError
 
 log = logging.getLogger("rearank.concurrency")
+
+UP, DOWN, SETTLED = "up", "down", "settled"
 
 
 def parse_concurrency(value: int | str) -> int | str:
@@ -35,102 +53,160 @@ def parse_concurrency(value: int | str) -> int | str:
     return value
 
 
-@dataclass
-class _Epoch:
-    limit: int
-    sent: int = 0  # windows sent in this epoch (the first ``epoch_windows`` are measured)
-    answered: int = 0  # measured windows answered
-    tokens: int = 0
-    began: float = 0.0
-    ended: float = 0.0
+@dataclass(frozen=True)
+class Ticket:
+    """What :meth:`InFlightLimit.sent` hands out, to give back to :meth:`InFlightLimit.record`: when the request
+    was sent, the in-flight area then, the count's period, and how many were in flight with it."""
+
+    sent_at: float
+    area: float
+    period: int
+    crowd: int
 
 
 class InFlightLimit:
-    """The number of windows in flight (:attr:`limit`): call :meth:`sent` for each request and :meth:`record`
-    for each answer.
+    """The number of windows in flight (:attr:`limit`): call :meth:`sent` for each request, :meth:`record` for each
+    answer, :meth:`available` when the ready work changes and :meth:`observe` with the server's load.
 
-    ``fixed``: a number that never changes; ``None`` (auto): the search above, between 1 and ``maximum``.
-    ``clock`` is injectable for tests.
+    ``fixed``: a number that never changes; ``None`` (auto): the control above, between 1 and ``maximum``,
+    from ``start``. ``clock`` is injectable for tests.
     """
 
-    def __init__(self, fixed: int | None = None, *, maximum: int = 256, margin: float = 0.1, reprobe: int = 8,
+    def __init__(self, fixed: int | None = None, *, start: int = 8, maximum: int = 256, margin: float = 0.1,
+                 span: float = 2.0, reprobe: int = 8, high_kv: float = 0.9, poll_s: float = 1.0,
                  clock: Callable[[], float] = time.perf_counter) -> None:
-        self.fixed, self.margin, self.reprobe, self.clock = fixed, margin, reprobe, clock
-        self.limit = fixed if fixed is not None else 1
+        self.fixed, self.margin, self.span, self.reprobe = fixed, margin, span, reprobe
+        self.high_kv, self.poll_s, self.clock = high_kv, poll_s, clock
         self.cap = maximum
-        self.best_rate, self.best_limit = 0.0, self.limit
-        self.growing = True
-        self.steady = 0  # epochs at the settled limit since the last probe
-        self.history: list[tuple[int, float]] = []  # (limit, tokens/s) of every finished epoch
-        self._epoch = _Epoch(self.limit)
-        self._epoch_id = 0
+        self.limit = fixed if fixed is not None else max(1, min(start, maximum))
+        self.ready = maximum  # windows the in-flight and ready queries can fill (the engine's report)
+        self.in_flight = 0
+        self.history: list[tuple[int, float]] = []  # (count, tokens/s) of every measured span
+        self.load: ServerLoad | None = None  # the server's last reported load (None: it reports none)
+        self.direction = UP
+        self.peak = 0.0  # the best rate measured
+        self.best = self.limit
+        self.steady = 0  # spans at the settled count since the last probe
+        self._waited = False  # requests were waiting at the previous poll
+        self.room: int | None = None  # the count at which requests last waited in the server's queue
+        self._calm = 0  # polls since requests last waited
+        self._area, self._area_at = 0.0, clock()  # integral of in_flight over time
+        self._period = 0
+        self._since = self._area_at
+        self._samples: list[tuple[int, float, float]] = []  # (tokens, latency, mean in flight) at this count
 
     @property
     def auto(self) -> bool:
         return self.fixed is None
 
-    @staticmethod
-    def epoch_windows(limit: int) -> int:
-        """Windows an epoch measures at ``limit`` in flight: enough for the pipeline to fill and drain twice."""
-        return max(8, 2 * limit)
+    def _advance(self) -> float:
+        now = self.clock()
+        self._area += self.in_flight * (now - self._area_at)
+        self._area_at = now
+        return now
 
-    def sent(self) -> tuple[int, bool]:
-        """Note one request sent now; returns its epoch and whether it is measured, to give back to
-        :meth:`record` with the answer."""
-        epoch = self._epoch
-        if epoch.sent == 0:
-            epoch.began = self.clock()
-        epoch.sent += 1
-        return self._epoch_id, epoch.sent <= self.epoch_windows(epoch.limit)
+    def sent(self) -> Ticket:
+        """Note one request sent now."""
+        now = self._advance()
+        self.in_flight += 1
+        return Ticket(now, self._area, self._period, self.in_flight)
 
-    def record(self, ticket: tuple[int, bool], generation: Generation) -> None:
-        """Note the answer of a request (``ticket``: what :meth:`sent` returned). Answers to requests sent
-        under an earlier limit, or after an epoch's measured ones, do not count."""
-        epoch_id, measured = ticket
-        if not self.auto or epoch_id != self._epoch_id:
+    def available(self, windows: int) -> None:
+        """The windows in flight plus those the ready and not yet started queries can send now."""
+        self.ready = max(1, windows)
+
+    def record(self, ticket: Ticket, generation: Generation) -> None:
+        """Note the answer of a request (``ticket``: what :meth:`sent` returned)."""
+        now = self._advance()
+        self.in_flight = max(0, self.in_flight - 1)
+        if not self.auto:
             return
         if generation.throttled:
-            self._throttled()
+            self._throttled(ticket.crowd)
             return
-        if not measured:
+        if ticket.period != self._period or generation.finish_reason == ERROR or self.load is not None:
             return
-        epoch = self._epoch
-        epoch.answered += 1
-        if generation.finish_reason != ERROR:
-            epoch.tokens += generation.prompt_tokens + generation.completion_tokens
-        epoch.ended = self.clock()
-        if epoch.answered >= self.epoch_windows(epoch.limit):
-            self._finish(epoch)
+        latency = max(now - ticket.sent_at, 1e-9)
+        crowd = max((self._area - ticket.area) / latency, 1.0)
+        self._samples.append((generation.prompt_tokens + generation.completion_tokens, latency, crowd))
+        median = statistics.median(s[1] for s in self._samples)
+        if len(self._samples) >= 2 and now - self._since >= self.span * median:
+            self._decide(sum(s[0] for s in self._samples) / sum(s[1] / s[2] for s in self._samples))
 
-    def _finish(self, epoch: _Epoch) -> None:
-        rate = epoch.tokens / max(epoch.ended - epoch.began, 1e-9)
-        self.history.append((epoch.limit, rate))
-        better = rate > self.best_rate * (1 + self.margin)
-        if epoch.limit == self.best_limit and not self.growing:
-            self.best_rate = rate  # the settled limit's current figure: the server's load changes
+    def observe(self, load: ServerLoad | None) -> None:
+        """The server's load from its metrics (None: it reports none, and the limit is found by measuring)."""
+        self.load = load
+        if not self.auto or load is None:
+            return
+        waited, self._waited = self._waited, load.waiting > 0
+        room = load.kv_usage is None or load.kv_usage < self.high_kv
+        if load.waiting > 0 and waited and self.in_flight <= self.limit:
+            target = max(1, self.in_flight - load.waiting)
+            self.room, self._calm = target, 0
+            self._set(target, f"{load.waiting} requests wait in the server's queue ({load.running} running)")
+            return
+        self._calm = self._calm + 1 if load.waiting == 0 else 0
+        if self.room is not None and self._calm >= 4 * self.reprobe:
+            self.room = None  # a long time without a queue: the server may take more again
+        ceiling = min(self.cap, self.ready, self.room or self.cap)
+        if load.waiting == 0 and room and ceiling > self.limit:
+            usage = "" if load.kv_usage is None else f", KV cache {load.kv_usage:.0%} used"
+            self._set(ceiling, f"nothing waits in the server ({load.running} running{usage}); "
+                               f"{self.ready} windows ready")
+
+    def _decide(self, rate: float) -> None:
+        count = self.limit
+        self.history.append((count, rate))
+        can_raise = count < self.cap and self.ready > count
+        why = f"{rate:,.0f} tokens/s at {min(count, self.ready)} in flight"
+        if self.direction == SETTLED:
+            self.peak = rate  # the settled count's current figure: the server's load changes
             self.steady += 1
-            probe = self.steady >= self.reprobe and epoch.limit < self.cap
-            target = min(2 * epoch.limit, self.cap) if probe else epoch.limit
-            self.steady = 0 if probe else self.steady
-        elif better:
-            self.best_rate, self.best_limit = rate, epoch.limit
-            self.growing = epoch.limit < self.cap
-            target = min(2 * epoch.limit, self.cap)
+            if self.steady >= self.reprobe and can_raise:
+                self.steady, self.direction = 0, UP
+                self._set(min(2 * count, self.cap), f"{why}; trying one step up")
+            else:
+                self._set(count, why)
+        elif not self.history[:-1] or (self.direction == UP and rate > self.peak * (1 + self.margin)):
+            self.peak, self.best = max(rate, self.peak), count
+            if can_raise:
+                self._set(min(2 * count, self.cap), f"{why}, best so far")
+            elif min(count, self.ready) > 1 and len(self.history) == 1:
+                self.direction = DOWN
+                self._set(max(1, min(count, self.ready) // 2), f"{why}; no room above (ready windows: "
+                                                                 f"{self.ready}), trying fewer")
+            else:
+                self._settle(why)
+        elif self.direction == UP and len(self.history) == 2 and self.best > 1:
+            self.direction = DOWN  # the first step up did not help: try fewer
+            self._set(max(1, min(self.best, self.ready) // 2), f"{why}, not better than "
+                                                               f"{self.peak:,.0f} at {self.best}; trying fewer")
+        elif self.direction == DOWN and rate >= self.peak * (1 - self.margin):
+            self.peak, self.best = max(rate, self.peak), count
+            if count > 1:
+                self._set(max(1, count // 2), f"{why}, as good as more; trying fewer")
+            else:
+                self._settle(why)
         else:
-            self.growing, self.steady = False, 0
-            target = self.best_limit
-        self._set(target, f"{rate:,.0f} tokens/s at {epoch.limit} in flight (best {self.best_rate:,.0f} "
-                          f"at {self.best_limit})")
+            self._settle(f"{why}, best {self.peak:,.0f} at {self.best}")
 
-    def _throttled(self) -> None:
-        self.cap = max(1, self.limit - 1)
-        self.best_limit = min(self.best_limit, self.cap)
-        self.growing, self.steady = False, 0
-        self._set(self.best_limit, "the server answered 429/503 (too busy)")
+    def _settle(self, why: str) -> None:
+        self.direction, self.steady = SETTLED, 0
+        self._set(self.best, f"{why}; settled")
+
+    def _throttled(self, crowd: int) -> None:
+        cap = max(1, crowd - 1)
+        if cap >= self.cap:
+            return
+        self.cap = cap
+        self.best = min(self.best, cap)
+        self.direction, self.steady = SETTLED, 0
+        self._set(min(self.limit, cap), f"the server answered 429/503 (too busy) with {crowd} in flight")
 
     def _set(self, limit: int, why: str) -> None:
         if limit != self.limit:
             log.info("concurrency %d -> %d: %s", self.limit, limit, why)
         self.limit = limit
-        self._epoch_id += 1
-        self._epoch = _Epoch(limit)
+        self._period += 1
+        self._since = self._advance()
+        self._samples = []

@@ -9,8 +9,10 @@ backend, hands every generation back to the method, and emits each query's resul
   inference engine sees full batches;
 * **in flight** (``concurrent`` backends: a server behind HTTP): up to ``concurrency`` tasks are outstanding at
   all times; a query's next window is sent as soon as its previous one returns, and no request waits for a
-  round's slowest window. ``concurrency="auto"`` finds the count by measuring the server
-  (:class:`rearank.concurrency.InFlightLimit`).
+  round's slowest window. ``concurrency="auto"`` finds the count while the run goes on
+  (:class:`rearank.concurrency.InFlightLimit`): it starts from the backend's ``auto_start``, is told how many
+  windows the ready queries can fill, and reads the server's load every second from the backend's
+  ``server_load()`` (vLLM's and SGLang's ``/metrics``) where the server reports one.
 
 With a deterministic backend both schedules give the same results and traces: a method's state depends only on
 the answers, never on their order (listwise has one window of a query out at a time; groupwise sums in group
@@ -19,6 +21,7 @@ order).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -29,7 +32,7 @@ from typing import Any
 from tqdm import tqdm
 
 from rearank.backends.base import AUTO, CONCURRENT, Backend, Generation, SamplingSettings
-from rearank.concurrency import InFlightLimit, parse_concurrency
+from rearank.concurrency import InFlightLimit, Ticket, parse_concurrency
 from rearank.errors import RearankError
 from rearank.methods.base import Method, Task
 from rearank.types import Request, Result
@@ -111,7 +114,7 @@ class Engine:
                             refresh=False)
             return ready
 
-        run = self._in_flight if self.in_flight else self._batches
+        run = functools.partial(self._in_flight, total=len(requests)) if self.in_flight else self._batches
         try:
             run(self._starts(requests, finish), answered)
         finally:
@@ -149,20 +152,30 @@ class Engine:
                 queue.extend((query, ready) for ready in answered(query, task, generation))
 
     def _in_flight(self, starts: Iterator[tuple[_Query, list[Task]]],
-                   answered: Callable[[_Query, Task, Generation], list[Task]]) -> None:
+                   answered: Callable[[_Query, Task, Generation], list[Task]], total: int) -> None:
         fixed = None if self.concurrency == AUTO else int(self.concurrency)
-        limit = InFlightLimit(fixed)
+        limit = InFlightLimit(fixed, start=getattr(self.backend, "auto_start", 8))
+        load: Callable[[], Any] | None = getattr(self.backend, "server_load", None) if limit.auto else None
+        polled = -limit.poll_s
         queue: deque[tuple[_Query, Task]] = deque()
-        running: dict[Future[list[Generation]], tuple[_Query, Task, tuple[int, bool]]] = {}
+        running: dict[Future[list[Generation]], tuple[_Query, Task, Ticket]] = {}
         pool = ThreadPoolExecutor(max_workers=fixed or limit.cap, thread_name_prefix="rearank-window")
+        unstarted = total
         finished = False
         try:
             while True:
+                limit.available(len(running) + len(queue) + unstarted)
+                if load is not None and time.perf_counter() - polled >= limit.poll_s:
+                    polled = time.perf_counter()
+                    limit.observe(load())
+                    if limit.load is None:
+                        load = None  # the server reports no load: the limit is found by measuring
                 while len(running) < limit.limit:
                     if not queue:
                         started = next(starts, None)
                         if started is None:
                             break
+                        unstarted -= 1
                         queue.extend((started[0], task) for task in started[1])
                     query, task = queue.popleft()
                     future = pool.submit(self.backend.generate, [task.prompt], self.settings)
@@ -170,7 +183,8 @@ class Engine:
                 if not running:
                     finished = True
                     return
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                done, _ = wait(running, timeout=limit.poll_s if load is not None else None,
+                               return_when=FIRST_COMPLETED)
                 for future in done:
                     query, task, ticket = running.pop(future)
                     (generation,) = self._checked(future.result(), 1)

@@ -34,6 +34,7 @@ from rearank.backends.base import (
     Prompt,
     SamplingSettings,
 )
+from rearank.backends.metrics import ServerLoad, parse_load
 from rearank.backends.options import Option, check_options
 from rearank.errors import RearankError
 
@@ -67,7 +68,8 @@ def _retryable(status: int) -> bool:
     return status in (408, 429) or status >= 500
 
 
-#: Workers of one ``generate`` call over many prompts when ``concurrency`` is ``auto``.
+#: Workers of one ``generate`` call over many prompts when ``concurrency`` is ``auto``; also where the engine's
+#: ``auto`` count starts (:class:`rearank.concurrency.InFlightLimit`).
 POOL_FOR_AUTO = 8
 
 
@@ -89,6 +91,7 @@ class OpenAIBackend(BackendBase):
 
     name = "openai"
     calls = CONCURRENT
+    auto_start = POOL_FOR_AUTO
     OPTIONS = (
         Option("base_url", "str"), Option("api_key_env", "str"),
         Option("concurrency", "count", minimum=1, nullable=False),
@@ -143,6 +146,16 @@ class OpenAIBackend(BackendBase):
     def close(self) -> None:
         """Close the connection pool."""
         self._client.close()
+
+    def server_load(self) -> ServerLoad | None:
+        """The server's load from its ``/metrics`` page (vLLM, SGLang), or None when it has none (hosted APIs,
+        other servers) or it cannot be read within 5 s."""
+        parts = urlsplit(self.url)
+        try:
+            response = self._client.get(urlunsplit((parts.scheme, parts.netloc, "/metrics", "", "")), timeout=5.0)
+        except self._httpx.HTTPError:
+            return None
+        return parse_load(response.text) if response.status_code == 200 else None
 
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
         """One request per prompt, ``concurrency`` at a time; failed ones come back with ``finish_reason="error"``."""
