@@ -203,6 +203,8 @@ class Decoding:
             self._start_answer(0, "", "")
         elif constrain:
             self._forced = vocabulary.encode(grammar.think[0])
+            if self.budget is not None:  # the forced opening tag is part of the reasoning
+                self.budget = max(self.budget, len(self._forced))
 
     def _start_answer(self, position: int, forced: str, after_close: str) -> None:
         """The answer begins at token ``position``; ``after_close``: text of the closing token after the tag."""
