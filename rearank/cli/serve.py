@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -80,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
     name = args.served_name or args.model or args.backend
     service = RerankService(reranker, model_name=name, limits=limits, api_key=key, capacity=args.queue_size,
                             max_batch=args.max_batch_queries, judge=judge, fusion_weight=args.fusion_weight)
-    print(f"serving {name!r} ({args.method}, {args.backend}) at http://{args.host}:{args.port}"
-          + (" (bearer key required)" if key else ""), file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):  # a log that cannot be written (stderr on a full disk) must not stop serving
+        print(f"serving {name!r} ({args.method}, {args.backend}) at http://{args.host}:{args.port}"
+              + (" (bearer key required)" if key else ""), file=sys.stderr, flush=True)
     try:
         uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="info")
     finally:

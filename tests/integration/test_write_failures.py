@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,38 @@ def test_a_disk_that_fills_mid_run(dl19, tiny_disk, command, size, full_file):
     done = tiny_disk(size, args)
     one_line_error(done.returncode, done.stderr, full_file)
     assert str(disk) in done.stderr and "No space left on device" in done.stderr
+
+
+# ---------------------------------------------------------------- server logs
+
+
+def test_server_keeps_answering_when_its_log_cannot_be_written(dl19, tmp_path):
+    """``rearank serve`` logs to stderr only (no log file of its own): with stdout and stderr on /dev/full, every
+    log line fails, and the server still starts and answers; a log that cannot be written must not stop it."""
+    import httpx
+
+    from tests.integration.test_serve_cli import HEALTH_POLLS, free_port
+
+    port = free_port()
+    env = {**os.environ, "REARANK_DATA": str(dl19.parents[1])}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.Popen([sys.executable, "-m", "rearank", "serve", "--backend", "oracle", "--dataset", "dl19",
+                                 "--port", str(port)], stdout=full, stderr=full, env=env, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(HEALTH_POLLS):
+            try:
+                if httpx.get(url + "/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, f"the server exited with {proc.returncode}"
+            time.sleep(0.1)
+        body = {"model": "oracle", "query": "what is a flea", "documents": ["a flea is an insect", "a dog"]}
+        answer = httpx.post(url + "/v1/rerank", json=body)
+        assert answer.status_code == 200 and len(answer.json()["results"]) == 2
+        assert httpx.post(url + "/v1/rerank", json={"query": 3}).status_code == 422  # a logged client error
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
