@@ -23,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=_HelpFormatter)
     sub = p.add_subparsers(dest="rag_command", metavar="SUBCOMMAND", required=True)
     _register_eval(sub)
+    _register_corpus(sub)
     _register_compare(sub)
     _register_export(sub)
     rrpo = sub.add_parser("rrpo", help="RRPO: train a pointwise reranker with reader feedback (PPO)")
@@ -44,6 +45,7 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     data.add_argument("--format", default="auto", choices=("auto", "hotpotqa", "2wiki", "musique", "dpr", "flashrag"),
                       help="file format (auto: from the record's keys)")
     data.add_argument("--limit", type=int, help="only the first N questions")
+    add_retrieval_arguments(p)
     sel = p.add_argument_group("selection")
     sel.add_argument("--selector", default="none",
                      help="none | oracle | bm25 (Lucene over the questions' own passages) | listwise:MODEL | "
@@ -76,6 +78,67 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     sc.add_argument("--resume", action="store_true", help="keep the questions already in DIR/items.jsonl")
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_eval)
+
+
+def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--corpus``, ``--depth``, ``--candidates``: open retrieval (``rag eval`` and the RAG modes of ``synth``)."""
+    g = parser.add_argument_group(
+        "open retrieval", "Without --corpus each question's candidates are the paragraphs its file gives it. With "
+        "--corpus they are the BM25 top --depth of the whole corpus (Lucene, BEIR flat settings), gold paragraphs "
+        "matched to corpus passages so supporting recall still counts them.")
+    g.add_argument("--corpus", metavar="CORPUS",
+                   help="BEIR corpus.jsonl, DPR psgs_w100.tsv, a Lucene index folder with stored documents, or a "
+                   "Pyserini prebuilt index name such as wikipedia-dpr-100w (downloaded on first use)")
+    g.add_argument("--depth", type=int, default=100, metavar="N", help="candidates per question (default 100)")
+    g.add_argument("--candidates", type=Path, metavar="RUN",
+                   help="a TREC run over the corpus ids (any first stage: dense, hybrid) instead of BM25")
+
+
+def retrieval_items(args: argparse.Namespace, items: list, progress: bool) -> tuple[list, dict | None, dict]:
+    """The items with open-retrieval candidates when ``--corpus`` is given (and the first-stage run, and what
+    goes into the run's config); the items unchanged otherwise."""
+    from rearank.io.trec import read_run
+    from rearank.rag.retrieval import Corpus, retrieve
+
+    if args.corpus is None:
+        if args.candidates is not None:
+            raise RearankError("--candidates needs --corpus (the run's passages are read from it)")
+        return items, None, {}
+    if args.depth < 1:
+        raise RearankError(f"--depth must be at least 1, got {args.depth}")
+    corpus = Corpus(args.corpus, progress=progress)
+    run = read_run(args.candidates) if args.candidates is not None else None
+    items, run = retrieve(items, corpus, args.depth, run=run, progress=progress)
+    config = {"corpus": args.corpus, "corpus_fingerprint": corpus.fingerprint, "depth": args.depth,
+              "candidates": str(args.candidates.resolve()) if args.candidates else None}
+    return items, run, config
+
+
+def _register_corpus(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "corpus", help="pool the paragraphs of QA files into one BEIR corpus.jsonl for open retrieval",
+        description="Write every paragraph of the given QA files once (the same title and text, after whitespace "
+        "and case normalisation, is one passage) as a BEIR corpus.jsonl whose ids are digests of the passage "
+        "(stable across runs and input orders). `rag eval --corpus FILE` then retrieves each question's candidates "
+        "from the whole pool, so gold paragraphs compete with every other question's.",
+        formatter_class=_HelpFormatter)
+    p.add_argument("--qa", nargs="+", type=Path, required=True, metavar="FILE", help="QA files to pool")
+    p.add_argument("--format", default="auto", choices=("auto", "hotpotqa", "2wiki", "musique", "dpr", "flashrag"),
+                   help="file format (auto: from the record's keys)")
+    p.add_argument("--output", "-o", type=Path, required=True, help="corpus.jsonl to write")
+    p.add_argument("--queries", type=Path, metavar="FILE",
+                   help="also write the questions as BEIR queries.jsonl (for `rearank bm25 --topics`)")
+    p.set_defaults(func=run_corpus)
+
+
+def run_corpus(args: argparse.Namespace) -> int:
+    """Run ``rearank rag corpus``."""
+    from rearank.rag.corpus import write_pooled_corpus
+
+    counts = write_pooled_corpus(args.qa, args.output, args.format, args.queries)
+    print(f"{counts['paragraphs']} paragraphs of {counts['questions']} questions in {counts['files']} files -> "
+          f"{counts['passages']} passages in {args.output}" + (f"; questions in {args.queries}" if args.queries else ""))
+    return 0
 
 
 def _register_compare(sub: argparse._SubParsersAction) -> None:
@@ -192,6 +255,8 @@ def run_eval(args: argparse.Namespace) -> int:
               "selector": args.selector, "selector_options": selector_options, "reader": args.reader,
               "reader_model": args.reader_model, "reader_options": reader_options, "template": args.template,
               "max_new_tokens": args.max_new_tokens, "k": ks, "style": args.style, "label": label}
+    items, run, retrieval = retrieval_items(args, items, progress=not args.no_progress)
+    config.update(retrieval)
     arena = args.template == "arena"
     if arena and args.reader in ("oracle", "noisy-oracle"):
         raise RearankError("--template arena needs an LLM reader (--reader hf, vllm or openai)")
@@ -201,6 +266,10 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.resume:
         print(f"resume: {sum(q in evaluation.records for q in qids)} of {len(items)} questions already in "
               f"{evaluation.items_path}", file=sys.stderr)
+    if run is not None:
+        from rearank.io.trec import write_run
+
+        write_run(args.output_dir / "candidates.trec", run, tag="bm25" if args.candidates is None else "candidates")
     selector = make_selector(args.selector, **selector_options)
     reader = _make_reader(args.reader, args.reader_model, reader_options, args.template, args.max_new_tokens,
                           args.batch_size, args.reader_cache or args.output_dir / "reader_cache.jsonl")

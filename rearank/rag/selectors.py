@@ -92,32 +92,9 @@ class BM25Selector(_Plain):
     name = "bm25"
 
     def rank(self, items: Sequence[QAItem]) -> list[tuple[Passage, ...]]:
-        import json
-        import tempfile
-        from pathlib import Path
+        from rearank.rag.retrieval import rank_own_passages
 
-        from rearank.data import bm25
-
-        with tempfile.TemporaryDirectory(prefix="rearank-bm25-") as tmp:
-            corpus = Path(tmp) / "corpus.jsonl"  # BEIR layout keeps titles; indexed as title + newline + text
-            with open(corpus, "w", encoding="utf-8") as handle:
-                for i, item in enumerate(items):
-                    handle.writelines(
-                        json.dumps({"_id": f"{i}-{j}", "title": p.title, "text": p.text}) + "\n"
-                        for j, p in enumerate(item.passages)
-                    )
-            total = sum(len(item.passages) for item in items)
-            index = bm25.build_index(corpus, cache=tmp, progress=False)
-            queries = {str(i): " ".join(item.question.split()) for i, item in enumerate(items)}
-            run = bm25.search(index, queries, k=max(total, 1), remove_self=False, progress=False)
-        out = []
-        for i, item in enumerate(items):
-            prefix = f"{i}-"
-            hits = [int(docid[len(prefix) :]) for docid, _ in run.get(str(i), ()) if docid.startswith(prefix)]
-            found = set(hits)
-            rest = [j for j in range(len(item.passages)) if j not in found]
-            out.append(tuple(item.passages[j] for j in hits + rest))
-        return out
+        return [tuple(p for p, _ in ranked) for ranked in rank_own_passages(items)]
 
 
 class RequestSelector:
