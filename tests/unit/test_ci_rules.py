@@ -54,3 +54,14 @@ def test_no_test_module_skips_a_missing_dependency_behind_the_ci_rule():
     offenders = [str(path.relative_to(conftest.ROOT)) for path in sorted((conftest.ROOT / "tests").rglob("*.py"))
                  if call in path.read_text(encoding="utf-8")]
     assert offenders == []
+
+
+def test_hypothesis_draws_the_same_examples_on_ci_and_explores_locally():
+    """On CI (CI=true) the active profile is derandomized with no example database; locally it keeps exploring."""
+    from hypothesis import HealthCheck, settings
+
+    ci, local = settings.get_profile("ci"), settings.get_profile("rearank")
+    assert ci.derandomize and ci.database is None and ci.deadline is None
+    assert not local.derandomize and local.database is not None
+    assert HealthCheck.too_slow in ci.suppress_health_check and HealthCheck.too_slow in local.suppress_health_check
+    assert settings.default.derandomize is conftest.on_ci()

@@ -129,7 +129,8 @@ KEYS = ["_id", "id", "question", "answer", "answers", "golden_answers", "answer_
         "supporting_facts", "paragraphs", "ctxs", "evidences"]
 
 
-@settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, max_examples=150,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(KEYS), json_values, max_size=6), st.sampled_from(["auto", *FORMATS]))
 def test_fuzzed_records_load_or_raise_format_error(tmp_path, record, fmt):
     path = tmp_path / "fuzz.jsonl"
