@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_items
 from rearank.errors import MissingDataError, RearankError
 
 QA_MODES = ("barrag-selector", "barrag-generator", "arena")
@@ -20,6 +21,7 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> None:
     qa.add_argument("--qa-limit", type=int, metavar="N", help="first N questions of each file")
     qa.add_argument("--evidence", metavar="FILE",
                     help="barrag-generator: JSONL {qid, pids} of a selector's choices (default: BM25 top 5)")
+    add_retrieval_arguments(parser)
 
 
 def run_qa(args: argparse.Namespace) -> int:
@@ -38,10 +40,11 @@ def run_qa(args: argparse.Namespace) -> int:
         raise RearankError("--evidence is for --mode barrag-generator")
     started = time.perf_counter()
     items = [item for path in args.qa for item in load_qa(path, args.qa_format, args.qa_limit)]
+    items, run, _ = retrieval_items(args, items, progress=not args.quiet)
     config = QARowsConfig(mode=args.mode, val_fraction=args.val_fraction, seed=args.seed,
                           data_source=args.data_source or "", max_passage_tokens=args.passage_budget or None)
     tokenizer = load_tokenizer(args.tokenizer)
-    rows, skipped = qa_rows(items, config, load_evidence(args.evidence) if args.evidence else None, tokenizer)
+    rows, skipped = qa_rows(items, config, load_evidence(args.evidence) if args.evidence else None, tokenizer, run)
     stats = write_qa_outputs(rows, skipped, args.output_dir, config, args.qa, tokenizer, args.tokenizer)
     lines = [f"questions: {stats['questions']} in, rows: train {stats['rows']['train']} / val {stats['rows']['val']}"
              + (f", skipped: {stats['skipped']}" if skipped else "")]

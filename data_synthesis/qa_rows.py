@@ -3,13 +3,14 @@
 One row per question. The prompt comes from the same renderer inference uses (:mod:`rearank.rag.barrag.prompt`,
 :mod:`rearank.rag.arena.prompt`); the ground truth is one JSON string holding what the mode's reward needs:
 
-* ``barrag-selector``: the item's passages ranked by BM25 over the item's own candidates (Okapi, k1 0.9, b 0.4,
-  title and text), the top 25 shown as ``Doc [i]``; ground truth ``{"question", "answers", "docs": [{"title",
-  "text"}], "scores": [BM25 of each shown doc], "supporting": [1-based ids]}`` -- the reward re-renders the reader
+* ``barrag-selector``: the item's first stage -- its own paragraphs ranked by Lucene BM25 (rearank.data.bm25: k1 0.9,
+  b 0.4, title and text), or with ``--corpus`` the BM25 top ``--depth`` of a whole corpus -- the top 25 shown as
+  ``Doc [i]``; ground truth ``{"question", "answers", "docs": [{"title",
+  "text"}], "scores": [first-stage score of each shown doc], "supporting": [1-based ids]}`` -- the reward re-renders the reader
   prompt from ``docs`` and takes the relevance term from ``scores``.
 * ``barrag-generator``: the evidence a selector chose (``--evidence`` JSONL of ``{"qid", "pids"}``), else the BM25
-  top 5; ground truth ``{"answers", "supporting"}``.
-* ``arena``: the item's paragraphs in their given order, 10 (MuSiQue: 20); ground truth ``{"answers",
+  top 5 of the first stage; ground truth ``{"answers", "supporting"}``.
+* ``arena``: the item's paragraphs in their given order (with ``--corpus``: the retrieval order), 10 (MuSiQue: 20); ground truth ``{"answers",
   "supporting": [1-based ids of the shown supporting paragraphs]}``. Items with no supporting paragraph among the
   shown ones are skipped (counted).
 
@@ -20,8 +21,6 @@ Files: ``train.parquet``, ``val.parquet`` (questions split by a seeded hash, as 
 from __future__ import annotations
 
 import json
-import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,33 +55,20 @@ QA_RL_SCHEMA = pa.schema([
     ])),
 ])
 
-_TOKEN = re.compile(r"\w+")
+def first_stage(items: Sequence[QAItem], run: Mapping[str, Sequence[tuple[str, float]]] | None = None
+                ) -> dict[str, list[tuple[Passage, float]]]:
+    """qid -> the item's passages with their first-stage scores, best first: from ``run`` (open retrieval: the
+    items' passages are already its candidates, in its order), else Lucene BM25 over each item's own paragraphs
+    (:func:`rearank.rag.retrieval.rank_own_passages`)."""
+    if run is None:
+        from rearank.rag.retrieval import rank_own_passages
 
-
-def bm25_scores(question: str, passages: Sequence[Passage], k1: float = 0.9, b: float = 0.4) -> list[float]:
-    """Okapi BM25 of each passage (title + text, lower-cased word tokens) for the question, over these passages."""
-    docs = [_TOKEN.findall(f"{p.title} {p.text}".lower()) for p in passages]
-    if not docs:
-        return []
-    avg = sum(map(len, docs)) / len(docs) or 1.0
-    df = Counter(term for doc in docs for term in set(doc))
-    terms = set(_TOKEN.findall(question.lower()))
-    scores = []
-    for doc in docs:
-        tf = Counter(doc)
-        score = 0.0
-        for term in terms & tf.keys():
-            idf = math.log(1 + (len(docs) - df[term] + 0.5) / (df[term] + 0.5))
-            score += idf * tf[term] * (k1 + 1) / (tf[term] + k1 * (1 - b + b * len(doc) / avg))
-        scores.append(score)
-    return scores
-
-
-def bm25_ranked(item: QAItem) -> list[tuple[Passage, float]]:
-    """The item's passages with their BM25 scores, best first (ties keep the given order)."""
-    scores = bm25_scores(item.question, item.passages)
-    order = sorted(range(len(scores)), key=lambda i: -scores[i])
-    return [(item.passages[i], scores[i]) for i in order]
+        return {item.qid: ranked for item, ranked in zip(items, rank_own_passages(items))}
+    out = {}
+    for item in items:
+        scores = dict(run.get(item.qid, ()))
+        out[item.qid] = [(p, float(scores.get(p.pid, 0.0))) for p in item.passages]
+    return out
 
 
 def load_evidence(path: str | Path) -> dict[str, list[str]]:
@@ -114,11 +100,11 @@ class QARowsConfig:
 
 
 def _row(item: QAItem, config: QARowsConfig, evidence: Mapping[str, list[str]] | None,
-         tokenizer: Any) -> tuple[list[dict], dict, list[str]] | str:
-    """(messages, ground truth, shown pids) for one item, or the reason it is skipped."""
+         tokenizer: Any, ranked: list[tuple[Passage, float]]) -> tuple[list[dict], dict, list[str]] | str:
+    """(messages, ground truth, shown pids) for one item (``ranked``: its first stage), or why it is skipped."""
     cut = {"max_passage_tokens": config.max_passage_tokens, "tokenizer": tokenizer}
     if config.mode == "barrag-selector":
-        ranked = bm25_ranked(item)[: config.candidates]
+        ranked = ranked[: config.candidates]
         shown = [p for p, _ in ranked]
         truth = {"question": item.question, "answers": list(item.answers),
                  "docs": [{"title": p.title, "text": p.text} for p in shown],
@@ -134,7 +120,7 @@ def _row(item: QAItem, config: QARowsConfig, evidence: Mapping[str, list[str]] |
                 return "unknown_evidence_pid"
             shown = [by_pid[pid] for pid in evidence[item.qid]]
         else:
-            shown = [p for p, _ in bm25_ranked(item)[: config.evidence_k]]
+            shown = [p for p, _ in ranked[: config.evidence_k]]
         truth = {"answers": list(item.answers),
                  "supporting": [i for i, p in enumerate(shown, 1) if p.pid in item.supporting]}
         return generator_messages(item.question, shown, **cut), truth, [p.pid for p in shown]
@@ -147,17 +133,22 @@ def _row(item: QAItem, config: QARowsConfig, evidence: Mapping[str, list[str]] |
 
 
 def qa_rows(items: Iterable[QAItem], config: QARowsConfig, evidence: Mapping[str, list[str]] | None = None,
-            tokenizer: Any = None) -> tuple[list[dict], Counter]:
-    """The RL rows (``extra_info.split`` set) and the count of skipped items by reason."""
+            tokenizer: Any = None, run: Mapping[str, Sequence[tuple[str, float]]] | None = None
+            ) -> tuple[list[dict], Counter]:
+    """The RL rows (``extra_info.split`` set) and the count of skipped items by reason.
+
+    ``run``: the items come from open retrieval (:func:`rearank.rag.retrieval.retrieve`) and this is their first
+    stage; without it the BAR-RAG modes rank each item's own paragraphs by BM25."""
     config.check()
     items = list(items)
     duplicates = [qid for qid, n in Counter(i.qid for i in items).items() if n > 1]
     if duplicates:
         raise RearankError(f"question ids repeat across the inputs (e.g. {duplicates[0]!r}); give distinct files")
     val = split_queries([i.qid for i in items], config.val_fraction, config.seed)
+    ranked = first_stage(items, run) if config.mode != "arena" else {}
     rows, skipped = [], Counter()
     for item in items:
-        made = _row(item, config, evidence, tokenizer)
+        made = _row(item, config, evidence, tokenizer, ranked.get(item.qid, []))
         if isinstance(made, str):
             skipped[made] += 1
             continue

@@ -7,7 +7,7 @@ import threading
 import pyarrow.parquet as pq
 import pytest
 
-from data_synthesis.qa_rows import QARowsConfig, bm25_scores, qa_rows
+from data_synthesis.qa_rows import QARowsConfig, first_stage, qa_rows
 from rearank.backends.base import Generation, Prompt, SamplingSettings
 from rearank.backends.qa_oracle import WRONG_ANSWER, QAOracleBackend
 from rearank.cli import main as rearank_main
@@ -26,9 +26,25 @@ def qa():
 
 
 def test_bm25_ranks_the_matching_passage_first():
-    passages = [Passage("a", "", "cats sleep a lot"), Passage("b", "", "the eiffel tower is in paris")]
-    scores = bm25_scores("where is the eiffel tower", passages)
-    assert scores[0] == 0.0 and scores[1] > 0
+    item = QAItem("q", "where is the eiffel tower", ("Paris",),
+                  (Passage("a", "", "cats sleep a lot"), Passage("b", "", "the eiffel tower is in paris")))
+    ranked = first_stage([item])["q"]  # Lucene BM25 (rearank.data.bm25), the one BM25 of the project
+    assert [(p.pid, s > 0) for p, s in ranked] == [("b", True), ("a", False)]
+
+
+def test_synth_with_a_corpus_takes_the_open_retrieval_top_25(qa, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("REARANK_CACHE", str(tmp_path / "cache"))
+    files = [str(qa / "hotpotqa" / "train_distractor.sample100.json"), str(qa / "musique" / "train_ans.sample100.json")]
+    assert rearank_main(["rag", "corpus", "--qa", *files, "--output", str(tmp_path / "corpus.jsonl")]) == 0
+    out = tmp_path / "rows"
+    assert rearank_main(["synth", "--mode", "barrag-selector", "--qa", files[0], "--qa-limit", "10", "--corpus",
+                         str(tmp_path / "corpus.jsonl"), "--depth", "50", "--tokenizer", "none", "--val-fraction",
+                         "0", "--output-dir", str(out), "--quiet"]) == 0
+    rows = pq.read_table(out / "train.parquet").to_pylist()
+    truth = json.loads(rows[0]["reward_model"]["ground_truth"])
+    assert len(rows) == 10 and len(truth["docs"]) == 25 and truth["scores"] == sorted(truth["scores"], reverse=True)
+    assert all(pid.startswith("p") for pid in rows[0]["extra_info"]["pids"])  # corpus ids, not the item's own
+    assert sum(bool(json.loads(r["reward_model"]["ground_truth"])["supporting"]) for r in rows) >= 5
 
 
 def test_rows_of_each_mode():
