@@ -19,8 +19,9 @@ size expresses (a permutation of 20 ids).
 from __future__ import annotations
 
 import functools
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,13 @@ from rearank.grammar import CONSTRAIN_MODES, AnswerGrammar, IdList
 
 #: Tokens decoded to look for the reasoning's closing tag (a tag is a few tokens long; a token at least one byte).
 _TAIL = 16
+#: The key of a vLLM request's ``extra_args`` (a server's ``vllm_xargs``) that turns rearank's logits processor
+#: (:mod:`rearank.backends.vllm_constrain`) on for it.
+EXTRA_KEY = "rearank_answer"
+#: How the ``openai`` backend asks a server for a constrained answer (``-O structured_output=``): vLLM's
+#: ``structured_outputs`` regex (vLLM >= 0.10), its former ``guided_regex``, SGLang's ``regex``, or rearank's own
+#: logits processor on a vLLM server started with ``--logits-processors`` (the only one that keeps ids distinct).
+STRUCTURED_OUTPUTS = ("vllm", "vllm-guided", "sglang", "rearank")
 
 
 def check_constrain(value: str | None, backend: str) -> bool:
@@ -38,6 +46,37 @@ def check_constrain(value: str | None, backend: str) -> bool:
     if value == "answer":
         return True
     raise RearankError(f"backend option constrain={value!r} ({backend}): choose one of {', '.join(CONSTRAIN_MODES)}")
+
+
+def request_args(grammar: AnswerGrammar, *, constrain: bool, max_think_tokens: int | None, max_new_tokens: int,
+                 as_text: bool = False) -> dict[str, Any]:
+    """A vLLM request's ``extra_args`` that make rearank's logits processor follow ``grammar`` (``as_text``: the
+    value as JSON text, which a server's ``vllm_xargs`` accepts)."""
+    spec = {"grammar": grammar.to_dict(), "constrain": constrain, "max_think_tokens": max_think_tokens,
+            "max_new_tokens": max_new_tokens}
+    return {EXTRA_KEY: json.dumps(spec) if as_text else spec}
+
+
+def structured_output(api: str, grammar: AnswerGrammar, *, max_think_tokens: int | None,
+                      max_new_tokens: int) -> dict[str, Any]:
+    """The request fields that ask a server (``api``, one of :data:`STRUCTURED_OUTPUTS`) for ``grammar``.
+
+    A regular expression cannot keep 20 ids distinct: through ``vllm``, ``vllm-guided`` and ``sglang`` a listwise
+    answer has the right form and ``n`` in-range ids, and the parser repairs a repeated one (status
+    ``repetition``); ``rearank`` keeps them distinct and also applies ``max_think_tokens``.
+    """
+    if api == "rearank":
+        return {"vllm_xargs": request_args(grammar, constrain=True, max_think_tokens=max_think_tokens,
+                                           max_new_tokens=max_new_tokens, as_text=True)}
+    regex = grammar.regex()
+    return {"vllm": {"structured_outputs": {"regex": regex}}, "vllm-guided": {"guided_regex": regex},
+            "sglang": {"regex": regex}}[api]
+
+
+def fits(grammar: AnswerGrammar, text: str) -> bool:
+    """Whether a finished output ends with an answer part ``grammar`` allows (how a backend tells that a server
+    applied the constraint)."""
+    return re.search("(?:" + grammar.answer_regex() + r")\s*\Z", text) is not None
 
 
 def _lmfe() -> Any:
@@ -141,6 +180,19 @@ def build_vocabulary(tokenizer: Any, eos_ids: Sequence[int], vocab_size: int | N
     return Vocabulary(data, tuple(eos_ids), tokenizer)
 
 
+def model_eos_ids(tokenizer: Any, path: str) -> list[int]:
+    """The end-of-sequence ids a model stops at: its tokenizer's and its generation config's (as vLLM stops)."""
+    eos: list[Any] = [tokenizer.eos_token_id]
+    try:
+        from transformers import GenerationConfig
+
+        found = GenerationConfig.from_pretrained(path).eos_token_id
+        eos.extend(found if isinstance(found, list) else [found])
+    except (OSError, ValueError):
+        pass
+    return sorted(set(eos) - {None})
+
+
 def _decode(tokenizer: Any, ids: list[int]) -> str:
     return tokenizer.decode(ids).rstrip("\ufffd")
 
@@ -171,14 +223,26 @@ def answer_parser(grammar: AnswerGrammar, vocabulary: Vocabulary, forced: str = 
     return chars.SequenceParser(parts)
 
 
-def think_budget(grammar: AnswerGrammar, constrain: bool, max_think_tokens: int | None, max_new_tokens: int) -> int | None:
+def think_budget(grammar: AnswerGrammar, constrain: bool, max_think_tokens: int | None, max_new_tokens: int,
+                 opening_tokens: int = 0) -> int | None:
     """Reasoning tokens after which the backend closes the reasoning: ``max_think_tokens``, and with the constraint
-    on at most what leaves room for the longest answer in ``max_new_tokens``; None for no limit."""
+    on at most what leaves room for the longest answer in ``max_new_tokens``; never fewer than the
+    ``opening_tokens`` of a forced opening tag; None for no limit (or no reasoning)."""
+    if grammar.think is None:
+        return None
     limits = [] if max_think_tokens is None else [max_think_tokens]
     longest = grammar.max_answer_chars()
     if constrain and longest is not None:
         limits.append(max(max_new_tokens - longest - 1, 0))
-    return min(limits) if limits else None
+    return max(min(limits), opening_tokens) if limits else None
+
+
+def backend_budget(grammar: AnswerGrammar, encode: Callable[[str], list[int]], *, constrain: bool,
+                   max_think_tokens: int | None, max_new_tokens: int) -> int | None:
+    """:func:`think_budget` as a :class:`Decoding` applies it, the forced ``<think>`` tokens counted (``encode``:
+    text to token ids); also for backends that read the outcome of a generation run elsewhere (vLLM's engine)."""
+    opening = len(encode(grammar.think[0])) if constrain and grammar.think else 0
+    return think_budget(grammar, constrain, max_think_tokens, max_new_tokens, opening)
 
 
 class Decoding:
@@ -191,7 +255,8 @@ class Decoding:
     def __init__(self, grammar: AnswerGrammar, vocabulary: Vocabulary, *, constrain: bool,
                  max_think_tokens: int | None, max_new_tokens: int) -> None:
         self.grammar, self.vocabulary, self.constrain = grammar, vocabulary, constrain
-        self.budget = think_budget(grammar, constrain, max_think_tokens, max_new_tokens) if grammar.think else None
+        self.budget = backend_budget(grammar, vocabulary.encode, constrain=constrain, max_think_tokens=max_think_tokens,
+                                     max_new_tokens=max_new_tokens)
         self.thinking = grammar.think is not None
         self.finished = False
         self._forced: list[int] = []  # token ids to force from token ``_forced_from`` on
@@ -202,9 +267,7 @@ class Decoding:
         if grammar.think is None:
             self._start_answer(0, "", "")
         elif constrain:
-            self._forced = vocabulary.encode(grammar.think[0])
-            if self.budget is not None:  # the forced opening tag is part of the reasoning
-                self.budget = max(self.budget, len(self._forced))
+            self._forced = vocabulary.encode(grammar.think[0])  # counted in the budget
 
     def _start_answer(self, position: int, forced: str, after_close: str) -> None:
         """The answer begins at token ``position``; ``after_close``: text of the closing token after the tag."""
@@ -255,16 +318,16 @@ class Decoding:
         return None if match is None else tail[match.end():]
 
 
-def think_outcome(grammar: AnswerGrammar | None, budget: int | None, vocabulary: Vocabulary,
+def think_outcome(grammar: AnswerGrammar | None, budget: int | None, decode: Callable[[list[int]], str],
                   token_ids: Sequence[int]) -> tuple[int | None, bool]:
     """``(think_tokens, budget_hit)`` of a finished generation: tokens before its answer part (the reasoning and
     its tags; None without a reasoning grammar or when the reasoning never closed), and whether the backend
-    closed it at ``budget`` (the closing tag is not in the first ``budget`` tokens)."""
+    closed it at ``budget`` (the closing tag is not in the first ``budget`` tokens). ``decode``: token ids to text."""
     if grammar is None or grammar.think is None:
         return None, False
     closing = re.compile(re.escape(grammar.think[1]), re.IGNORECASE)
     def has_tag(count: int) -> bool:
-        return closing.search(vocabulary.decode(token_ids[:count])) is not None
+        return closing.search(decode(list(token_ids[:count]))) is not None
     if budget is not None and len(token_ids) > budget and not has_tag(budget):
         return budget, True
     if not has_tag(len(token_ids)):

@@ -151,7 +151,7 @@ class HFBackend(BackendBase):
             kept = row if stop_at is None else row[:stop_at + 1]
             reason = STOP if stop_at is not None or len(kept) < settings.max_new_tokens else LENGTH
             think_tokens, budget_hit = (None, False) if decoding is None else think_outcome(
-                decoding.grammar, decoding.budget, decoding.vocabulary, kept)
+                decoding.grammar, decoding.budget, decoding.vocabulary.decode, kept)
             generations.append(Generation(text=self.tokenizer.decode(kept, skip_special_tokens=True),
                                           prompt_tokens=int(n_prompt), completion_tokens=len(kept),
                                           finish_reason=reason, latency_s=latency, think_tokens=think_tokens,

@@ -22,9 +22,10 @@ from rearank.backends.base import (
     has_thinking_switch,
     thinking_kwargs,
 )
+from rearank.backends.constrain import backend_budget, check_constrain, request_args, think_outcome
 from rearank.backends.options import Option
 from rearank.errors import RearankError
-from rearank.models import resolve_model
+from rearank.models import is_embedded, resolve_model
 
 
 def import_vllm() -> Any:
@@ -43,6 +44,53 @@ def vllm_model(model: str | None) -> str:
     return source.path if source.gguf_file is None else str(Path(source.path) / source.gguf_file)
 
 
+class AnswerRequests:
+    """What the two vLLM backends send for constrained answers and the think budget (``-O constrain``,
+    ``-O max_think_tokens``): the engine's logits processor (:mod:`rearank.backends.vllm_constrain`) and each
+    request's ``extra_args``; and how they read a generation's reasoning back."""
+
+    def __init__(self, model: str | None, constrain: str | None, max_think_tokens: int | None, backend: str) -> None:
+        self.constrain = check_constrain(("answer" if is_embedded(model) else "off") if constrain is None
+                                         else constrain, backend)
+        self.max_think_tokens = max_think_tokens
+        self.active = self.constrain or max_think_tokens is not None
+        self.tokenizer: Any = None
+
+    def engine_options(self) -> dict[str, Any]:
+        """Keyword arguments for vLLM's engine: the logits processor, when it is needed."""
+        from rearank.backends.vllm_constrain import QUALIFIED_NAME
+
+        return {"logits_processors": [QUALIFIED_NAME]} if self.active else {}
+
+    def bind(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def params(self, vllm: Any, prompt: Prompt, settings: SamplingSettings) -> Any:
+        """The sampling parameters of one prompt (with ``extra_args`` when it declares an answer grammar)."""
+        extra = None
+        if self.active and prompt.answer is not None:
+            extra = request_args(prompt.answer, constrain=self.constrain, max_think_tokens=self.max_think_tokens,
+                                 max_new_tokens=settings.max_new_tokens)
+        return vllm.SamplingParams(max_tokens=settings.max_new_tokens, temperature=settings.temperature,
+                                   top_p=settings.top_p, seed=settings.seed if settings.temperature > 0 else None,
+                                   extra_args=extra)
+
+    def outcome(self, prompt: Prompt, settings: SamplingSettings, token_ids: Sequence[int]) -> dict[str, Any]:
+        """``think_tokens`` and ``think_budget_hit`` of a finished generation (Generation keyword arguments)."""
+        if not self.active or prompt.answer is None:
+            return {}
+        budget = backend_budget(prompt.answer, self._encode, constrain=self.constrain,
+                                max_think_tokens=self.max_think_tokens, max_new_tokens=settings.max_new_tokens)
+        think_tokens, hit = think_outcome(prompt.answer, budget, self._decode, token_ids)
+        return {"think_tokens": think_tokens, "think_budget_hit": hit}
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+
 def template_kwargs(tokenizer: Any, enable_thinking: bool | None, path: str) -> dict[str, Any]:
     """Chat-template keyword arguments for the thinking switch; an error when the template has none."""
     if enable_thinking is not None and not has_thinking_switch(getattr(tokenizer, "chat_template", None)):
@@ -55,21 +103,26 @@ class VLLMBackend(BackendBase):
 
     Extra keyword options go to ``vllm.LLM`` unchanged (``max_model_len``, ``gpu_memory_utilization``,
     ``kv_cache_memory_bytes``, ``enforce_eager``, …). ``enable_thinking`` (true/false) goes to the chat template.
+    ``constrain`` and ``max_think_tokens`` as for the hf backend (through vLLM's logits processors).
     """
 
     name = "vllm"
     OPTIONS = (Option("tensor_parallel_size", "int", minimum=1, nullable=False),
                Option("enable_prefix_caching", "bool", nullable=False), Option("dtype", "str", nullable=False),
-               Option("seed", "int", nullable=False), Option("enable_thinking", "bool"))
+               Option("seed", "int", nullable=False), Option("enable_thinking", "bool"),
+               Option("constrain", "str"), Option("max_think_tokens", "int", minimum=0))
 
     def __init__(self, model: str | None = None, *, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
-                 dtype: str = "auto", seed: int = 0, enable_thinking: bool | None = None,
-                 **llm_options: Any) -> None:
+                 dtype: str = "auto", seed: int = 0, enable_thinking: bool | None = None, constrain: str | None = None,
+                 max_think_tokens: int | None = None, **llm_options: Any) -> None:
+        self.answers = AnswerRequests(model, constrain, max_think_tokens, self.name)
         self._vllm = vllm = import_vllm()
         path = vllm_model(model)
         self.llm = vllm.LLM(model=path, tensor_parallel_size=tensor_parallel_size,
-                            enable_prefix_caching=enable_prefix_caching, dtype=dtype, seed=seed, **llm_options)
+                            enable_prefix_caching=enable_prefix_caching, dtype=dtype, seed=seed,
+                            **self.answers.engine_options(), **llm_options)
         self.tokenizer = self.llm.get_tokenizer()
+        self.answers.bind(self.tokenizer)
         self.template_kwargs = template_kwargs(self.tokenizer, enable_thinking, path)
 
     def close(self) -> None:
@@ -82,19 +135,18 @@ class VLLMBackend(BackendBase):
         """Generate for all prompts in one ``LLM.chat`` call (vLLM schedules and batches them)."""
         if not prompts:
             return []
-        params = self._vllm.SamplingParams(max_tokens=settings.max_new_tokens, temperature=settings.temperature,
-                                           top_p=settings.top_p,
-                                           seed=settings.seed if settings.temperature > 0 else None)
+        params = [self.answers.params(self._vllm, p, settings) for p in prompts]
         began = time.perf_counter()
         outputs = self.llm.chat([list(p.messages) for p in prompts], params, use_tqdm=False,
                                 chat_template_kwargs=self.template_kwargs or None)
         latency = time.perf_counter() - began
         generations = []
-        for out in outputs:
+        for prompt, out in zip(prompts, outputs):
             best = out.outputs[0]
             generations.append(Generation(text=best.text, prompt_tokens=len(out.prompt_token_ids or ()),
                                           completion_tokens=len(best.token_ids),
                                           finish_reason=LENGTH if best.finish_reason == "length" else STOP,
-                                          latency_s=latency))
+                                          latency_s=latency,
+                                          **self.answers.outcome(prompt, settings, best.token_ids)))
         return generations
 

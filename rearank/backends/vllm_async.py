@@ -19,7 +19,7 @@ from typing import Any
 
 from rearank.backends.base import AUTO, CONCURRENT, LENGTH, STOP, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.options import Option
-from rearank.backends.vllm import import_vllm, template_kwargs, vllm_model
+from rearank.backends.vllm import AnswerRequests, import_vllm, template_kwargs, vllm_model
 
 
 class VLLMAsyncBackend(BackendBase):
@@ -27,6 +27,7 @@ class VLLMAsyncBackend(BackendBase):
 
     Extra keyword options go to ``vllm.AsyncEngineArgs`` (``max_model_len``, ``gpu_memory_utilization``,
     ``kv_cache_memory_bytes``, ``enforce_eager``, …). ``concurrency``: windows in flight, or ``auto``.
+    ``constrain`` and ``max_think_tokens`` as for the hf backend (through vLLM's logits processors).
     """
 
     name = "vllm-async"
@@ -34,22 +35,26 @@ class VLLMAsyncBackend(BackendBase):
     OPTIONS = (Option("concurrency", "count", minimum=1, nullable=False),
                Option("tensor_parallel_size", "int", minimum=1, nullable=False),
                Option("enable_prefix_caching", "bool", nullable=False), Option("dtype", "str", nullable=False),
-               Option("seed", "int", nullable=False), Option("enable_thinking", "bool"))
+               Option("seed", "int", nullable=False), Option("enable_thinking", "bool"),
+               Option("constrain", "str"), Option("max_think_tokens", "int", minimum=0))
 
     def __init__(self, model: str | None = None, *, concurrency: int | str = AUTO, tensor_parallel_size: int = 1,
                  enable_prefix_caching: bool = True, dtype: str = "auto", seed: int = 0,
-                 enable_thinking: bool | None = None, **engine_options: Any) -> None:
+                 enable_thinking: bool | None = None, constrain: str | None = None,
+                 max_think_tokens: int | None = None, **engine_options: Any) -> None:
+        self.answers = AnswerRequests(model, constrain, max_think_tokens, self.name)
         self._vllm = vllm = import_vllm()
         self.concurrency = concurrency
         path = vllm_model(model)
         args = vllm.AsyncEngineArgs(model=path, tensor_parallel_size=tensor_parallel_size,
                                     enable_prefix_caching=enable_prefix_caching, dtype=dtype, seed=seed,
-                                    **engine_options)
+                                    **self.answers.engine_options(), **engine_options)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="rearank-vllm-async", daemon=True)
         self._thread.start()
         self._ids = itertools.count()
         self.engine = self._wait(self._start(args))
+        self.answers.bind(self.tokenizer)
         self.template_kwargs = template_kwargs(self.tokenizer, enable_thinking, path)
 
     async def _start(self, args: Any) -> Any:
@@ -62,13 +67,11 @@ class VLLMAsyncBackend(BackendBase):
 
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
         """Send every prompt to the running engine at once; return when all are answered, in order."""
-        params = self._vllm.SamplingParams(max_tokens=settings.max_new_tokens, temperature=settings.temperature,
-                                           top_p=settings.top_p,
-                                           seed=settings.seed if settings.temperature > 0 else None)
-        futures = [asyncio.run_coroutine_threadsafe(self._one(p, params), self._loop) for p in prompts]
+        futures = [asyncio.run_coroutine_threadsafe(self._one(p, settings), self._loop) for p in prompts]
         return [f.result() for f in futures]
 
-    async def _one(self, prompt: Prompt, params: Any) -> Generation:
+    async def _one(self, prompt: Prompt, settings: SamplingSettings) -> Generation:
+        params = self.answers.params(self._vllm, prompt, settings)
         began = time.perf_counter()
         text = self.tokenizer.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True,
                                                   **self.template_kwargs)
@@ -79,7 +82,8 @@ class VLLMAsyncBackend(BackendBase):
         best = final.outputs[0]
         return Generation(text=best.text, prompt_tokens=len(ids), completion_tokens=len(best.token_ids),
                           finish_reason=LENGTH if best.finish_reason == "length" else STOP,
-                          latency_s=time.perf_counter() - began)
+                          latency_s=time.perf_counter() - began,
+                          **self.answers.outcome(prompt, settings, best.token_ids))
 
     async def _stop(self) -> None:
         self.engine.shutdown()

@@ -104,7 +104,7 @@ def test_answer_only_template_is_constrained_from_the_first_token(vocabulary):
     ids, decoding = run(grammar, vocabulary, seed=1)
     text = text_of(vocabulary, ids)
     assert parse_answer(text, 20).status == "ok" and text.startswith("[")
-    assert think_outcome(grammar, decoding.budget, vocabulary, ids) == (None, False)
+    assert think_outcome(grammar, decoding.budget, vocabulary.decode, ids) == (None, False)
 
 
 def test_the_answer_fits_in_max_new_tokens(vocabulary):
@@ -114,6 +114,7 @@ def test_the_answer_fits_in_max_new_tokens(vocabulary):
     assert len(ids) <= 200 and ids[-1] in vocabulary.eos_ids
     assert parse_answer(text_of(vocabulary, ids), 20).status == "ok"
     assert decoding.budget == think_budget(grammar, True, None, 200) == 200 - grammar.max_answer_chars() - 1
+    assert think_budget(grammar, True, 2, 200, opening_tokens=3) == 3 and think_budget(grammar, False, None, 9) is None
 
 
 @pytest.mark.parametrize("budget", [4, 8, 30])
@@ -122,7 +123,7 @@ def test_max_think_tokens_caps_the_reasoning(vocabulary, budget):
     for constrain in (True, False):
         ids, decoding = run(grammar, vocabulary, seed=budget, constrain=constrain, max_think_tokens=budget,
                             max_new_tokens=budget + 60)
-        think_tokens, hit = think_outcome(grammar, decoding.budget, vocabulary, ids)
+        think_tokens, hit = think_outcome(grammar, decoding.budget, vocabulary.decode, ids)
         assert hit and think_tokens == budget
         text = text_of(vocabulary, ids)
         head = text_of(vocabulary, ids[:budget])
@@ -135,7 +136,7 @@ def test_a_reasoning_the_model_closes_is_not_a_budget_hit(vocabulary):
     grammar = Listwise().answer_grammar(4)
     close = vocabulary.encode("</think>")
     ids, decoding = run(grammar, vocabulary, seed=0, max_think_tokens=50, bias=close)
-    think_tokens, hit = think_outcome(grammar, decoding.budget, vocabulary, ids)
+    think_tokens, hit = think_outcome(grammar, decoding.budget, vocabulary.decode, ids)
     text = text_of(vocabulary, ids)
     assert not hit and think_tokens < 50 and "</think>" in text_of(vocabulary, ids[:think_tokens])
     assert parse_answer(text, 4).status == "ok"
