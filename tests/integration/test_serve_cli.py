@@ -3,11 +3,13 @@ HTTP; and its argument errors."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import socket
+import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,29 +22,28 @@ from rearank.io.trec import read_run
 HEALTH_POLLS = 600
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def bound_url(proc: subprocess.Popen, log: Path) -> str:
+    """The address a server started with ``--port 0`` bound (uvicorn logs it), once it answers /health."""
+    for _ in range(HEALTH_POLLS):
+        assert proc.poll() is None, log.read_text()
+        found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", log.read_text())
+        if found:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(found[1] + "/health").status_code == 200:
+                    return found[1]
+        time.sleep(0.1)
+    raise AssertionError(f"the server did not come up: {log.read_text()}")
 
 
 def test_serve_command_answers_with_the_oracle(dl19, tmp_path):
-    port = free_port()
     env = {**os.environ, "REARANK_DATA": str(dl19.parents[1]), "REARANK_TEST_SERVE_KEY": "k-123"}
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
+    # port 0: the OS picks a free port as the server binds (a port picked beforehand could be taken meanwhile)
     proc = subprocess.Popen([sys.executable, "-m", "rearank", "serve", "--backend", "oracle", "--dataset", "dl19",
-                             "--port", str(port), "--api-key-env", "REARANK_TEST_SERVE_KEY"],
+                             "--port", "0", "--api-key-env", "REARANK_TEST_SERVE_KEY"],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(HEALTH_POLLS):
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()
-            time.sleep(0.1)
+        url = bound_url(proc, tmp_path / "server.log")
         qid, pairs = next(iter(read_run(dl19 / "run.bm25.top100.trec").items()))
         texts = load_docs(dl19 / "docs.tsv", {d for d, _ in pairs[:20]})
         query = load_topics(dl19 / "topics.tsv")[qid]

@@ -13,13 +13,16 @@ What each case simulates, honestly:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from rearank.cli import main
@@ -170,28 +173,34 @@ def test_a_disk_that_fills_mid_run(dl19, tiny_disk, command, size, full_file):
 # ---------------------------------------------------------------- server logs
 
 
-def test_server_keeps_answering_when_its_log_cannot_be_written(dl19, tmp_path):
+def start_server_logging_to_dev_full(env: dict) -> tuple[subprocess.Popen, str]:
+    """Start ``rearank serve`` with stdout and stderr on /dev/full, on a port picked here (its log, which would
+    name the port, cannot be read); a port taken meanwhile by another process makes it exit: try another, 3 times."""
+    for _ in range(3):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        with open("/dev/full", "w") as full:
+            proc = subprocess.Popen([sys.executable, "-m", "rearank", "serve", "--backend", "oracle", "--dataset",
+                                     "dl19", "--port", str(port)], stdout=full, stderr=full, env=env, cwd=ROOT)
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):  # 60 s: the server imports FastAPI and loads the pack
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url + "/health").status_code == 200:
+                    return proc, url
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        proc.kill()
+        proc.wait(timeout=30)
+    raise AssertionError(f"rearank serve with its log on /dev/full exited with {proc.returncode}, three times")
+
+
+def test_server_keeps_answering_when_its_log_cannot_be_written(dl19):
     """``rearank serve`` logs to stderr only (no log file of its own): with stdout and stderr on /dev/full, every
     log line fails, and the server still starts and answers; a log that cannot be written must not stop it."""
-    import httpx
-
-    from tests.integration.test_serve_cli import HEALTH_POLLS, free_port
-
-    port = free_port()
-    env = {**os.environ, "REARANK_DATA": str(dl19.parents[1])}
-    with open("/dev/full", "w") as full:
-        proc = subprocess.Popen([sys.executable, "-m", "rearank", "serve", "--backend", "oracle", "--dataset", "dl19",
-                                 "--port", str(port)], stdout=full, stderr=full, env=env, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_server_logging_to_dev_full({**os.environ, "REARANK_DATA": str(dl19.parents[1])})
     try:
-        for _ in range(HEALTH_POLLS):
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, f"the server exited with {proc.returncode}"
-            time.sleep(0.1)
         body = {"model": "oracle", "query": "what is a flea", "documents": ["a flea is an insect", "a dog"]}
         answer = httpx.post(url + "/v1/rerank", json=body)
         assert answer.status_code == 200 and len(answer.json()["results"]) == 2

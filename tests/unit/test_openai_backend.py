@@ -203,21 +203,22 @@ def test_malformed_response_is_an_error_not_a_crash(stub):
 
 
 def test_timeout_is_retried(stub):
-    server = stub(Reply(delay_s=1.5), Reply())
-    backend = OpenAIBackend("m", base_url=server.root, timeout_s=0.3, max_retries=2, backoff_s=0.05)
+    server = stub(Reply(delay_s=4.0), Reply())  # a 1 s timeout: a busy machine's slow local reply is not a timeout
+    backend = OpenAIBackend("m", base_url=server.root, timeout_s=1.0, max_retries=2, backoff_s=0.05)
     [gen] = backend.generate([prompt("late")], SETTINGS)
     assert gen.text == "echo: late"
     assert len(server.requests) == 2  # had the slow first answer been waited for, there would be no second request
 
 
 def test_connection_refused_is_retried_then_an_error():
-    with socket.socket() as sock:
+    with socket.socket() as sock:  # bound, never listening: connections are refused, and no one else can take it
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again on exit: nothing listens there
-    backend = OpenAIBackend("m", base_url=f"http://127.0.0.1:{port}", max_retries=2, backoff_s=0.05, timeout_s=2.0)
-    waits: list[float] = []
-    backend._sleep = waits.append
-    [gen] = backend.generate([prompt()], SETTINGS)
+        port = sock.getsockname()[1]
+        backend = OpenAIBackend("m", base_url=f"http://127.0.0.1:{port}", max_retries=2, backoff_s=0.05,
+                                timeout_s=2.0)
+        waits: list[float] = []
+        backend._sleep = waits.append
+        [gen] = backend.generate([prompt()], SETTINGS)
     assert gen.finish_reason == "error"
     # backoff_s * 2**k with up to 25% jitter: 0.05..0.0625, then 0.1..0.125
     assert len(waits) == 2 and 0.05 <= waits[0] <= 0.0625 and 0.1 <= waits[1] <= 0.125
