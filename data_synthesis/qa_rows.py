@@ -121,7 +121,7 @@ def _row(item: QAItem, config: QARowsConfig, evidence: Mapping[str, list[str]] |
             shown = [by_pid[pid] for pid in evidence[item.qid]]
         else:
             shown = [p for p, _ in ranked[: config.evidence_k]]
-        truth = {"answers": list(item.answers),
+        truth = {"answers": list(item.answers), "n_docs": len(shown),
                  "supporting": [i for i, p in enumerate(shown, 1) if p.pid in item.supporting]}
         return generator_messages(item.question, shown, **cut), truth, [p.pid for p in shown]
     shown = list(item.passages[: n_references(item.source)])

@@ -60,7 +60,7 @@ def test_rows_of_each_mode():
     assert truth == {"answers": ["Paris"], "supporting": [8]}  # 10 paragraphs shown: pid 7 is no. 8, pid 11 cut off
     assert "\n10. T9: text 9" in rows[0]["prompt"][1]["content"]
     rows, skipped = qa_rows([item], QARowsConfig("barrag-generator", val_fraction=0.0), evidence={"q1": ["11", "3"]})
-    assert json.loads(rows[0]["reward_model"]["ground_truth"]) == {"answers": ["Paris"], "supporting": [1]}
+    assert json.loads(rows[0]["reward_model"]["ground_truth"]) == {"answers": ["Paris"], "n_docs": 2, "supporting": [1]}
     _, skipped = qa_rows([item], QARowsConfig("barrag-generator"), evidence={})
     assert skipped == {"no_evidence": 1}
 

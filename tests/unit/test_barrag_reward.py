@@ -135,6 +135,20 @@ def test_selection_parser():
     assert parse_generation("<think>Doc [2], doc[4]</think><answer> Paris </answer>") == ("Paris", frozenset({2, 4}))
 
 
+def test_cited_ids_are_bounded_by_the_documents_shown():
+    # the paper's case study (A.8): the generator reads 5 documents; "Doc [7]" names none of them, so only Doc [1]
+    # is a citation (cite 0.5, not 1 for two documents), in the generator reward and in the selector's success rate
+    text = "<think>Doc [1] names him; Doc [7] agrees.</think><answer>Claudio Javier López</answer>"
+    assert parse_generation(text, n_docs=5).cited == {1} and parse_generation(text).cited == {1, 7}
+    bounded = compute_generator_score("", text, json.dumps({"answers": ["Claudio Javier López"], "n_docs": 5}))
+    assert bounded["cite"] == 0.5 and bounded["score"] == pytest.approx(0.8 + 0.2 * 0.5)
+    assert compute_generator_score("", text, json.dumps({"answers": ["Claudio Javier López"], "n_docs": 7}))["cite"] == 1
+    gold = reward.parse_answers_truth(json.dumps(["Claudio Javier López"]))
+    assert reward.success_rate([text], gold, tau=0.95, n_docs=5) == 0.0  # 0.9 < tau once Doc [7] no longer counts
+    assert reward.success_rate([text], gold, tau=0.95, n_docs=7) == 1.0
+    assert compute_generator_score("", text, json.dumps({"answers": ["x"], "n_docs": -1}))["parse_status"] == 2.0
+
+
 def test_bad_options_raise():
     with pytest.raises(ValueError, match="k_samples"):
         selector("x", k_samples=0)

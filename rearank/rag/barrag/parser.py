@@ -3,7 +3,8 @@
 * Selector: ``<think>…</think><answer> [3], [5], … </answer>``. The ids are the ``[k]`` of the last complete
   ``<answer>`` block, 1-based; ids outside ``1..n_docs`` are dropped; a repeated id marks the selection invalid.
 * Generator: ``<think>… Doc [i] …</think><answer>short answer</answer>``. The answer is the last complete
-  ``<answer>`` block, stripped; the citations are the distinct ``Doc [i]`` named inside the first ``<think>`` block.
+  ``<answer>`` block, stripped; the citations are the distinct ``Doc [i]`` named inside the first ``<think>`` block,
+  ``i`` within ``1..n_docs`` when the number of documents shown is known (a cited ``Doc [7]`` of 5 is no citation).
 """
 
 from __future__ import annotations
@@ -60,13 +61,16 @@ def parse_selection(text: object, n_docs: int) -> Selection:
     return Selection(tuple(ids), True, repeated, out_of_range)
 
 
-def parse_generation(text: object) -> Generation:
-    """Parse a generator completion: final answer and the distinct ``Doc [i]`` cited while thinking."""
+def parse_generation(text: object, n_docs: int | None = None) -> Generation:
+    """Parse a generator completion: final answer and the distinct ``Doc [i]`` cited while thinking (only
+    ``1 <= i <= n_docs`` when ``n_docs``, the number of documents shown, is given)."""
     if not isinstance(text, str):
         return Generation(None, frozenset())
     blocks = _ANSWER.findall(text)
     think = _THINK.search(text)
     cited = frozenset(int(k) for k in _DOC_CITE.findall(think.group(1))) if think else frozenset()
+    if n_docs is not None:
+        cited = frozenset(i for i in cited if 1 <= i <= n_docs)
     return Generation(blocks[-1].strip() if blocks else None, cited)
 
 

@@ -37,7 +37,7 @@ def reader_endpoint(reader_url: str | None, router_address: str | None) -> str:
 
 
 async def sample_reader(
-    url: str, model: str, messages: Sequence[dict], n: int, *, temperature: float = 1.0, max_tokens: int = 512,
+    url: str, model: str, messages: Sequence[dict], n: int, *, temperature: float = 1.0, max_tokens: int = 1024,
     timeout_s: float = 120.0, max_retries: int = 3, api_key_env: str = "OPENAI_API_KEY",
 ) -> list[str]:
     """``n`` completions of one chat in one request (``n=K``); raises :class:`ReaderError` on any failure.

@@ -5,8 +5,9 @@ Point verl at them: ``reward.custom_reward_function.path=pkg://rearank.rag.barra
 
 **Generator** (``compute_generator_score``): 0 without a complete ``<answer>`` block; otherwise
 ``0.8 * (0.7 F1 + 0.3 EM) + 0.2 cite`` with SQuAD normalisation, the maximum over gold answers, and
-``cite`` = 1 when the ``<think>`` block names exactly 2 distinct ``Doc [i]``, 0.5 for 1 or 3, else 0.
-Ground truth: ``{"answers": [...]}`` (or a bare list / string of answers).
+``cite`` = 1 when the ``<think>`` block names exactly 2 distinct ``Doc [i]``, 0.5 for 1 or 3, else 0; only ids of
+documents shown count (``i <= n_docs``). Ground truth: ``{"answers": [...], "n_docs": 5}`` (``rearank synth``
+writes ``n_docs``; without it, or as a bare list / string of answers, citations are not bounded).
 
 **Selector** (``compute_selector_score``):
 
@@ -90,10 +91,11 @@ def cite_score(cited: frozenset[int]) -> float:
 
 
 class _Answers(NamedTuple):
-    """Gold answers, normalised once (SQuAD style), with their token lists."""
+    """Gold answers, normalised once (SQuAD style), with their token lists, and the number of documents shown."""
 
     normalized: tuple[str, ...]
     tokens: tuple[tuple[str, ...], ...]
+    n_docs: int | None = None
 
 
 class _SelectorTruth(NamedTuple):
@@ -104,9 +106,9 @@ class _SelectorTruth(NamedTuple):
     scores: tuple[float, ...]
 
 
-def _gold(answers: Sequence[str]) -> _Answers:
+def _gold(answers: Sequence[str], n_docs: int | None = None) -> _Answers:
     normalized = tuple(normalize_answer(a) for a in answers)
-    return _Answers(normalized, tuple(tuple(n.split()) for n in normalized))
+    return _Answers(normalized, tuple(tuple(n.split()) for n in normalized), n_docs)
 
 
 def _answer_list(value: Any) -> tuple[str, ...] | None:
@@ -123,7 +125,10 @@ def _answer_list(value: Any) -> tuple[str, ...] | None:
 
 def _answers_truth(value: Any) -> _Answers | None:
     answers = _answer_list(value)
-    return None if answers is None else _gold(answers)
+    n_docs = value.get("n_docs") if isinstance(value, dict) else None
+    if n_docs is not None and (type(n_docs) is not int or n_docs < 0):
+        return None
+    return None if answers is None else _gold(answers, n_docs)
 
 
 #: The generator reward's gold answers (``{"answers": [...]}``, a list or a string), or None when malformed.
@@ -168,7 +173,7 @@ def _em_f1(answer: str, gold: _Answers) -> tuple[float, float]:
 def generator_parts(text: object, gold: _Answers, *, f1_weight: float = 0.7, em_weight: float = 0.3,
                     answer_weight: float = 0.8, cite_weight: float = 0.2) -> dict[str, float]:
     """The generator reward and its parts for one completion against decoded gold answers."""
-    parsed = parse_generation(text)
+    parsed = parse_generation(text, gold.n_docs)
     if parsed.answer is None:
         return {"score": 0.0, "em": 0.0, "f1": 0.0, "cite": 0.0, "has_answer": 0.0,
                 "parse_status": float(PARSE_STATUSES.index("invalid"))}
@@ -201,10 +206,11 @@ def compute_generator_score(
 # ----------------------------------------------------------------------------------------------- selector
 
 
-def success_rate(reader_texts: Sequence[str], gold: _Answers, tau: float = 0.8) -> float:
-    """p: the share of reader completions whose generator reward is >= ``tau`` (0 for none)."""
+def success_rate(reader_texts: Sequence[str], gold: _Answers, tau: float = 0.8, n_docs: int | None = None) -> float:
+    """p: the share of reader completions (each shown ``n_docs`` documents) whose generator reward is >= ``tau``."""
     if not reader_texts:
         return 0.0
+    gold = gold._replace(n_docs=n_docs)
     return sum(generator_parts(t, gold)["score"] >= tau for t in reader_texts) / len(reader_texts)
 
 
@@ -224,7 +230,7 @@ async def compute_selector_score(
     data_source: object, solution_str: object, ground_truth: object, extra_info: object = None, *,
     reader_url: str | None = None, reader_model: str = "reader", k_samples: int = 10, temperature: float = 1.0,
     tau: float = 0.8, max_rel: float = 1.0, rel_norm: float = 10.0, relevance_weight: float = 0.2,
-    bonus: float = 0.0, target: int = 5, failure_score: float = -0.5, reader_max_tokens: int = 512,
+    bonus: float = 0.0, target: int = 5, failure_score: float = -0.5, reader_max_tokens: int = 1024,
     timeout_s: float = 120.0, reader_retries: int = 3, reward_router_address: str | None = None, **kwargs: Any,
 ) -> dict[str, float]:
     """Score one BAR-RAG selector completion, asking the reader K times (verl awaits it); keys :data:`SELECTOR_PARTS`."""
@@ -253,6 +259,6 @@ async def compute_selector_score(
         log.warning("BAR-RAG selector reward: %s (failure %d, scored %s)", err, READER_FAILURES[url], failure_score)
         result.update(score=float(failure_score), reader_failed=1.0, gate=1.0)
         return result
-    p = success_rate(texts, truth.gold, tau)
+    p = success_rate(texts, truth.gold, tau, n_docs=len(selection.ids))
     return selector_parts(len(selection.ids), [truth.scores[i - 1] for i in selection.ids], p, max_rel=max_rel,
                           rel_norm=rel_norm, relevance_weight=relevance_weight, bonus=bonus, target=target)

@@ -53,7 +53,7 @@ class FilterSettings:
     reader_temperature: float = READER_TEMPERATURE
     tau: float = 0.8
     selector_max_tokens: int = 1024
-    reader_max_tokens: int = 512
+    reader_max_tokens: int = 1024
     concurrency: int = 8
     timeout_s: float = 300.0
     retries: int = 3
@@ -78,7 +78,7 @@ async def question_accuracies(row: dict, settings: FilterSettings) -> list[float
             generator_messages(truth.question, [truth.docs[i - 1] for i in parsed.ids]), settings.reader_samples,
             temperature=settings.reader_temperature, max_tokens=settings.reader_max_tokens,
             timeout_s=settings.timeout_s, max_retries=settings.retries)
-        return success_rate(answers, truth.gold, settings.tau)
+        return success_rate(answers, truth.gold, settings.tau, n_docs=len(parsed.ids))
 
     return list(await asyncio.gather(*(accuracy(t) for t in selections)))
 
