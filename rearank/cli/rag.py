@@ -241,11 +241,12 @@ def run_eval(args: argparse.Namespace) -> int:
     reader = _make_reader(args.reader, args.reader_model, reader_options, args.template, args.max_new_tokens,
                           args.batch_size, args.reader_cache or args.output_dir / "reader_cache.jsonl")
     with _closing(reader, f"interrupted: finished questions are in {evaluation.items_path}; rerun with --resume"):
-        evaluation.run(items, selector, reader, ks, style=args.style, chunk=args.batch_size,
-                       progress=not args.no_progress, arena=arena)
+        metrics = evaluation.run(items, selector, reader, ks, style=args.style, chunk=args.batch_size,
+                                 progress=not args.no_progress, arena=arena)
     print((args.output_dir / "table.md").read_text(encoding="utf-8"), end="")
-    print(f"reader calls: {getattr(reader, 'generated', 'n/a')}; items: {evaluation.items_path}; "
-          f"metrics: {args.output_dir / 'metrics.json'}")
+    failed = sum(m["reader_failed"] for m in metrics["k"].values())
+    print(f"reader calls: {getattr(reader, 'generated', 'n/a')}; failed reads (scored as wrong): {failed}; "
+          f"items: {evaluation.items_path}; metrics: {args.output_dir / 'metrics.json'}")
     return 0
 
 

@@ -75,6 +75,7 @@ def item_record(item: QAItem, ranking: Sequence[Passage], ks: Sequence[int],
             "answer_recall": answer_recall([p.text for p in top], item.answers, k),
             "support_recall": support_recall(pids, item.supporting),
             "support_all": float(bool(item.supporting) and item.supporting <= set(pids)),
+            **({"reader_failed": True} if outputs[k].failed else {}),
         }
     return {**_base_record(item, ranking), "k": per_k}
 
@@ -90,7 +91,7 @@ def arena_record(item: QAItem, ranking: Sequence[Passage], output: ReaderOutput)
     scores = score_arena(view, output.response)
     return {**_base_record(item, ranking),
             "k": {ARENA_KEY: {"shown": [p.pid for p in arena_passages(view)], "response": output.response,
-                              **scores}}}
+                              **scores, **({"reader_failed": True} if output.failed else {})}}}
 
 
 def read_records(path: Path, repair: bool = False) -> dict[str, dict]:
@@ -102,13 +103,15 @@ def read_records(path: Path, repair: bool = False) -> dict[str, dict]:
 
 def aggregate(records: Iterable[dict], keys: Sequence[int | str]) -> dict[str, Any]:
     """Mean of every measure per k (``{"3": {"em": ..., ...}}``, or ``{"arena": ...}``) over the records, their
-    count, and the count of each selector parse status (BAR-RAG selectors)."""
+    count, the reads the reader failed (per k; scored as wrong answers) and the count of each selector parse status
+    (BAR-RAG selectors)."""
     records = list(records)
     out: dict[str, Any] = {"questions": len(records), "k": {}}
     for key in map(str, keys):
         rows = [r["k"][key] for r in records if key in r["k"]]
         measures = ARENA_MEASURES if key == ARENA_KEY else MEASURES
         out["k"][key] = {m: float(np.mean([row[m] for row in rows])) if rows else 0.0 for m in measures}
+        out["k"][key]["reader_failed"] = sum(bool(row.get("reader_failed")) for row in rows)
     statuses = Counter(r["selector"]["status"] for r in records if "selector" in r)
     if statuses:
         out["selector_statuses"] = dict(sorted(statuses.items()))

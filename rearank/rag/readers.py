@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rearank.backends.base import Backend, Prompt, SamplingSettings
+from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
 from rearank.prompts import truncate_texts
 from rearank.rag.cache import CachedBackend, ResponseCache
@@ -41,6 +41,7 @@ class ReaderOutput:
 
     response: str
     answer: str
+    failed: bool = False  # the backend gave no answer (server error, timeout, malformed reply): scored as wrong
 
 
 class Reader(Protocol):
@@ -178,22 +179,26 @@ class LLMReader:
             answer = arena_grammar(len(passages))
         return Prompt(messages=tuple(messages), qid=item.qid, docids=tuple(p.pid for p in passages), answer=answer)
 
-    def complete(self, prompts: Sequence[Prompt]) -> list[str]:
-        """Texts for ``prompts``, ``batch_size`` a backend call, greedy ones cached; a failed generation is ``""``."""
-        return complete(self.backend, prompts, self.settings, self.batch_size)
-
     def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]:
-        texts = self.complete([self.prompt(item, passages) for item, passages in batch])
-        return [ReaderOutput(text, self.extract(text)) for text in texts]
+        """Answers in order, ``batch_size`` prompts a backend call (greedy ones cached); a failed one is marked."""
+        generations = generate(self.backend, [self.prompt(item, passages) for item, passages in batch],
+                               self.settings, self.batch_size)
+        return [ReaderOutput("", self.extract(""), failed=True) if g.finish_reason == "error"
+                else ReaderOutput(g.text, self.extract(g.text)) for g in generations]
+
+
+def generate(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSettings,
+             batch_size: int) -> list[Generation]:
+    """Generate ``prompts`` through ``backend``, ``batch_size`` a call."""
+    out: list[Generation] = []
+    for start in range(0, len(prompts), batch_size):
+        out.extend(backend.generate(prompts[start:start + batch_size], settings))
+    return out
 
 
 def complete(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSettings, batch_size: int) -> list[str]:
     """Generate ``prompts`` through ``backend``, ``batch_size`` a call; a failed generation is ``""``."""
-    out: list[str] = []
-    for start in range(0, len(prompts), batch_size):
-        generations = backend.generate(prompts[start:start + batch_size], settings)
-        out.extend("" if g.finish_reason == "error" else g.text for g in generations)
-    return out
+    return ["" if g.finish_reason == "error" else g.text for g in generate(backend, prompts, settings, batch_size)]
 
 
 class OracleReader:
