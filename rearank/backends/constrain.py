@@ -37,6 +37,8 @@ EXTRA_KEY = "rearank_answer"
 #: ``structured_outputs`` regex (vLLM >= 0.10), its former ``guided_regex``, SGLang's ``regex``, or rearank's own
 #: logits processor on a vLLM server started with ``--logits-processors`` (the only one that keeps ids distinct).
 STRUCTURED_OUTPUTS = ("vllm", "vllm-guided", "sglang", "rearank")
+#: What a vLLM server's ``--logits-processors`` takes to run rearank's processor.
+LOGITS_PROCESSOR = "rearank.backends.vllm_constrain:AnswerLogitsProcessor"
 
 
 def check_constrain(value: str | None, backend: str) -> bool:
@@ -57,7 +59,7 @@ def request_args(grammar: AnswerGrammar, *, constrain: bool, max_think_tokens: i
     return {EXTRA_KEY: json.dumps(spec) if as_text else spec}
 
 
-def structured_output(api: str, grammar: AnswerGrammar, *, max_think_tokens: int | None,
+def structured_output(api: str, grammar: AnswerGrammar, *, constrain: bool, max_think_tokens: int | None,
                       max_new_tokens: int) -> dict[str, Any]:
     """The request fields that ask a server (``api``, one of :data:`STRUCTURED_OUTPUTS`) for ``grammar``.
 
@@ -66,7 +68,7 @@ def structured_output(api: str, grammar: AnswerGrammar, *, max_think_tokens: int
     ``repetition``); ``rearank`` keeps them distinct and also applies ``max_think_tokens``.
     """
     if api == "rearank":
-        return {"vllm_xargs": request_args(grammar, constrain=True, max_think_tokens=max_think_tokens,
+        return {"vllm_xargs": request_args(grammar, constrain=constrain, max_think_tokens=max_think_tokens,
                                            max_new_tokens=max_new_tokens, as_text=True)}
     regex = grammar.regex()
     return {"vllm": {"structured_outputs": {"regex": regex}}, "vllm-guided": {"guided_regex": regex},

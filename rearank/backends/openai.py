@@ -34,9 +34,17 @@ from rearank.backends.base import (
     Prompt,
     SamplingSettings,
 )
+from rearank.backends.constrain import (
+    LOGITS_PROCESSOR,
+    STRUCTURED_OUTPUTS,
+    check_constrain,
+    fits,
+    structured_output,
+)
 from rearank.backends.metrics import ServerLoad, parse_load
 from rearank.backends.options import Option, check_options
 from rearank.errors import RearankError
+from rearank.grammar import AnswerGrammar
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +95,10 @@ class OpenAIBackend(BackendBase):
     ``Retry-After``, never longer than ``max_backoff_s``). ``extra_body`` is merged into every request (e.g.
     ``{"chat_template_kwargs": {...}}`` for vLLM). ``enable_thinking`` (true/false) is sent as
     ``extra_body["chat_template_kwargs"]["enable_thinking"]``. Every option is checked against :attr:`OPTIONS`.
+    ``constrain=answer`` sends each prompt's answer grammar as the server's structured-output request
+    (``structured_output``: one of :data:`rearank.backends.constrain.STRUCTURED_OUTPUTS`, default ``vllm``); a
+    server that refuses it, or answers outside the format, stops the run with a one-line error.
+    ``max_think_tokens`` needs ``structured_output=rearank`` (a vLLM server running rearank's logits processor).
     """
 
     name = "openai"
@@ -101,12 +113,16 @@ class OpenAIBackend(BackendBase):
         Option("max_backoff_s", "float", minimum=0, nullable=False),
         Option("max_response_bytes", "int", minimum=1, nullable=False),
         Option("extra_body", "mapping"), Option("enable_thinking", "bool"),
+        Option("constrain", "str"), Option("structured_output", "str", nullable=False),
+        Option("max_think_tokens", "int", minimum=0),
     )
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key_env: str | None = None,
                  concurrency: int | str = AUTO, timeout_s: float = 600.0, max_retries: int = 4, backoff_s: float = 1.0,
                  max_backoff_s: float = 60.0, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-                 extra_body: Mapping[str, Any] | None = None, enable_thinking: bool | None = None) -> None:
+                 extra_body: Mapping[str, Any] | None = None, enable_thinking: bool | None = None,
+                 constrain: str | None = None, structured_output: str = "vllm",
+                 max_think_tokens: int | None = None) -> None:
         import httpx
 
         if not model:
@@ -116,6 +132,14 @@ class OpenAIBackend(BackendBase):
                  "timeout_s": timeout_s, "max_retries": max_retries, "backoff_s": backoff_s,
                  "max_backoff_s": max_backoff_s, "max_response_bytes": max_response_bytes, "extra_body": extra_body}
         check_options(self.name, self.OPTIONS, given)
+        self.constrain = check_constrain(constrain, self.name)
+        if structured_output not in STRUCTURED_OUTPUTS:
+            raise RearankError(f"backend option structured_output={structured_output!r} (openai): choose one of "
+                               f"{', '.join(STRUCTURED_OUTPUTS)}")
+        if max_think_tokens is not None and structured_output != "rearank":
+            raise RearankError("backend option max_think_tokens (openai) needs -O structured_output=rearank: a vLLM "
+                               f"server started with --logits-processors {LOGITS_PROCESSOR}")
+        self.structured_output, self.max_think_tokens = structured_output, max_think_tokens
         self.max_response_bytes = max_response_bytes
         self._sleep = time.sleep  # tests count the waits instead of timing them
         self.model = model
@@ -162,11 +186,16 @@ class OpenAIBackend(BackendBase):
         if not prompts:
             return []
         payloads = [self._payload(p, settings) for p in prompts]
+        grammars = [self._grammar(p) for p in prompts]
         if len(payloads) == 1:
-            return [self._request(payloads[0])]
+            return [self._request(payloads[0], grammars[0])]
         workers = POOL_FOR_AUTO if self.concurrency == AUTO else int(self.concurrency)
         with ThreadPoolExecutor(max_workers=min(workers, len(payloads))) as pool:
-            return list(pool.map(self._request, payloads))
+            return list(pool.map(self._request, payloads, grammars))
+
+    def _grammar(self, prompt: Prompt) -> AnswerGrammar | None:
+        """The answer grammar the server is asked to follow for ``prompt`` (None: none)."""
+        return prompt.answer if self.constrain or self.max_think_tokens is not None else None
 
     def _payload(self, prompt: Prompt, settings: SamplingSettings) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in prompt.messages],
@@ -175,9 +204,19 @@ class OpenAIBackend(BackendBase):
         if settings.temperature > 0:
             body["seed"] = settings.seed
         body.update(self.extra_body)
+        grammar = self._grammar(prompt)
+        if grammar is not None:
+            body.update(structured_output(self.structured_output, grammar, constrain=self.constrain,
+                                          max_think_tokens=self.max_think_tokens,
+                                          max_new_tokens=settings.max_new_tokens))
         return body
 
-    def _request(self, payload: dict[str, Any]) -> Generation:
+    def _refused(self, what: str) -> RearankError:
+        return RearankError(f"-O constrain=answer (structured_output={self.structured_output}): the server at "
+                            f"{self.url} {what}; use a server that supports it (vLLM: structured_output=vllm, or "
+                            f"rearank with --logits-processors {LOGITS_PROCESSOR}; SGLang: sglang) or -O constrain=off")
+
+    def _request(self, payload: dict[str, Any], grammar: AnswerGrammar | None = None) -> Generation:
         began = time.perf_counter()
         problem = ""
         wait_hint: float | None = None
@@ -197,11 +236,17 @@ class OpenAIBackend(BackendBase):
                 continue
             if status == 200:
                 try:
-                    return self._generation(_json(body), time.perf_counter() - began, throttled)
+                    generation = self._generation(_json(body), time.perf_counter() - began, throttled)
                 except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as err:
                     problem = self._scrub(f"malformed response ({type(err).__name__}: {err})")
                     break
+                if (self.constrain and grammar is not None and generation.finish_reason == STOP
+                        and not fits(grammar, generation.text)):
+                    raise self._refused(f"answered outside the format ({generation.text[-80:]!r})")
+                return generation
             problem = self._scrub(f"HTTP {status}: {body[:300].decode('utf-8', errors='replace')}")
+            if grammar is not None and status in (400, 422):
+                raise self._refused(f"refused the structured-output request ({problem})")
             if not _retryable(status):
                 break
             throttled += status in (429, 503)

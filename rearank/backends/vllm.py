@@ -22,7 +22,13 @@ from rearank.backends.base import (
     has_thinking_switch,
     thinking_kwargs,
 )
-from rearank.backends.constrain import backend_budget, check_constrain, request_args, think_outcome
+from rearank.backends.constrain import (
+    LOGITS_PROCESSOR,
+    backend_budget,
+    check_constrain,
+    request_args,
+    think_outcome,
+)
 from rearank.backends.options import Option
 from rearank.errors import RearankError
 from rearank.models import is_embedded, resolve_model
@@ -58,9 +64,7 @@ class AnswerRequests:
 
     def engine_options(self) -> dict[str, Any]:
         """Keyword arguments for vLLM's engine: the logits processor, when it is needed."""
-        from rearank.backends.vllm_constrain import QUALIFIED_NAME
-
-        return {"logits_processors": [QUALIFIED_NAME]} if self.active else {}
+        return {"logits_processors": [LOGITS_PROCESSOR]} if self.active else {}
 
     def bind(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer

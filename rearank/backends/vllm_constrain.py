@@ -1,10 +1,10 @@
 """The vLLM logits processor of constrained answers and the think budget (:mod:`rearank.backends.constrain`).
 
-vLLM loads it in its engine process: the ``vllm`` and ``vllm-async`` backends pass it when they build the engine,
-and a server gets it with ``vllm serve MODEL --logits-processors rearank.backends.vllm_constrain:AnswerLogitsProcessor``
+vLLM loads it in its engine process: the ``vllm`` and ``vllm-async`` backends pass it when they build the engine;
+a server gets it with ``vllm serve MODEL --logits-processors`` :data:`rearank.backends.constrain.LOGITS_PROCESSOR`
 (then ``-O structured_output=rearank`` on the ``openai`` backend). A request asks for it with
-``SamplingParams.extra_args[rearank.backends.constrain.EXTRA_KEY]`` (the server's ``vllm_xargs``): the answer grammar, the constraint switch,
-the think budget and ``max_new_tokens``, as a dict or its JSON text (:func:`rearank.backends.constrain.request_args`).
+``SamplingParams.extra_args`` (a server's ``vllm_xargs``) made by :func:`rearank.backends.constrain.request_args`:
+the answer grammar, the constraint switch, the think budget and ``max_new_tokens``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,6 @@ from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 
 from rearank.backends.constrain import EXTRA_KEY, Decoding, Vocabulary, build_vocabulary, model_eos_ids
 from rearank.grammar import AnswerGrammar
-
-#: What ``--logits-processors`` takes to load this processor.
-QUALIFIED_NAME = "rearank.backends.vllm_constrain:AnswerLogitsProcessor"
 
 
 class AnswerLogitsProcessor(AdapterLogitsProcessor):
