@@ -18,6 +18,7 @@ LAYERS = {
     "rearank.metrics": 3, "rearank.ndcg": 3, "rearank.significance": 3, "rearank.rag.metrics": 3,
     "rearank.rag.types": 1, "rearank.rag.truth": 3, "rearank.rag.oracle": 3, "rearank.rag.barrag.parser": 3,
     "rearank.rag.arena.parser": 3, "rearank.rag.barrag.prompt": 3, "rearank.rag.arena.prompt": 3,
+    "rearank.rag.prompt_files": 3,
     "rearank.rag.barrag.reward": 4, "rearank.rag.arena.reward": 3, "rearank.rag.barrag.filtering": 3,
     "rearank.backends": 4, "rearank.models": 4, "rearank.methods": 4,
     "rearank.engine": 5, "rearank.concurrency": 5, "rearank.rounds": 5, "rearank.ray_engine": 5,
