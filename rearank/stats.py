@@ -23,6 +23,7 @@ class RunStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     statuses: Counter = field(default_factory=Counter)
+    think_budget_hits: int = 0
     started: float = field(default_factory=time.perf_counter)
     earlier_s: float = 0.0
 
@@ -43,6 +44,7 @@ class RunStats:
             self.prompt_tokens += trace.prompt_tokens
             self.completion_tokens += trace.completion_tokens
             self.statuses[trace.status] += 1
+            self.think_budget_hits += trace.think_budget_hit
 
     def to_dict(self) -> dict:
         """The figures as a JSON-ready dict (every parse status listed, zero when unseen)."""
@@ -58,6 +60,7 @@ class RunStats:
             "prompt_tokens_per_query": self.prompt_tokens / per_query,
             "completion_tokens_per_query": self.completion_tokens / per_query,
             "status_counts": {s: self.statuses.get(s, 0) for s in (*STATUSES, *sorted(set(self.statuses) - known))},
+            "think_budget_hits": self.think_budget_hits,
             "wall_time_s": wall,
             "queries_per_s": self.queries / wall if wall > 0 else 0.0,
             "completion_tokens_per_s": self.completion_tokens / wall if wall > 0 else 0.0,
