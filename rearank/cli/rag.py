@@ -63,10 +63,11 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     rd.add_argument("--reader-option", "-R", action="append", default=[], metavar="KEY=VALUE",
                     help="reader option, repeatable (oracle: require=any|all; noisy-oracle: p, seed; "
                     "LLM: backend options such as device=cuda, base_url=...)")
-    rd.add_argument("--template", default="plain", choices=("plain", "rrpo", "barrag", "arena"),
-                    help="reader prompt layout: plain, rrpo, barrag (BAR-RAG generator, <answer> parsed) or arena "
-                    "(an ARENA generator reads the first 10 passages, MuSiQue 20, once; --k is not used; scored for "
-                    "answer, format and relevance-id accuracy with ARENA normalisation)")
+    rd.add_argument("--template", default="plain", metavar="NAME|FILE",
+                    help="reader prompt: plain, rrpo, barrag (BAR-RAG generator, <answer> parsed) or arena (an ARENA "
+                    "generator reads the first 10 passages, MuSiQue 20, once; --k is not used; scored for answer, "
+                    "format and relevance-id accuracy with ARENA normalisation); or a YAML prompt file of the same "
+                    "shape (rearank/rag/templates/*.yaml) to run another wording")
     rd.add_argument("--max-new-tokens", type=int, default=32, help="reader answer budget")
     rd.add_argument("--batch-size", type=int, default=32, help="reader prompts (from many questions) per call")
     rd.add_argument("--reader-cache", type=Path, help="JSONL response cache shared across runs "
@@ -224,7 +225,9 @@ def run_eval(args: argparse.Namespace) -> int:
               "max_new_tokens": args.max_new_tokens, "k": ks, "style": args.style, "label": label}
     items, run, retrieval = retrieval_items(args, items, progress=not args.no_progress)
     config.update(retrieval)
-    arena = args.template == "arena"
+    from rearank.rag.readers import answer_format
+
+    arena = answer_format(args.template) == "arena"
     if arena and args.reader in ("oracle", "noisy-oracle"):
         raise RearankError("--template arena needs an LLM reader (--reader hf, vllm or openai)")
     if arena:

@@ -27,7 +27,7 @@ from rearank.rag.arena.figures import TABLE3 as ARENA_TABLE3
 from rearank.rag.barrag.figures import TABLE1_AVG_EM_QWEN25_7B as BARRAG_TABLE1
 from rearank.rag.jsonl import JsonlAppender, read_jsonl_log
 from rearank.rag.metrics import answer_recall, exact_match, hit, support_recall, token_f1
-from rearank.rag.readers import Reader, ReaderOutput
+from rearank.rag.readers import TEMPLATES, Reader, ReaderOutput, answer_format
 from rearank.rag.selectors import Selector
 from rearank.rag.types import Passage, QAItem
 from rearank.significance import paired_t_p, randomization_p
@@ -201,6 +201,12 @@ def _pct(value: float) -> str:
     return f"{100 * value:.2f}"
 
 
+def _is_barrag(config: dict[str, Any]) -> bool:
+    template = config.get("template")
+    return template == "barrag" or (template is not None and template not in TEMPLATES
+                                    and answer_format(template) == "barrag")
+
+
 def markdown_table(metrics: dict[str, Any], config: dict[str, Any], sources: Sequence[str] = ()) -> str:
     """Our figures (x100, on this sample), then the published figures of the paper the run follows: BAR-RAG's Table 1
     for a ``barrag`` selector or template, ARENA's Table 3 for ``--template arena``, else RRPO's Table 1 (each a
@@ -222,7 +228,7 @@ def markdown_table(metrics: dict[str, Any], config: dict[str, Any], sources: Seq
                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for k, m in metrics["k"].items():
             rows.append(f"| {label} | {k} | " + " | ".join(_pct(m[name]) for name in MEASURES) + " |")
-        if str(config.get("selector", "")).startswith("barrag") or config.get("template") == "barrag":
+        if str(config.get("selector", "")).startswith("barrag") or _is_barrag(config):
             for name, em in BARRAG_TABLE1.items():
                 rows.append(f"| BAR-RAG paper (Table 1, average EM of 7 QA sets, Qwen2.5-7B): {name} | 5 | "
                             f"{em:.2f} | | | | | |")

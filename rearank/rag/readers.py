@@ -1,9 +1,9 @@
 """Readers: answer a question from a list of passages, through any backend (hf, vllm, openai) or an oracle.
 
-- :class:`LLMReader` renders a reader template (:data:`TEMPLATES`: ``plain``, one user turn with numbered
-  passages; ``rrpo``, RRPO's layout: a system turn, a one-shot example, one user turn per passage, then the
-  question; ``barrag`` and ``arena``, the BAR-RAG and ARENA generator prompts, whose answers are read by their own
-  parsers), sends the prompts of many questions per backend call, and caches greedy responses
+- :class:`LLMReader` renders a reader template, a prompt file (:data:`TEMPLATES`: ``plain``, one user turn with
+  numbered passages; ``rrpo``, RRPO's layout: a system turn, a one-shot example, one user turn per passage, then
+  the question; ``barrag`` and ``arena``, the BAR-RAG and ARENA generator prompts, whose answers are read by their
+  own parsers; or the path of a YAML prompt file, :mod:`rearank.rag.prompt_files`), sends the prompts of many questions per backend call, and caches greedy responses
   (:mod:`rearank.rag.cache`), so a temperature-0 answer is never generated twice.
 - :class:`OracleReader` answers the first gold answer when its context holds the evidence (a supporting or
   ``has_answer`` passage; ``require="all"``: every supporting passage; ``require="share"``: right with
@@ -25,6 +25,7 @@ from rearank.errors import RearankError
 from rearank.prompts import truncate_texts
 from rearank.rag.cache import CachedBackend, ResponseCache
 from rearank.rag.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
+from rearank.rag.prompt_files import load_prompt_file
 from rearank.rag.types import Passage, QAItem
 from rearank.types import Message
 
@@ -66,53 +67,42 @@ def extract_answer(response: str) -> str:
 
 # --- templates -------------------------------------------------------------------------------------------------
 
-PLAIN_SYSTEM = ("Answer the question using the passages. Reply with the answer only, in a few words, "
-                "with no explanation.")
-RRPO_SYSTEM = ("You answer questions from documents. The user sends the documents one per message, then the "
-               "question. Reply with a short answer (a few words) and nothing else.")
-RRPO_EXAMPLE: tuple[Message, ...] = (
-    {"role": "user", "content": "Document [1] (Eiffel Tower): The Eiffel Tower is a wrought-iron lattice tower "
-                                "in Paris, completed in 1889."},
-    {"role": "user", "content": "Question: In which year was the Eiffel Tower completed?"},
-    {"role": "assistant", "content": "1889"},
-)
-
 
 def _passage_line(i: int, passage: Passage, text: str) -> str:
     return f"[{i}] ({passage.title}) {text}" if passage.title else f"[{i}] {text}"
-
-
-def render_plain(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
-    body = "\n".join(_passage_line(i, p, t) for i, (p, t) in enumerate(zip(passages, texts), start=1))
-    return [{"role": "system", "content": PLAIN_SYSTEM},
-            {"role": "user", "content": f"Passages:\n{body}\n\nQuestion: {question}\nAnswer:"}]
-
-
-def render_rrpo(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
-    messages: list[Message] = [{"role": "system", "content": RRPO_SYSTEM}, *RRPO_EXAMPLE]
-    for i, (p, t) in enumerate(zip(passages, texts), start=1):
-        head = f"Document [{i}] ({p.title})" if p.title else f"Document [{i}]"
-        messages.append({"role": "user", "content": f"{head}: {t}"})
-    messages.append({"role": "user", "content": f"Question: {question}"})
-    return messages
 
 
 def _with_texts(passages: Sequence[Passage], texts: Sequence[str]) -> list[Passage]:
     return [Passage(p.pid, p.title, t, p.has_answer) for p, t in zip(passages, texts)]
 
 
-def render_barrag(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
-    """BAR-RAG's generator prompt (:func:`rearank.rag.barrag.prompt.generator_messages`)."""
-    from rearank.rag.barrag.prompt import generator_messages
+def render(template: str, question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
+    """The reader chat of the prompt file ``template`` (:mod:`rearank.rag.prompt_files`) over ``passages`` whose
+    (cut) texts are ``texts``: ``plain`` files list the passages in ``{passages}``, or one user turn each when the
+    file has a ``passage`` field (RRPO's layout); ``barrag``/``arena`` files are rendered by their prompt modules."""
+    spec = load_prompt_file(template)
+    if spec.answer_format == "barrag":
+        from rearank.rag.barrag.prompt import generator_messages
 
-    return generator_messages(question, _with_texts(passages, texts))
+        return generator_messages(question, _with_texts(passages, texts), template=template)
+    if spec.answer_format == "arena":
+        from rearank.rag.arena.prompt import arena_messages
+
+        return arena_messages(question, _with_texts(passages, texts), template=template)
+    if spec.answer_format != "plain":
+        raise RearankError(f"prompt {template!r} is a {spec.answer_format} prompt, not a reader's")
+    if spec.passage:
+        turns = tuple({"role": "user", "content": spec.passage.format(index=i, title=p.title, passage=t)}
+                      for i, (p, t) in enumerate(zip(passages, texts), start=1))
+        return spec.messages(turns, question=question)
+    body = "\n".join(_passage_line(i, p, t) for i, (p, t) in enumerate(zip(passages, texts), start=1))
+    return spec.messages(question=question, passages=body)
 
 
-def render_arena(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
-    """ARENA's generator prompt (:func:`rearank.rag.arena.prompt.arena_messages`)."""
-    from rearank.rag.arena.prompt import arena_messages
-
-    return arena_messages(question, _with_texts(passages, texts))
+def render_rrpo(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
+    """RRPO's reader layout (``templates/rrpo.yaml``): system, a one-shot example, one user turn per passage, the
+    question."""
+    return render("rrpo", question, passages, texts)
 
 
 def barrag_answer(response: str) -> str:
@@ -129,13 +119,23 @@ def arena_answer(response: str) -> str:
     return parse_arena(response).answer or ""
 
 
-#: template name -> (prompt renderer, answer extractor). ``arena`` makes ``rag eval`` score ARENA's output format.
-TEMPLATES = {
-    "plain": (render_plain, extract_answer),
-    "rrpo": (render_rrpo, extract_answer),
-    "barrag": (render_barrag, barrag_answer),
-    "arena": (render_arena, arena_answer),
-}
+#: Built-in reader templates (``--template``; a YAML prompt file's path works too): name -> prompt file.
+TEMPLATES = {"plain": "plain", "rrpo": "rrpo", "barrag": "barrag_generator", "arena": "arena"}
+#: answer format -> the answer extractor. ``arena`` makes ``rag eval`` score ARENA's output format.
+EXTRACTORS = {"plain": extract_answer, "barrag": barrag_answer, "arena": arena_answer}
+
+
+def reader_prompt(template: str) -> str:
+    """The prompt file a ``--template`` value names (a built-in name, or a YAML file path)."""
+    return TEMPLATES.get(template, template)
+
+
+def answer_format(template: str) -> str:
+    """The answer format of a ``--template`` value (``plain``, ``barrag``, ``arena``); errors say what is wrong."""
+    fmt = load_prompt_file(reader_prompt(template)).answer_format
+    if fmt not in EXTRACTORS:
+        raise RearankError(f"--template {template!r} is a {fmt} prompt, not a reader's (plain, barrag or arena)")
+    return fmt
 
 
 # --- readers ---------------------------------------------------------------------------------------------------
@@ -147,14 +147,13 @@ class LLMReader:
     def __init__(self, backend: Backend, model: str, template: str = "plain", settings: SamplingSettings | None = None,
                  cache: ResponseCache | None = None, batch_size: int = 32,
                  max_passage_tokens: int | None = MAX_PASSAGE_TOKENS) -> None:
-        if template not in TEMPLATES:
-            raise RearankError(f"unknown reader template {template!r}; choose one of {', '.join(TEMPLATES)}")
+        fmt = answer_format(template)
         if batch_size < 1:
             raise RearankError(f"reader batch_size must be at least 1, got {batch_size}")
         self.name = f"{getattr(backend, 'name', 'llm')}:{model}"
         self.backend = CachedBackend(backend, model, cache)
-        self.template = template
-        self.render, self.extract = TEMPLATES[template]
+        self.template, self.prompt_file = template, reader_prompt(template)
+        self.extract = EXTRACTORS[fmt]
         self.settings = settings or SamplingSettings(max_new_tokens=READER_MAX_NEW_TOKENS)
         self.batch_size = batch_size
         self.max_passage_tokens = max_passage_tokens
@@ -171,7 +170,7 @@ class LLMReader:
 
     def prompt(self, item: QAItem, passages: Sequence[Passage]) -> Prompt:
         texts = truncate_texts([" ".join(p.text.split()) for p in passages], self.max_passage_tokens, self.tokenizer)
-        messages = self.render(item.question, passages, texts)
+        messages = render(self.prompt_file, item.question, passages, texts)
         answer = None
         if self.template == "arena":  # the answer grammar a constraining backend follows (-O constrain=answer)
             from rearank.rag.arena.grammar import arena_grammar

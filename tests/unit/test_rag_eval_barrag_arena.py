@@ -53,7 +53,7 @@ class Scripted:
             self.prompts.append(prompt)
             system = prompt.messages[0]["content"]
             table = SELECTOR if system.startswith("You choose evidence") else (
-                ARENA if system.startswith("You answer multi-hop") else GENERATOR)
+                ARENA if "<relevance>" in system else GENERATOR)
             out.append(Generation(table[self.index[prompt.qid]], 10, 5))
         return out
 

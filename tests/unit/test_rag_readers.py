@@ -69,10 +69,27 @@ def test_noisy_oracle_is_seeded_and_has_rate_p():
 def test_rrpo_template_layout():
     messages = render_rrpo("Who?", PASSAGES[:2], ["alpha text", "beta text"])
     roles = [m["role"] for m in messages]
-    # system, one-shot (user doc, user question, assistant answer), one user turn per passage, the question
-    assert roles == ["system", "user", "user", "assistant", "user", "user", "user"]
-    assert messages[4]["content"] == "Document [1] (A): alpha text"
-    assert messages[-1]["content"] == "Question: Who?"
+    # RRPO App. C: system (yes/no rule), one-shot (two passages, the question, the answer), one user turn per
+    # passage, the question
+    assert roles == ["system", "user", "user", "user", "assistant", "user", "user", "user"]
+    assert "Yes or No" in messages[0]["content"]
+    assert messages[5]["content"] == "passage 1: alpha text"
+    assert messages[-1]["content"] == "Answer the question from these passages. Question: Who?"
+
+
+def test_prompt_files_are_checked_and_replaceable(tmp_path):
+    from rearank.errors import FormatError
+    from rearank.rag.prompt_files import load_prompt_file
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("answer_format: plain\nsystem: Be brief.\nuser: |-\n  Q: {question}\n  {passages}\n", encoding="utf-8")
+    reader = LLMReader(CountingBackend(), "m", template=str(mine))
+    prompt = reader.prompt(QAItem("q", "Who?", ("x",), PASSAGES), PASSAGES[:1])
+    assert [m["content"] for m in prompt.messages] == ["Be brief.", "Q: Who?\n[1] (A) alpha text"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("answer_format: plain\nuser: '{question} {answer}'\n", encoding="utf-8")
+    with pytest.raises(FormatError, match="unknown placeholders \\['answer'\\]"):
+        load_prompt_file(str(bad))
 
 
 def test_llm_reader_batches_across_questions_and_caches(tmp_path):

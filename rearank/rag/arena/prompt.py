@@ -1,8 +1,9 @@
 """The ARENA generator prompt: the question and numbered references, answered in three tags.
 
-Layout facts from the released code: references as ``1. text`` lines, 10 paragraphs (20 for MuSiQue), the output
+Layout facts from the paper (Table 1) and the released code: the question and references inside ``<question>`` and
+``<references>`` tags, references as ``1. text`` lines, 10 paragraphs (20 for MuSiQue), the output
 ``<relevance>[i, j]</relevance><analysis>…</analysis><answer>…</answer>`` with the relevance ids as a JSON list.
-The wording is ours.
+The wording is ours, in ``rearank/rag/templates/arena.yaml`` (:mod:`rearank.rag.prompt_files`).
 """
 
 from __future__ import annotations
@@ -10,25 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rearank.prompts.builder import Tokenizer, clean_passages
+from rearank.rag.prompt_files import load_prompt_file
 from rearank.rag.types import Passage
 from rearank.types import Message
 
 #: Paragraphs shown per question (MuSiQue ships 20 a question, the others 10).
 N_REFERENCES = 10
 N_REFERENCES_MUSIQUE = 20
-
-_SYSTEM = (
-    "You answer multi-hop questions from numbered references. First name the references that hold the evidence, "
-    "then reason over them, then answer."
-)
-_TASK = (
-    "References:\n{references}\n\nQuestion: {question}\n\n"
-    "Reply in exactly this form and nothing else:\n"
-    "<relevance>[ids of the references you used, as a JSON list, e.g. [1, 4]]</relevance>"
-    "<analysis>your step-by-step reasoning over those references</analysis>"
-    "<answer>the short final answer</answer>"
-)
-
 
 def n_references(source: str) -> int:
     """How many paragraphs ARENA shows for a dataset: 20 for MuSiQue, else 10."""
@@ -44,10 +33,7 @@ def render_references(passages: Sequence[Passage], max_passage_tokens: int | Non
 
 
 def arena_messages(question: str, passages: Sequence[Passage], *, max_passage_tokens: int | None = None,
-                   tokenizer: Tokenizer | None = None) -> list[Message]:
+                   tokenizer: Tokenizer | None = None, template: str = "arena") -> list[Message]:
     """The ARENA generator's chat over ``passages`` (callers cut them to :func:`n_references`)."""
     references = render_references(passages, max_passage_tokens, tokenizer)
-    return [
-        {"role": "system", "content": _SYSTEM},
-        {"role": "user", "content": _TASK.format(references=references, question=" ".join(question.split()))},
-    ]
+    return load_prompt_file(template).messages(question=" ".join(question.split()), references=references)
