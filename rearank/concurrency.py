@@ -7,9 +7,9 @@ backend: 8), never more than the windows the ready queries can fill (the engine 
 * **From the server's own metrics** (vLLM and SGLang ``/metrics``, :class:`rearank.backends.metrics.ServerLoad`,
   polled every ``poll_s`` seconds): while nothing waits in the server's queue and its KV cache has room (below
   ``high_kv``), the limit is never below the windows the ready queries can fill (up to ``maximum``): the server
-  runs them in its batch; when requests wait in two polls in a row, the limit gives back as many as wait and
-  stays at most there until ``4 x reprobe`` polls pass without a queue; a KV cache above ``high_kv`` holds it
-  where it is.
+  runs them in its batch; when requests wait in two polls in a row, the limit comes down to what the server
+  runs plus one waiting (so that it never idles between an answer and the next request) and stays at most
+  there until ``4 x reprobe`` polls pass without a queue; a KV cache above ``high_kv`` holds it where it is.
 * **Without metrics** (fake servers, hosted APIs), by measuring: each answer tells how many tokens (prompt +
   completion) the server delivered over the window's life and, from the time-weighted number of windows in flight
   meanwhile, the share of the server it had; tokens over shares is the server's rate at that count. Unlike
@@ -140,8 +140,8 @@ class InFlightLimit:
             return
         waited, self._waited = self._waited, load.waiting > 0
         room = load.kv_usage is None or load.kv_usage < self.high_kv
-        if load.waiting > 0 and waited and self.in_flight <= self.limit:
-            target = max(1, self.in_flight - load.waiting)
+        if load.waiting > 1 and waited and self.in_flight <= self.limit:
+            target = max(1, self.in_flight - load.waiting + 1)  # what it runs, and one queued for when one ends
             self.room, self._calm = target, 0
             self._set(target, f"{load.waiting} requests wait in the server's queue ({load.running} running)")
             return

@@ -121,7 +121,13 @@ def test_with_few_ready_windows_a_flat_server_goes_below_them():
 def test_server_metrics_raise_the_count_to_the_ready_windows_and_back_off_when_requests_queue():
     # a server that runs 16 sequences at once and queues the rest; 40 windows ready
     final, seen, _ = simulate(lambda n: 100.0 * n, answers=400, ready=40, slots=16, kv=lambda r: r / 64)
-    assert seen[:2] == [8, 40] and final == 16
+    assert seen[:2] == [8, 40] and final == 17  # what it runs, and one waiting
+
+
+def test_one_request_waiting_behind_another_does_not_lower_the_count():
+    # a server that prefills one request at a time (the other waits): both stay in flight, one queued
+    final, seen, _ = simulate(lambda n: 100.0, answers=200, ready=2, slots=1, kv=lambda r: 0.1)
+    assert seen == [8] and final == 8
 
 
 def test_a_full_kv_cache_holds_the_count():
