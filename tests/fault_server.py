@@ -3,8 +3,11 @@
 A good answer is a function of the prompt only (a permutation of the window's ``[i]`` ids drawn from a hash of
 the messages, and token counts from their length), so a killed and resumed run must reproduce an uninterrupted
 one exactly. ``faults`` maps request numbers (0-based, in arrival order) to a fault, or ``cycle`` repeats a list
-of faults over all requests. ``gate_at`` holds request number N until :meth:`FaultServer.open_gate` (so a test
-can kill its client at a known moment).
+of faults over all requests, or ``per_prompt`` gives the faults met by the 1st, 2nd, ... request of each distinct
+chat (then a good answer): unlike arrival order, which concurrent clients make vary, this is the same on every run. ``gate_at`` holds request number N until :meth:`FaultServer.open_gate` (so a test
+can kill its client at a known moment). A request asking for ``n`` completions gets ``n`` choices; ``answer``
+replaces the good answer's text: a function of the messages and the choice's index (a reader's answer, a
+BAR-RAG selection).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -42,8 +46,12 @@ class FaultServer(ThreadingHTTPServer):
 
     def __init__(self, faults: dict[int, str] | None = None, cycle: list[str] | None = None,
                  gate_at: int | None = None, delay_s: float = 0.0, hang_s: float = 5.0,
-                 oversized_bytes: int = 1 << 20, echo: str = "") -> None:
+                 oversized_bytes: int = 1 << 20, echo: str = "",
+                 answer: Callable[[list[dict], int], str] | None = None, per_prompt: list[str] | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.answer = answer
+        self.per_prompt = per_prompt
+        self.attempts: dict[str, int] = {}
         self.faults = faults or {}
         self.cycle = cycle
         self.delay_s, self.hang_s, self.oversized_bytes, self.echo = delay_s, hang_s, oversized_bytes, echo
@@ -73,12 +81,16 @@ class FaultServer(ThreadingHTTPServer):
     def open_gate(self) -> None:
         self.gate.set()
 
-    def next_fault(self) -> tuple[int, str]:
+    def next_fault(self, messages: list[dict]) -> tuple[int, str]:
         with self.lock:
             number = self.requests
             self.requests += 1
-        fault = self.cycle[number % len(self.cycle)] if self.cycle else self.faults.get(number, "ok")
-        with self.lock:
+            if self.per_prompt is not None:
+                key = json.dumps(messages, sort_keys=True)
+                attempt = self.attempts[key] = self.attempts.get(key, -1) + 1
+                fault = self.per_prompt[attempt] if attempt < len(self.per_prompt) else "ok"
+            else:
+                fault = self.cycle[number % len(self.cycle)] if self.cycle else self.faults.get(number, "ok")
             self.served[fault] = self.served.get(fault, 0) + 1
         return number, fault
 
@@ -92,15 +104,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        number, fault = self.server.next_fault()
+        number, fault = self.server.next_fault(body["messages"])
         if self.server.gate_at is not None and number >= self.server.gate_at:
             self.server.gate_reached.set()
             self.server.gate.wait()
         if self.server.delay_s:
             time.sleep(self.server.delay_s)
         text, prompt_tokens, completion_tokens = answer_for(body["messages"])
-        good = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                             "finish_reason": "stop"}],
+        texts = [text if self.server.answer is None else self.server.answer(body["messages"], i)
+                 for i in range(int(body.get("n") or 1))]
+        good = {"choices": [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+                            for i, t in enumerate(texts)],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}
         if fault == "500":
             self._send(500, b'{"error": {"message": "internal"}}')
