@@ -10,19 +10,22 @@ backend: 8), never more than the windows the ready queries can fill (the engine 
   runs them in its batch; when requests wait in two polls in a row, the limit comes down to what the server
   runs plus one waiting (so that it never idles between an answer and the next request) and stays at most
   there until ``4 x reprobe`` polls pass without a queue; a KV cache above ``high_kv`` holds it where it is.
-* **Without metrics** (fake servers, hosted APIs), by measuring: each answer tells how many tokens (prompt +
-  completion) the server delivered over the window's life and, from the time-weighted number of windows in flight
-  meanwhile, the share of the server it had; tokens over shares is the server's rate at that count. Unlike
-  tokens counted over wall time, the figure does not favour short answers coming back first, and it is ready as
-  soon as windows sent at the new count are answered. A count is measured for ``span`` times its windows'
+* **Without metrics** (fake servers, hosted APIs), by measuring: each answer tells how many tokens the server
+  generated over the window's life and, from the time-weighted number of windows in flight meanwhile, the share
+  of the server it had; tokens over shares is the server's rate at that count. Completion tokens are the work
+  that concurrency changes (a window's prefill is paid once whatever the count, and counting its prompt tokens
+  would make short answers look fast); on a server that shares its steps among the sequences it runs, a window's
+  generated tokens over its share come out the same for short and long answers, so the figure does not favour
+  short answers coming back first, and it is ready as soon as windows sent at the new count are answered. A count is measured for ``span`` times its windows'
   median latency (at least two answers), so a decision takes seconds on a server whose windows take a second,
   whatever the number in flight. From the start the count doubles while the rate grows by more than ``margin``;
   if the first step up does not help, it halves while the rate stays within ``margin`` of the best (a server
   where concurrency does not help settles low, one that slows down with concurrency settles at 1). Every
   ``reprobe`` spans at the settled count it tries one step up again, since a server's load changes.
-* An answer that reports 429/503 (:attr:`Generation.throttled <rearank.backends.base.Generation.throttled>`)
-  caps the count just under the number that was in flight when that request was sent, so a rate-limited API
-  runs just under its limit.
+* A 429/503 caps the count: as soon as it arrives, where the backend counts them as they come (``throttles``:
+  the openai backend), at the number in flight less those turned away; else when the answer reports it
+  (:attr:`Generation.throttled <rearank.backends.base.Generation.throttled>`), just under the number that was in
+  flight when that request was sent. A rate-limited API runs just under its limit.
 
 Every change is logged (``rearank.concurrency``, INFO) with its reason.
 """
@@ -66,7 +69,8 @@ class Ticket:
 
 class InFlightLimit:
     """The number of windows in flight (:attr:`limit`): call :meth:`sent` for each request, :meth:`record` for each
-    answer, :meth:`available` when the ready work changes and :meth:`observe` with the server's load.
+    answer, :meth:`available` when the ready work changes, :meth:`observe` with the server's load and
+    :meth:`throttled` with 429/503 answers as they come.
 
     ``fixed``: a number that never changes; ``None`` (auto): the control above, between 1 and ``maximum``,
     from ``start``. ``clock`` is injectable for tests.
@@ -128,7 +132,7 @@ class InFlightLimit:
             return
         latency = max(now - ticket.sent_at, 1e-9)
         crowd = max((self._area - ticket.area) / latency, 1.0)
-        self._samples.append((generation.prompt_tokens + generation.completion_tokens, latency, crowd))
+        self._samples.append((max(generation.completion_tokens, 1), latency, crowd))
         median = statistics.median(s[1] for s in self._samples)
         if len(self._samples) >= 2 and now - self._since >= self.span * median:
             self._decide(sum(s[0] for s in self._samples) / sum(s[1] / s[2] for s in self._samples))
@@ -194,14 +198,23 @@ class InFlightLimit:
         self.direction, self.steady = SETTLED, 0
         self._set(self.best, f"{why}; settled")
 
+    def throttled(self, count: int) -> None:
+        """``count`` requests were answered 429/503 (too busy) since the last call; the backend retries them."""
+        if self.auto and count > 0:
+            self._cap(self.in_flight - count, f"the server turned away {count} of {self.in_flight} in flight "
+                                              "(429/503)")
+
     def _throttled(self, crowd: int) -> None:
-        cap = max(1, crowd - 1)
+        self._cap(crowd - 1, f"the server answered 429/503 (too busy) with {crowd} in flight")
+
+    def _cap(self, cap: int, why: str) -> None:
+        cap = max(1, cap)
         if cap >= self.cap:
             return
         self.cap = cap
         self.best = min(self.best, cap)
         self.direction, self.steady = SETTLED, 0
-        self._set(min(self.limit, cap), f"the server answered 429/503 (too busy) with {crowd} in flight")
+        self._set(min(self.limit, cap), why)
 
     def _set(self, limit: int, why: str) -> None:
         if limit != self.limit:

@@ -11,8 +11,9 @@ backend, hands every generation back to the method, and emits each query's resul
   all times; a query's next window is sent as soon as its previous one returns, and no request waits for a
   round's slowest window. ``concurrency="auto"`` finds the count while the run goes on
   (:class:`rearank.concurrency.InFlightLimit`): it starts from the backend's ``auto_start``, is told how many
-  windows the ready queries can fill, and reads the server's load every second from the backend's
-  ``server_load()`` (vLLM's and SGLang's ``/metrics``) where the server reports one.
+  windows the ready queries can fill, reads the server's load every second from the backend's
+  ``server_load()`` (vLLM's and SGLang's ``/metrics``) where the server reports one, and the backend's count of
+  429/503 answers (``throttles``) as they come.
 
 With a deterministic backend both schedules give the same results and traces: a method's state depends only on
 the answers, never on their order (listwise has one window of a query out at a time; groupwise sums in group
@@ -42,6 +43,10 @@ def check_batch_size(value: object, name: str = "batch_size") -> None:
     """Raise :class:`RearankError` unless ``value`` is a whole number >= 1 (``name``: how the caller spells it)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise RearankError(f"{name} must be at least 1, got {value!r}")
+
+
+#: How often the in-flight loop looks at the backend's count of 429/503 answers (``throttles``), in seconds.
+THROTTLE_CHECK_S = 0.05
 
 
 @dataclass
@@ -157,11 +162,14 @@ class Engine:
         limit = InFlightLimit(fixed, start=getattr(self.backend, "auto_start", 8))
         load: Callable[[], Any] | None = getattr(self.backend, "server_load", None) if limit.auto else None
         polled = -limit.poll_s
+        turned_away = getattr(self.backend, "throttles", None) if limit.auto else None  # 429/503s as they come
         queue: deque[tuple[_Query, Task]] = deque()
         running: dict[Future[list[Generation]], tuple[_Query, Task, Ticket]] = {}
         pool = ThreadPoolExecutor(max_workers=fixed or limit.cap, thread_name_prefix="rearank-window")
         unstarted = total
         finished = False
+        if limit.auto:
+            self.counts.limits.append(limit.limit)
         try:
             while True:
                 limit.available(len(running) + len(queue) + unstarted)
@@ -183,8 +191,11 @@ class Engine:
                 if not running:
                     finished = True
                     return
-                done, _ = wait(running, timeout=limit.poll_s if load is not None else None,
-                               return_when=FIRST_COMPLETED)
+                wake = [limit.poll_s] * (load is not None) + [THROTTLE_CHECK_S] * (turned_away is not None)
+                done, _ = wait(running, timeout=min(wake, default=None), return_when=FIRST_COMPLETED)
+                if turned_away is not None and self.backend.throttles > turned_away:
+                    limit.throttled(self.backend.throttles - turned_away)
+                    turned_away = self.backend.throttles
                 for future in done:
                     query, task, ticket = running.pop(future)
                     (generation,) = self._checked(future.result(), 1)

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -142,6 +143,8 @@ class OpenAIBackend(BackendBase):
         self.structured_output, self.max_think_tokens = structured_output, max_think_tokens
         self.max_response_bytes = max_response_bytes
         self._sleep = time.sleep  # tests count the waits instead of timing them
+        self.throttles = 0  # 429/503 answers so far, read by the engine's in-flight controller as they come
+        self._lock = threading.Lock()
         self.model = model
         self.url = chat_completions_url(base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
         self.concurrency = concurrency
@@ -250,6 +253,9 @@ class OpenAIBackend(BackendBase):
             if not _retryable(status):
                 break
             throttled += status in (429, 503)
+            if status in (429, 503):
+                with self._lock:
+                    self.throttles += 1
             wait_hint = _retry_after(headers.get("retry-after"))
         log.warning("openai backend: request to %s failed (%s); the window keeps its input order", self.url, problem)
         return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason=ERROR,

@@ -106,6 +106,17 @@ def test_a_rate_limited_server_stays_under_its_limit():
     assert final == 4 and max(seen) > 4  # it started above, was told 429, and came back under the limit
 
 
+def test_429s_counted_as_they_come_cap_the_count_at_once():
+    limit = InFlightLimit(start=8, clock=lambda: 0.0)
+    tickets = [limit.sent() for _ in range(8)]
+    limit.throttled(3)  # 3 of the 8 turned away: the server takes 5
+    assert limit.limit == 5 and limit.cap == 5
+    limit.throttled(1)  # a retry turned away again while 8 are still out: 7 is no news
+    assert limit.limit == 5
+    limit.record(tickets[0], Generation("x", 5, 5))
+    assert limit.limit == 5
+
+
 def test_the_count_never_climbs_above_the_windows_the_queries_can_fill():
     # 3 queries with a window ready each on a batching server: no probe above them; one span at 1 (the server
     # might slow down with concurrency), worse, so all 3 go back in flight for good
