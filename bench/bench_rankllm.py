@@ -11,8 +11,8 @@ both alike; vLLM's prefix cache is emptied before each run.
 
 Printed per run: wall seconds, prompt and completion tokens from the server's own counters
 (``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total`` on ``/metrics``), and rearank's speed as a ratio
-to RankLLM's. Then the server's ceilings, measured on the same server: prefill tokens/s (one long prompt, one new
-token) and decode tokens/s (a batch of short prompts that each generate ``--decode-tokens`` tokens, EOS ignored,
+to RankLLM's. Then the server's ceilings, measured on the same server: prefill tokens/s (long prompts, one new
+token, one and two at once) and decode tokens/s (a batch of short prompts that each generate ``--decode-tokens`` tokens, EOS ignored,
 best of the batch sizes), and each client's wall time as a multiple of the floor those ceilings imply for its
 tokens (prompt tokens / prefill ceiling + completion tokens / decode ceiling).
 
@@ -122,14 +122,16 @@ def chat(base_url: str, content: str, max_tokens: int, ignore_eos: bool = False)
     httpx.post(base_url + "/chat/completions", json=body, timeout=600).raise_for_status()
 
 
-def prefill_ceiling(base_url: str, text: str, repeats: int = 2) -> float:
-    """Prompt tokens/s of one long prompt answered with one token (best of ``repeats``; cache emptied)."""
+def prefill_rate(base_url: str, text: str, batch: int, repeats: int = 2) -> float:
+    """Prompt tokens/s of ``batch`` long prompts answered with one token each, sent at once (best of ``repeats``;
+    the prefix cache emptied before each)."""
     best = 0.0
     for i in range(repeats):
         reset_prefix_cache(base_url)
         prompt0, _ = counters(base_url)
         started = time.perf_counter()
-        chat(base_url, f"({i}) {text}", 1)
+        with ThreadPoolExecutor(batch) as pool:
+            list(pool.map(lambda head: chat(base_url, f"{head} {text}", 1), [f"({i}, {j})" for j in range(batch)]))
         wall = time.perf_counter() - started
         best = max(best, (counters(base_url)[0] - prompt0) / wall)
     return best
@@ -155,6 +157,8 @@ def main() -> None:
                              "difference)")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16], help="decode ceiling batch sizes")
     parser.add_argument("--decode-tokens", type=int, default=128, help="tokens per decode-ceiling request")
+    parser.add_argument("--prefill-chars", type=int, default=8000,
+                        help="characters of a prefill-ceiling prompt (8,000: about a window's tokens)")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     for path, how in ((VLLM_PYTHON, "make .venv-vllm/.installed"), (RANKLLM_PYTHON, "make .venv-rankllm/.installed")):
@@ -183,13 +187,13 @@ def main() -> None:
                              measured(base_url, lambda: rankllm("rerank", str(fixed), base_url))))
                 rows.append(("rearank (auto)",
                              measured(base_url, lambda: run_rearank(base_url, same, args.max_new_tokens))))
-            long_text = " ".join(c.text for _, cands in queries for c in cands)[:12000]
-            prefill = prefill_ceiling(base_url, long_text)
+            long_text = " ".join(c.text for _, cands in queries for c in cands)[:args.prefill_chars]
+            prefills = {b: prefill_rate(base_url, long_text, b) for b in (1, 2)}
             decodes = {b: decode_rate(base_url, b, args.decode_tokens) for b in args.batches}
         finally:
             process.terminate()
             process.wait(60)
-    decode = max(decodes.values())
+    prefill, decode = max(prefills.values()), max(decodes.values())
     print(f"  {'client':32s} {'wall s':>8s} {'prompt tok':>11s} {'completion tok':>15s} {'floor s':>8s} "
           f"{'wall/floor':>11s}")
     for label, row in rows:
@@ -208,7 +212,8 @@ def main() -> None:
           f"rankings: {'yes' if same_rankings else 'NO'}")
     print(f"rearank vs RankLLM: {mean(theirs) / mean(ours):.2f}x faster (mean wall {mean(ours):.1f} s vs "
           f"{mean(theirs):.1f} s)")
-    print(f"server ceilings: prefill {prefill:,.0f} tokens/s (one long prompt, 1 new token); decode "
+    print("server ceilings: prefill " + ", ".join(f"{rate:,.0f} tokens/s at {b} running" for b, rate in prefills.items())
+          + f" (prompts of {args.prefill_chars:,} characters, 1 new token); decode "
           + ", ".join(f"{rate:,.1f} tokens/s at {b} running" for b, rate in decodes.items())
           + f" ({args.decode_tokens} tokens each, EOS ignored); floor = prompt / {prefill:,.0f} + completion / "
             f"{decode:,.1f}")

@@ -7,8 +7,15 @@ beyond 4 requests in flight). Clients (the Python face, openai backend), see :da
 
 * one window at a time (RankGPT/RankLLM way): ``batch_size=1, concurrency=1``;
 * lockstep rounds (the former default: 32 queries a round, 8 requests in flight, ``in_flight=False``);
-* windows in flight (:mod:`rearank.engine`), fixed count: ``concurrency=8``; and ``concurrency=auto`` (the default),
+* windows in flight (:mod:`rearank.engine`), fixed counts 2, 4, 8 and 16; and ``concurrency=auto`` (the default),
   whose row also prints the in-flight counts it went through.
+
+The real server runs two profiles (:data:`PROFILES`), each on the first ``--real-queries`` dl19 queries x top-100
+(9 windows a query): ``real-prefill``, RankLLM's RankGPT layout (``bench/prompts/rankllm-rankgpt.yaml``), whose
+answers are a few tokens; ``real-decode``, the ``rearank`` reasoning prompt with 100-character passages and
+answers of up to 128 tokens. Its clients are the fixed counts 1 to ``--real-queries`` (more cannot be in flight:
+one window per query) and ``auto``, interleaved (A B C A B C ...) over ``--real-repeats`` rounds so that the load
+of a shared machine hits them alike. Each table ends with ``auto`` against the best fixed count.
 
 On fake servers times are *simulated* seconds (wall x time scale) and prompt
 tokens are the fake server's count (characters / 4); on real servers, wall seconds and the server's usage counts.
@@ -17,14 +24,13 @@ tokens are the fake server's count (characters / 4); on real servers, wall secon
 (100-2,000 tokens), 43 dl19 queries and 1,000 queries (dl19 repeated with rotated candidates), lockstep rounds
 against windows in flight at the same count (32), and auto; engine occupancy and mean running sequences.
 
-    python bench/bench_throughput.py [--queries 12] [--real-queries 3] [--servers real batching flat degrading]
+    python bench/bench_throughput.py [--queries 12] [--real-queries 2] [--servers real-prefill real-decode batching]
     python bench/bench_throughput.py --simulate [--sizes 43 1000]
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import socket
 import subprocess
@@ -51,9 +57,14 @@ VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 CLIENTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("one window at a time", {"batch_size": 1, "concurrency": 1, "in_flight": False}),
     ("lockstep rounds (batch 32, 8 in flight)", {"batch_size": 32, "concurrency": 8, "in_flight": False}),
-    ("in flight, concurrency=8", {"concurrency": 8}),
+    *((f"in flight, concurrency={n}", {"concurrency": n}) for n in (2, 4, 8, 16)),
     ("in flight, concurrency=auto (default)", {"concurrency": "auto"}),
 )
+#: Real-server profiles: template, passage budget (None: the template's), max new tokens.
+PROFILES: dict[str, tuple[str, str | None, int]] = {
+    "real-prefill": (str(Path(__file__).resolve().parent / "prompts" / "rankllm-rankgpt.yaml"), None, 32),
+    "real-decode": ("rearank", "100c", 128),
+}
 #: The simulation compares schedulers at the same count of requests in flight.
 SIM_CLIENTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("one window at a time", {"batch_size": 1, "concurrency": 1, "in_flight": False}),
@@ -118,7 +129,8 @@ def reset_prefix_cache(base_url: str) -> None:
 
 def run_client(base_url: str, requests: list[Request], options: dict[str, Any], max_new_tokens: int,
                top_k: int) -> dict[str, Any]:
-    """Rerank ``requests`` through the Python face; wall seconds, windows, prompt tokens, failed windows."""
+    """Rerank ``requests`` through the Python face; wall seconds, windows, prompt and completion tokens, failed
+    windows, the in-flight counts of ``auto``."""
     options = {"top_k": top_k, **options}
     reranker = Reranker("embedded", backend="openai", base_url=base_url, max_new_tokens=max_new_tokens,
                         max_retries=8, backoff_s=0.05, **options)
@@ -131,6 +143,7 @@ def run_client(base_url: str, requests: list[Request], options: dict[str, Any], 
         reranker.close()
     traces = [t for r in rankings for t in r.traces]
     return {"wall": wall, "windows": len(traces), "prompt_tokens": sum(t.prompt_tokens for t in traces),
+            "completion_tokens": sum(t.completion_tokens for t in traces),
             "failed": sum(r.failed_windows for r in rankings), "limits": reranker.engine.counts.limits}
 
 
@@ -183,23 +196,56 @@ def fake_model(name: str) -> tuple[ServiceModel, dict[str, Any]]:
     return ServiceModel(name), {}
 
 
+def auto_against_best(rows) -> None:
+    """The line that ends a table: ``auto``'s time against the best fixed count's."""
+    fixed = [(label, row) for label, row in rows if "concurrency=" in label and "auto" not in label]
+    auto = next(row for label, row in rows if "auto" in label)
+    label, best = min(fixed, key=lambda item: item[1]["wall"])
+    print(f"  auto vs best fixed count ({label.split('=')[-1]}): {auto['wall'] / best['wall']:.2f}x the time")
+
+
+def real_profile(name: str, args) -> None:
+    """Fixed counts 1..queries and auto, interleaved over ``--real-repeats`` rounds; mean wall seconds."""
+    template, budget, max_new_tokens = PROFILES[name]
+    real = load_requests(dataset="dl19", top_k=100, max_queries=args.real_queries)
+    clients = [(f"in flight, concurrency={n}", {"concurrency": n}) for n in range(1, len(real) + 1)]
+    clients.append(("in flight, concurrency=auto (default)", {"concurrency": "auto"}))
+    extra = {"prompt": template, **({"passage_budget": budget} if budget else {})}
+    process, base_url, label = start_real("embedded")
+    try:
+        print(f"== {name}: {label}; {len(real)} dl19 queries x top-100, prompt {Path(template).name}"
+              f"{f' (passages {budget})' if budget else ''}, max_new_tokens {max_new_tokens}; wall seconds, mean of "
+              f"{args.real_repeats} interleaved rounds; one warm-up window first"
+              + ("; prefix cache reset before each client" if VLLM_PYTHON.exists() else ""))
+        run_client(base_url, real[:1], {"top_k": 20, **extra}, 1, 20)  # warm-up: first-request costs
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for _ in range(args.real_repeats):
+            for label_, options in clients:
+                if VLLM_PYTHON.exists():
+                    reset_prefix_cache(base_url)
+                runs.setdefault(label_, []).append(run_client(base_url, real, {**options, **extra},
+                                                              max_new_tokens, 100))
+    finally:
+        process.terminate()
+        process.wait(60)
+    rows = []
+    for label_, _ in clients:
+        done = runs[label_]
+        row = dict(done[-1], wall=sum(r["wall"] for r in done) / len(done))
+        rows.append((label_, row))
+        walls = ", ".join(f"{r['wall']:.1f}" for r in done)
+        counts = "; ".join(" -> ".join(map(str, r["limits"])) for r in done if r["limits"])
+        print(f"  {label_}: walls {walls} s; prompt tokens {row['prompt_tokens']:,}, completion tokens "
+              f"{row['completion_tokens']:,}" + (f"; in flight per round: {counts}" if counts else ""))
+    print_rows(rows, len(real), "wall s")
+    auto_against_best(rows)
+
+
 def side_by_side(args) -> None:
     requests = load_requests(dataset="dl19", top_k=args.top_k, max_queries=args.queries)
     for name in args.servers:
-        if name == "real":
-            real = load_requests(dataset="dl19", top_k=args.real_top_k, max_queries=args.real_queries)
-            process, base_url, label = start_real("embedded")
-            try:
-                print(f"== {label}: {len(real)} dl19 queries x top-{args.real_top_k}, "
-                      f"max_new_tokens {args.real_max_new_tokens}; wall seconds; one warm-up window first"
-                      + ("; prefix cache reset before each client" if VLLM_PYTHON.exists() else ""))
-                run_client(base_url, real[:1], {"top_k": 20}, 1, 20)  # warm-up: first-request costs
-                rows = measure(base_url, real, CLIENTS, args.real_max_new_tokens, args.real_top_k,
-                               before=functools.partial(reset_prefix_cache, base_url) if VLLM_PYTHON.exists() else None)
-            finally:
-                process.terminate()
-                process.wait(60)
-            print_rows(rows, len(real), "wall s")
+        if name in PROFILES:
+            real_profile(name, args)
             continue
         model, extra = fake_model(name)
         server = start(model, time_scale=args.time_scale, lengths="reasoning", **extra)
@@ -211,6 +257,7 @@ def side_by_side(args) -> None:
             server.shutdown()
             server.server_close()
         print_rows(rows, len(requests), "sim s", occupancy=True)
+        auto_against_best(rows)
 
 
 def repeated(requests: list[Request], n: int) -> list[Request]:
@@ -248,13 +295,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--simulate", action="store_true", help="run the GPU-server simulation instead")
     parser.add_argument("--sizes", type=int, nargs="+", default=[43, 1000], help="simulation: queries per run")
-    parser.add_argument("--servers", nargs="+", default=["real", "batching", "flat", "degrading", "ratelimit"])
+    parser.add_argument("--servers", nargs="+", default=[*PROFILES, "batching", "flat", "degrading", "ratelimit"],
+                        help=f"real-server profiles ({', '.join(PROFILES)}) and fake servers")
     parser.add_argument("--queries", type=int, default=12, help="fake servers: first N dl19 queries (12)")
     parser.add_argument("--top-k", type=int, default=100)
     parser.add_argument("--time-scale", type=float, default=200.0, help="fake servers: simulated s per wall s")
-    parser.add_argument("--real-queries", type=int, default=3, help="real server: first N dl19 queries (3)")
-    parser.add_argument("--real-top-k", type=int, default=30, help="real server: candidates (30: 2 windows)")
-    parser.add_argument("--real-max-new-tokens", type=int, default=32)
+    parser.add_argument("--real-queries", type=int, default=2, help="real server: first N dl19 queries x top-100 (2)")
+    parser.add_argument("--real-repeats", type=int, default=2, help="real server: interleaved rounds (2)")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     started = time.perf_counter()
