@@ -13,7 +13,7 @@ beyond 4 requests in flight). Clients (the Python face, openai backend), see :da
 The real server runs two profiles (:data:`PROFILES`), each on the first ``--real-queries`` dl19 queries x top-100
 (9 windows a query): ``real-prefill``, RankLLM's RankGPT layout (``bench/prompts/rankllm-rankgpt.yaml``), whose
 answers are a few tokens; ``real-decode``, the ``rearank`` reasoning prompt with 100-character passages and
-answers of up to 128 tokens. Its clients are the fixed counts 1 to ``--real-queries`` (more cannot be in flight:
+answers of up to 256 tokens. Its clients are the fixed counts 1 to ``--real-queries`` (more cannot be in flight:
 one window per query) and ``auto``, interleaved (A B C A B C ...) over ``--real-repeats`` rounds so that the load
 of a shared machine hits them alike. Each table ends with ``auto`` against the best fixed count.
 
@@ -63,7 +63,7 @@ CLIENTS: tuple[tuple[str, dict[str, Any]], ...] = (
 #: Real-server profiles: template, passage budget (None: the template's), max new tokens.
 PROFILES: dict[str, tuple[str, str | None, int]] = {
     "real-prefill": (str(Path(__file__).resolve().parent / "prompts" / "rankllm-rankgpt.yaml"), None, 32),
-    "real-decode": ("rearank", "100c", 128),
+    "real-decode": ("rearank", "100c", 256),
 }
 #: The simulation compares schedulers at the same count of requests in flight.
 SIM_CLIENTS: tuple[tuple[str, dict[str, Any]], ...] = (
