@@ -11,7 +11,7 @@ PACKAGES = ("rearank", "eval", "data_synthesis", "recipes")
 
 #: Module prefix -> layer (longest prefix wins); see docs/architecture.md.
 LAYERS = {
-    "rearank.types": 1, "rearank.errors": 1, "rearank.cache": 1,
+    "rearank.types": 1, "rearank.errors": 1, "rearank.cache": 1, "rearank.plugins": 1,
     "rearank.io": 2, "rearank.data": 2,
     "rearank.prompts": 3, "rearank.answer": 3, "rearank.window": 3, "rearank.grouprank": 3, "rearank.reward": 3,
     "rearank.grammar": 3,
