@@ -47,7 +47,7 @@ from rearank.flags import (
 )
 from rearank.io.outputs import exclusive
 from rearank.io.trec import read_run
-from rearank.methods import method_options
+from rearank.methods import method_options, option_default
 from rearank.metrics import evaluate
 
 #: Settings a resumed suite must share with the run it continues.
@@ -74,10 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
     """The run's settings as recorded in ``suite.json`` (the method's settings under their flag names)."""
     method = {key: getattr(args, key) for key in method_options(args.mode)}
+    if "prompt" in method:
+        method["prompt"] = args.prompt or option_default(args.mode, "prompt")
     return {
         "suite": args.suite, "datasets": expand(args.suite), "backend": args.backend, "model": args.model,
         "backend_options": backend_options(args.backend_option), "label": _label(args), "mode": args.mode,
-        **method, "prompt": args.prompt or ("rearank" if args.mode == "listwise" else "grouprank"),
+        **method,
         "max_new_tokens": max_new_tokens_for(args), "temperature": args.temperature, "top_p": args.top_p,
         "seed": args.seed, "max_queries": args.max_queries, "batch_size": args.batch_size,
     }

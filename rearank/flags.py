@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import argparse
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from rearank import job
 from rearank.backends.options import parse_pairs
+from rearank.backends.registry import rerank_backends
 from rearank.engine import check_batch_size
 from rearank.errors import RearankError
 from rearank.grouprank.presets import preset
 from rearank.job import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS
-from rearank.methods import Groupwise, Listwise, Method
+from rearank.methods import METHODS, Method, method_options, option_default
 
 #: Settings a ``--preset`` may fill, and their parser defaults (a flag still at its default takes the preset's).
 _PRESET_KEYS = ("prompt", "temperature", "top_p", "max_new_tokens", "group_size", "fusion_weight", "fusion",
                 "shuffle_all")
 _DEFAULTS: dict[str, Any] = {}
-#: Backends that rerank (``qa-oracle`` is a RAG reader).
-RERANK_BACKENDS = ("hf", "vllm", "vllm-async", "openai", "oracle")
 
 
 def add_renamed(container: Any, names: Sequence[str], old: Sequence[str], **kwargs: Any) -> argparse.Action:
@@ -47,7 +47,9 @@ def add_renamed(container: Any, names: Sequence[str], old: Sequence[str], **kwar
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """``--backend --model -O --max-new-tokens --temperature --top-p --seed``."""
     model = parser.add_argument_group("model")
-    model.add_argument("--backend", choices=RERANK_BACKENDS, default="hf", help="generation backend")
+    model.add_argument("--backend", choices=rerank_backends(), default="hf",
+                       help="generation backend (or one an installed package registers: entry points "
+                       "rearank.backends)")
     model.add_argument("--model", help="model: hub id, local folder, .gguf file or 'embedded' "
                        "(default: the embedded SmolLM2-135M-Instruct for hf)")
     model.add_argument("--backend-option", "-O", action="append", default=[], metavar="KEY=VALUE",
@@ -60,36 +62,67 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--seed", type=int, default=0, help="sampling seed (and groupwise shuffle seed)")
 
 
-def add_method_arguments(parser: argparse.ArgumentParser, modes: tuple[str, ...] = ("listwise", "groupwise")) -> None:
-    """``--mode`` and the listwise and groupwise settings (``--preset`` included)."""
+#: Options every LLM method may have, declared once here (``prompt`` is the template; ``seed`` is a model flag).
+_SHARED_OPTIONS = ("prompt", "top_k", "passage_budget", "seed")
+
+
+def add_method_arguments(parser: argparse.ArgumentParser, extra_modes: tuple[str, ...] = ()) -> None:
+    """``--mode`` (a method of :data:`rearank.methods.METHODS`, or one of ``extra_modes``), the options methods
+    share, each method's own flags (its ``FLAGS``; an option it does not describe gets ``--name`` typed from its
+    default) and ``--preset``."""
     rank = parser.add_argument_group("reranking")
-    rank.add_argument("--mode", choices=modes, default="listwise",
+    mode = rank.add_argument("--mode", default="listwise",
                       help="listwise sliding windows, groupwise scoring (GroupRank)" + (
-                          ", or a pointwise scorer (--model: a saved RRPO scorer, a cross-encoder or a causal LM; "
-                          "-O kind=, device=, num_layers=)" if "pointwise" in modes else ""))
+                          ", a pointwise scorer (--model: a saved RRPO scorer, a cross-encoder or a causal LM; "
+                          "-O kind=, device=, num_layers=)" if "pointwise" in extra_modes else "")
+                      + ", or a method an installed package registers (entry points rearank.methods)")
     rank.add_argument("--prompt", help="builtin template (rearank, rankgpt) or a YAML template file "
                       "(default: rearank; grouprank for --mode groupwise)")
-    rank.add_argument("--window", type=int, default=20, help="passages per window")
-    rank.add_argument("--step", type=int, default=10, help="window stride")
-    rank.add_argument("--passes", type=int, default=1, help="sliding passes over the list")
     rank.add_argument("--top-k", type=int, default=100, help="rerank the first K candidates; the rest follow them")
     rank.add_argument("--batch-size", type=int, default=32,
                       help="windows (from as many queries) per backend call on hf, vllm and the oracle; openai and "
                       "vllm-async get windows in flight instead (-O concurrency=auto|N)")
     add_passage_budget_argument(rank, "default: the budget the template declares (rearank 400 characters, rankgpt 300)")
-    group = parser.add_argument_group("groupwise (--mode groupwise)")
-    group.add_argument("--group-size", type=int, default=20, help="documents per group")
-    group.add_argument("--group-step", type=int, help="slide groups by this step (default: partition the top-k)")
-    group.add_argument("--shuffles", type=int, default=1, help="orderings of the top-k to average over")
-    group.add_argument("--fusion-weight", type=float, help="weight of the rerank score fused with the retriever's")
-    group.add_argument("--fallback", choices=("retriever", "zero"), default="retriever",
-                       help="scores of a group whose answer has no valid score")
-    group.add_argument("--preset", choices=("grouprank-released",),
-                       help="grouprank-released: GroupRank's released inference (one user message of [i]. text, "
-                       "3,000 characters, temperature 0.3, top-p 0.8, 8,000 new tokens, reshuffled repeats, "
-                       "0.6 x score/10 + 0.4 x raw retriever score); flags left at their defaults take its values")
-    parser.set_defaults(fusion="minmax", shuffle_all=False)
+    declared = {*_SHARED_OPTIONS, *(action.dest for action in parser._actions)}
+    modes = []
+    for name in METHODS:
+        try:
+            _add_own_flags(parser, name, declared)
+        except RearankError as err:  # a broken plugin is left out (and named), the others still work
+            warnings.warn(f"{err}; --mode {name} is not available", stacklevel=2)
+            continue
+        modes.append(name)
+    mode.choices = [*modes, *extra_modes]
+    rank.add_argument(
+        "--preset", choices=("grouprank-released",),
+        help="groupwise only; grouprank-released: GroupRank's released inference (one user message of [i]. text, "
+        "3,000 characters, temperature 0.3, top-p 0.8, 8,000 new tokens, reshuffled repeats, "
+        "0.6 x score/10 + 0.4 x raw retriever score); flags left at their defaults take its values")
     _DEFAULTS.update({key: parser.get_default(key) for key in _PRESET_KEYS})
+
+
+def _add_own_flags(parser: argparse.ArgumentParser, method: str, declared: set[str]) -> None:
+    """The flags of ``method``'s options not declared yet (an option another method shares keeps one flag)."""
+    cls = METHODS[method]
+    described = getattr(cls, "FLAGS", {})
+    group = None
+    for option in method_options(method):
+        if option in declared:
+            continue
+        declared.add(option)
+        default = option_default(method, option)
+        if option in described and described[option] is None:
+            parser.set_defaults(**{option: default})
+            continue
+        kwargs = dict(described.get(option) or {})
+        kwargs.setdefault("default", default)
+        if isinstance(kwargs["default"], bool):
+            kwargs.setdefault("action", "store_false" if kwargs["default"] else "store_true")
+        elif "choices" not in kwargs and kwargs["default"] is not None:
+            kwargs.setdefault("type", type(kwargs["default"]))
+        kwargs.setdefault("help", f"{method} option {option}")
+        group = group or parser.add_argument_group(f"{method} (--mode {method})")
+        group.add_argument("--" + option.replace("_", "-"), dest=option, **kwargs)
 
 
 def add_passage_budget_argument(group: Any, default_help: str) -> None:
@@ -125,14 +158,14 @@ def check_sampling_args(args: argparse.Namespace) -> None:
 
 
 def method_from_args(args: argparse.Namespace) -> Method:
-    """The listwise or groupwise method of ``rearank rerank``'s flags (checked now: before any model loads)."""
-    if args.mode == "listwise":
-        return Listwise(template=args.prompt or "rearank", window=args.window, step=args.step, passes=args.passes,
-                        top_k=args.top_k, passage_budget=args.passage_budget)
-    template = {"template": args.prompt} if args.prompt else {}
-    return Groupwise(group_size=args.group_size, group_step=args.group_step, shuffles=args.shuffles, seed=args.seed,
-                     fusion_weight=args.fusion_weight, fallback=args.fallback, top_k=args.top_k,
-                     passage_budget=args.passage_budget, fusion=args.fusion, shuffle_all=args.shuffle_all, **template)
+    """The method ``--mode`` names, built from its flags (checked now: before any model loads); an option left
+    unset (None) takes the method's default."""
+    cls = METHODS.get_or_raise(args.mode)
+    given = {("template" if key == "prompt" else key): getattr(args, key) for key in method_options(args.mode)}
+    try:
+        return cls(**{key: value for key, value in given.items() if value is not None})
+    except TypeError as err:
+        raise RearankError(f"bad {args.mode} option ({err})") from None
 
 
 def backend_options(pairs: list[str]) -> dict[str, Any]:

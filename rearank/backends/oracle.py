@@ -30,6 +30,8 @@ class OracleBackend(BackendBase):
     """
 
     name = "oracle"
+    #: It ranks by qrels, given as ``qrels=``, and takes no model.
+    TAKES_MODEL = False
 
     def __init__(self, qrels: Mapping[str, Mapping[str, int]]) -> None:
         self.qrels = qrels

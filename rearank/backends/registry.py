@@ -1,37 +1,49 @@
-"""Backend names -> constructors. An explicit table; backend modules (and torch, vllm, httpx) load on use."""
+"""Backend names -> classes: rearank's own, named here, and those other packages register under the entry-point
+group ``rearank.backends`` (:mod:`rearank.plugins`). Backend modules (and torch, vllm, httpx) load on use."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from rearank.backends.base import Backend
 from rearank.backends.options import check_options
 from rearank.errors import RearankError
+from rearank.plugins import Registry
 
-#: name -> (module, class). Every backend takes ``model`` first, except the oracle, which takes ``qrels``.
-BACKENDS: dict[str, tuple[str, str]] = {
-    "hf": ("rearank.backends.hf", "HFBackend"),
-    "vllm": ("rearank.backends.vllm", "VLLMBackend"),
-    "vllm-async": ("rearank.backends.vllm_async", "VLLMAsyncBackend"),
-    "openai": ("rearank.backends.openai", "OpenAIBackend"),
-    "oracle": ("rearank.backends.oracle", "OracleBackend"),
-    "qa-oracle": ("rearank.backends.qa_oracle", "QAOracleBackend"),
-}
-_NO_MODEL = {"oracle"}
+
+def _lazy(module: str, name: str) -> Callable[[], type]:
+    return lambda: getattr(importlib.import_module(module), name)
+
+
+#: name -> backend class. Every backend takes ``model`` first, unless its class sets ``TAKES_MODEL = False``
+#: (the oracle, which takes ``qrels``).
+BACKENDS = Registry("rearank.backends", "backend", {
+    "hf": _lazy("rearank.backends.hf", "HFBackend"),
+    "vllm": _lazy("rearank.backends.vllm", "VLLMBackend"),
+    "vllm-async": _lazy("rearank.backends.vllm_async", "VLLMAsyncBackend"),
+    "openai": _lazy("rearank.backends.openai", "OpenAIBackend"),
+    "oracle": _lazy("rearank.backends.oracle", "OracleBackend"),
+    "qa-oracle": _lazy("rearank.backends.qa_oracle", "QAOracleBackend"),
+})
+#: Backends that answer questions (RAG readers) and do not rerank.
+READERS = ("qa-oracle",)
+
+
+def rerank_backends() -> list[str]:
+    """The names of the backends that rerank: every registered one but the readers."""
+    return [name for name in BACKENDS if name not in READERS]
 
 
 def backend_class(name: str, model: str | None = None, **options: Any) -> tuple[type, tuple[Any, ...], dict[str, Any]]:
     """The class of backend ``name``, its positional arguments and its checked options, after checking ``model``
     and ``options`` against its ``OPTIONS`` (:mod:`rearank.backends.options`: types and ranges) and its signature
     (this imports the backend's module, but loads no model)."""
-    if name not in BACKENDS:
-        raise RearankError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
-    module_name, class_name = BACKENDS[name]
-    cls = getattr(importlib.import_module(module_name), class_name)
+    cls = BACKENDS.get_or_raise(name)
     args: tuple[Any, ...] = ()
-    if name in _NO_MODEL:
+    if not getattr(cls, "TAKES_MODEL", True):
         if model is not None:
             raise RearankError(f"the {name} backend takes no model (got {model!r})")
     else:

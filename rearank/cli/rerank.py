@@ -65,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--skip-missing", action="store_true", help="drop candidates without text instead of failing")
 
     add_model_arguments(p)
-    add_method_arguments(p, modes=("listwise", "groupwise", "pointwise"))
+    add_method_arguments(p, extra_modes=("pointwise",))
     add_engine_argument(p)
 
     out = p.add_argument_group("output")

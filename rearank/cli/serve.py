@@ -7,10 +7,11 @@ import contextlib
 import os
 import sys
 
+from rearank.backends.registry import rerank_backends
 from rearank.data import packs
 from rearank.errors import RearankError
-from rearank.flags import RERANK_BACKENDS as BACKENDS
 from rearank.flags import backend_options
+from rearank.methods import METHODS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,10 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     model = p.add_argument_group("model")
-    model.add_argument("--backend", choices=BACKENDS, default="hf", help="generation backend")
+    model.add_argument("--backend", choices=rerank_backends(), default="hf",
+                       help="generation backend (or one an installed package registers: entry points rearank.backends)")
     model.add_argument("--model", help="hub id, local folder, .gguf or 'embedded' (hf, vllm); the served model "
                        "name for openai (fronting a `vllm serve`/SGLang deployment, with -O base_url=...)")
-    model.add_argument("--method", choices=("listwise", "groupwise"), default="listwise", help="reranking method")
+    model.add_argument("--method", choices=list(METHODS), default="listwise",
+                       help="reranking method (or one an installed package registers: entry points rearank.methods)")
     model.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
                        help="any option of rearank.Reranker, repeatable: method (window=20, step=10, group_size=20), "
                        "sampling (max_new_tokens=1024, temperature=0), reranking (top_k=100, batch_size=32), or "

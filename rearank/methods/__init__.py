@@ -1,26 +1,39 @@
 """Reranking methods, each satisfying :class:`rearank.methods.base.Method`; the engine (:mod:`rearank.engine`)
 runs any of them.
 
-:data:`METHODS` names the ones that rerank with a chat LLM: ``listwise`` (sliding windows, Rearank/RankGPT) and
-``groupwise`` (GroupRank). :mod:`rearank.methods.pointwise` scores each passage with a small model (RRPO's
-policy); it needs torch and is not imported here.
+:data:`METHODS` names the ones that rerank with a chat LLM: rearank's ``listwise`` (sliding windows,
+Rearank/RankGPT) and ``groupwise`` (GroupRank), and those other packages register under the entry-point group
+``rearank.methods`` (:mod:`rearank.plugins`). :mod:`rearank.methods.pointwise` scores each passage with a small
+model (RRPO's policy); it needs torch and is not imported here.
+
+A method is a frozen dataclass; its fields but ``tokenizer`` are its options (:func:`method_options`), given by
+keyword to the face and as flags on the command line (:mod:`rearank.flags`, which reads a method's ``FLAGS``).
 """
 
-from dataclasses import fields
+from dataclasses import MISSING, fields
+from typing import Any
 
 from rearank.methods.base import Method, Task
 from rearank.methods.groupwise import Groupwise
 from rearank.methods.listwise import Listwise
+from rearank.plugins import Registry
 
 #: Method name -> class; ``METHODS[name](**settings)`` builds one (settings are checked then).
-METHODS: dict[str, type] = {"listwise": Listwise, "groupwise": Groupwise}
+METHODS = Registry("rearank.methods", "method", {"listwise": lambda: Listwise, "groupwise": lambda: Groupwise})
 
 
 def method_options(method: str) -> list[str]:
     """The settings of ``method`` a user gives (by keyword to the face, as flags on the command line): its fields
     but the tokenizer, the template under the name ``prompt``."""
-    names = [f.name for f in fields(METHODS[method]) if f.name != "tokenizer"]
+    names = [f.name for f in fields(METHODS.get_or_raise(method)) if f.name != "tokenizer"]
     return ["prompt" if n == "template" else n for n in names]
 
 
-__all__ = ["METHODS", "Groupwise", "Listwise", "Method", "Task", "method_options"]
+def option_default(method: str, option: str) -> Any:
+    """The default of ``option`` (a name of :func:`method_options`) of ``method``; None if it has none."""
+    name = "template" if option == "prompt" else option
+    field = next(f for f in fields(METHODS.get_or_raise(method)) if f.name == name)
+    return None if field.default is MISSING else field.default
+
+
+__all__ = ["METHODS", "Groupwise", "Listwise", "Method", "Task", "method_options", "option_default"]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rearank.backends.base import ERROR, Generation, Prompt
 from rearank.errors import RearankError
@@ -145,6 +145,17 @@ class Groupwise:
     fusion: str = "minmax"
     shuffle_all: bool = False
     name: ClassVar[str] = "groupwise"
+    #: Command-line flags of the options not shared with other methods (argparse keywords; see rearank.flags);
+    #: None: no flag (``fusion`` and ``shuffle_all`` come with ``--preset grouprank-released``).
+    FLAGS: ClassVar[dict[str, Any]] = {
+        "group_size": {"help": "documents per group"},
+        "group_step": {"type": int, "help": "slide groups by this step (default: partition the top-k)"},
+        "shuffles": {"help": "orderings of the top-k to average over"},
+        "fusion_weight": {"type": float, "help": "weight of the rerank score fused with the retriever's"},
+        "fallback": {"choices": ("retriever", "zero"), "help": "scores of a group whose answer has no valid score"},
+        "fusion": None,
+        "shuffle_all": None,
+    }
 
     def __post_init__(self) -> None:
         check_group_settings(group_size=self.group_size, group_step=self.group_step, shuffles=self.shuffles,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rearank.answer import apply_permutation, ideal_answer, parse_answer
 from rearank.backends.base import ERROR, LENGTH, Generation, Prompt
@@ -67,6 +67,12 @@ class Listwise:
     passage_budget: BudgetLike = None
     tokenizer: Tokenizer | None = None
     name: ClassVar[str] = "listwise"
+    #: Command-line flags of the options not shared with other methods (argparse keywords; see rearank.flags).
+    FLAGS: ClassVar[dict[str, Any]] = {
+        "window": {"help": "passages per window"},
+        "step": {"help": "window stride"},
+        "passes": {"help": "sliding passes over the list"},
+    }
 
     def __post_init__(self) -> None:
         check_positive(window=self.window, step=self.step, passes=self.passes, top_k=self.top_k)

@@ -1,0 +1,141 @@
+"""A method and a backend from a package outside rearank (tests/fixtures/toy_plugin), registered only by the
+entry points of its pyproject.toml, run through ``rearank rerank``, ``rearank benchmark``, ``rearank serve`` and
+the face, in child processes that see the package as pip would install it (a dist-info folder on the path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import tomllib
+
+from rearank.data import packs
+from rearank.io.trec import read_run
+from rearank.job import ALL_CANDIDATES
+from tests.integration.test_serve_cli import bound_url
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "tests" / "fixtures" / "toy_plugin"
+
+
+def install_metadata(site: Path, name: str, entry_points: dict[str, dict[str, str]]) -> None:
+    """What ``pip install`` leaves for entry-point discovery: a dist-info folder with METADATA and
+    entry_points.txt."""
+    info = site / f"{name.replace('-', '_')}-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items()) + "\n"
+        for group, points in entry_points.items()))
+
+
+@pytest.fixture
+def plugin_env(tmp_path_factory, dl19):
+    """The environment of a Python that has the toy plugin installed (its entry points as the pyproject says)."""
+    site = tmp_path_factory.mktemp("site")
+    project = tomllib.loads((PLUGIN / "pyproject.toml").read_text())["project"]
+    install_metadata(site, project["name"], project["entry-points"])
+    path = os.pathsep.join([str(site), str(PLUGIN), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "REARANK_DATA": str(dl19.parents[1])}
+
+
+def rearank(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rearank", *argv], check=False, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def by_length(texts: list[str], preview: int) -> list[int]:
+    """The toy backend's order: longest shown text first, ties by position."""
+    return sorted(range(len(texts)), key=lambda i: (-len(texts[i][:preview]), i))
+
+
+def expected_runs(dl19: Path, top_k: int, preview: int, queries: int) -> dict[str, list[str]]:
+    requests = packs.load_requests(run=dl19 / "run.bm25.top100.trec", topics=dl19 / "topics.tsv",
+                                   docs=dl19 / "docs.tsv", top_k=ALL_CANDIDATES, max_queries=queries)
+    out = {}
+    for request in requests:
+        head = [c.text for c in request.candidates[:top_k]]
+        docids = [c.docid for c in request.candidates]
+        out[request.query.qid] = [docids[i] for i in by_length(head, preview)] + docids[top_k:]
+    return out
+
+
+def ranked(run_file: Path) -> dict[str, list[str]]:
+    return {qid: [docid for docid, _ in pairs] for qid, pairs in read_run(run_file).items()}
+
+
+def test_rerank_command_runs_a_plugin_method_on_a_plugin_backend(plugin_env, dl19, tmp_path):
+    out = tmp_path / "toy.trec"
+    done = rearank(plugin_env, "rerank", "--run", str(dl19 / "run.bm25.top100.trec"), "--topics",
+                   str(dl19 / "topics.tsv"), "--docs", str(dl19 / "docs.tsv"), "--max-queries", "3", "--mode",
+                   "toy-sort", "--backend", "toy-length", "--top-k", "20", "--preview-chars", "1000",
+                   "-o", str(out), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    expected = expected_runs(dl19, 20, 1000, 3)
+    assert ranked(out) == expected
+    # the method's own flag reached it: with the default preview (200 characters) the orders differ
+    assert expected != expected_runs(dl19, 20, 200, 3)
+    traces = [json.loads(line) for line in out.with_name(out.name + ".traces.jsonl").read_text().splitlines()]
+    assert {t["status"] for t in traces} == {"ok"} and len(traces) == 3
+    help_text = rearank(plugin_env, "rerank", "--help").stdout
+    assert "toy-sort (--mode toy-sort)" in help_text and "--preview-chars" in help_text
+
+
+def test_benchmark_command_runs_the_plugin(plugin_env, dl19, tmp_path):
+    out = tmp_path / "suite"
+    done = rearank(plugin_env, "benchmark", "--suite", "dl19", "--max-queries", "2", "--mode", "toy-sort",
+                   "--backend", "toy-length", "--top-k", "20", "--preview-chars", "1000", "--output-dir", str(out),
+                   "--no-progress")
+    assert done.returncode == 0, done.stderr
+    suite = json.loads((out / "suite.json").read_text())
+    assert suite["mode"] == "toy-sort" and suite["backend"] == "toy-length" and suite["preview_chars"] == 1000
+    metrics = json.loads((out / "dl19" / "metrics.json").read_text())
+    assert metrics["queries"] == 2
+    judged = set(packs.load_qrels(dl19 / "qrels.txt"))
+    run = ranked(out / "dl19" / "run.trec")
+    expected = {q: ids[:20] for q, ids in expected_runs(dl19, 20, 1000, 50).items() if q in judged}
+    assert {q: ids[:20] for q, ids in run.items()} == {q: expected[q] for q in run}
+
+
+def test_server_serves_the_plugin(plugin_env, tmp_path):
+    log_path = tmp_path / "server.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "rearank", "serve", "--backend", "toy-length", "--method",
+                                 "toy-sort", "-O", "preview_chars=3", "--port", "0"],
+                                stdout=log, stderr=subprocess.STDOUT, env=plugin_env)
+        try:
+            url = bound_url(proc, log_path)
+            answer = httpx.post(url + "/v1/rerank", json={"query": "q", "documents": ["ab", "a", "abcdef", "abc"]},
+                                timeout=60).json()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    # previews of 3 characters: "ab" 2, "a" 1, "abc" 3, "abc" 3 -> 2, 3 (tie: input order), 0, 1
+    assert [r["index"] for r in answer["results"]] == [2, 3, 0, 1]
+    assert answer["rearank"]["method"] == "toy-sort" and answer["rearank"]["status"] == "ok"
+
+
+def test_face_runs_the_plugin_and_names_a_broken_one(plugin_env, tmp_path):
+    script = ("import json; from rearank import Reranker\n"
+              "r = Reranker('any', backend='toy-length', method='toy-sort', preview_chars=2)\n"
+              "print(json.dumps(r.rerank('q', ['a', 'abc', 'ab']).order))\n")
+    done = subprocess.run([sys.executable, "-c", script], check=False, env=plugin_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [1, 2, 0]  # previews "a", "ab", "ab"
+    broken = tmp_path / "broken-site"
+    install_metadata(broken, "broken-plugin", {"rearank.methods": {"broken": "toy_plugin.nowhere:Nothing"}})
+    env = {**plugin_env, "PYTHONPATH": f"{broken}{os.pathsep}{plugin_env['PYTHONPATH']}"}
+    script = "from rearank import Reranker\nReranker('any', backend='toy-length', method='broken')\n"
+    done = subprocess.run([sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert ("RearankError: the rearank.methods entry point 'broken' (toy_plugin.nowhere:Nothing) failed to load: "
+            "ModuleNotFoundError") in done.stderr
+    # the command line still works for every other method, and says which one it left out
+    done = rearank(env, "rerank", "--help")
+    assert done.returncode == 0 and "toy-sort" in done.stdout
+    assert "'broken' (toy_plugin.nowhere:Nothing) failed to load" in done.stderr
