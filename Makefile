@@ -24,7 +24,7 @@ help:
 	@echo "make train       GRPO training with verl on a GPU node/cluster (GPU only)"
 	@echo "make train-check everything short of GPU work, with the real verl on CPU"
 	@echo "make train-smoke a few CPU GRPO steps with TRL and SmolLM2"
-	@echo "make train-learn CPU GRPO benchmark: held-out reward and format-valid rate before/while training"
+	@echo "make train-learn CPU benchmark: SFT warm start then TRL GRPO; held-out dl19 reward, format-valid, nDCG (docs/figures/train_learn.json)"
 
 setup: $(STAMP)
 
@@ -65,7 +65,7 @@ train-check: setup
 train-smoke: setup
 	$(BIN)/python -m recipes.train_smoke
 
-# A benchmark (about 45 min on 2 cores), not part of CI: figures in bench/out/train_learn/learn.{json,png}.
+# A benchmark (about an hour on a shared 2-core VM), not part of CI: writes docs/figures/train_learn.{json,png}.
 train-learn: setup
 	$(BIN)/python -m recipes.train_learn $(ARGS)
 
