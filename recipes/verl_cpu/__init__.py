@@ -1,0 +1,38 @@
+"""verl 0.9.1 on CPU, through verl's own extension points; active only in processes with ``VERL_PLATFORM=cpu``.
+
+verl imports this package on ``import verl`` in every process, Ray workers included (the ``verl.plugins``
+entry point in pyproject.toml). With ``VERL_PLATFORM=cpu`` it registers
+
+* :class:`~recipes.verl_cpu.platform.PlatformCPU` under ``PlatformRegistry`` as ``cpu`` (gloo, torch.cpu plus
+  the device calls verl makes, Ray resource ``GPU`` so that a declared ``num_gpus`` schedules the workers);
+* the transformers rollout (:mod:`recipes.verl_cpu.rollout`) as ``actor_rollout_ref.rollout.name=transformers`` in
+  both of verl's rollout registries;
+* the FSDP engines for device ``cpu`` and the few unavoidable patches (:mod:`recipes.verl_cpu.patches`).
+
+Without ``VERL_PLATFORM=cpu`` importing it does nothing, so GPU runs are untouched. verl swallows a plugin's import
+error (logged at debug level): ``tests/integration/test_verl_cpu_plugin.py`` checks that it loads.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: The value of ``VERL_PLATFORM`` that turns the plugin on, and the rollout name it registers.
+PLATFORM = "cpu"
+ROLLOUT = "transformers"
+
+
+def enabled() -> bool:
+    return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM
+
+
+def activate() -> None:
+    """Register the CPU platform, the transformers rollout and the patches (idempotent)."""
+    from recipes.verl_cpu import patches, platform
+
+    platform.register()
+    patches.install()
+
+
+if enabled():
+    activate()

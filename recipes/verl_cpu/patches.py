@@ -1,0 +1,162 @@
+"""Every change the CPU plugin makes to verl's (and torch's) behaviour, each named and explained.
+
+Only :func:`install` applies them, and only the plugin's :func:`recipes.verl_cpu.activate` calls it (with
+``VERL_PLATFORM=cpu``). Patches that touch a verl module run right after that module is first imported (a
+``sys.meta_path`` hook), so ``import verl`` stays as cheap as without the plugin.
+``tests/integration/test_verl_cpu_plugin.py::test_patched_verl_code_is_what_the_patches_expect`` fails when verl
+changes the code a patch works around (:data:`EXPECTED`), so that an upgrade re-checks each one.
+
+* ``single_gloo_backend``: verl joins a process group with ``f"cpu:gloo,{device}:{backend}"``
+  (``verl/utils/distributed.py:63,89``), which on CPU reads ``cpu:gloo,cpu:gloo`` and torch refuses
+  ("Duplicate device type cpu"). ``torch.distributed.init_process_group`` gets plain ``gloo`` for that string.
+* ``trl_without_value_head``: when trl is installed, verl patches ``state_dict`` of trl's
+  ``AutoModelForCausalLMWithValueHead`` on every model build (``verl/models/transformers/monkey_patch.py:352-356``);
+  trl 1.13 removed that class (with ``trl.experimental.ppo``), so the import fails. GRPO has no value head: when trl
+  lacks the class, verl's monkey-patch module is told trl is absent. (A GPU environment with trl >= 1.13 hits the
+  same ImportError; docs/training.md.)
+* ``unpinned_cpu_offload``: forward-only models (the reference policy) get ``CPUOffloadPolicy(pin_memory=True)``
+  (``verl/workers/engine/fsdp/transformer_impl.py:462``); pinning memory needs an accelerator. The module's
+  ``CPUOffloadPolicy`` becomes a subclass that never pins.
+
+Registrations through verl's own APIs (not patches): the FSDP engines for device ``cpu`` (verl registers them for
+``cuda`` and ``npu`` only, ``transformer_impl.py:1143,1594``) and the transformers rollout in both rollout
+registries.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import sys
+from collections.abc import Callable
+from types import ModuleType
+
+#: verl source text each patch relies on: (module, the text that must still be in it).
+EXPECTED = {
+    "single_gloo_backend": ("verl.utils.distributed", 'f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"'),
+    "trl_without_value_head": ("verl.models.transformers.monkey_patch",
+                               "from trl import AutoModelForCausalLMWithValueHead"),
+    "unpinned_cpu_offload": ("verl.workers.engine.fsdp.transformer_impl", "CPUOffloadPolicy(pin_memory=True)"),
+    "cpu_engines": ("verl.workers.engine.fsdp.transformer_impl",
+                    'backend=["fsdp", "fsdp2"], device=["cuda", "npu"])'),
+}
+DUPLICATE_CPU_BACKEND = "cpu:gloo,cpu:gloo"
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Run callbacks on a module right after its first import (or at once if it is already imported)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, list[Callable[[ModuleType], None]]] = {}
+
+    def add(self, name: str, callback: Callable[[ModuleType], None]) -> None:
+        if name in sys.modules:
+            callback(sys.modules[name])
+        else:
+            self.pending.setdefault(name, []).append(callback)
+
+    def find_spec(self, name, path, target=None):
+        if name not in self.pending:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        callbacks, exec_module = self.pending.pop(name), spec.loader.exec_module
+
+        def exec_then_patch(module: ModuleType) -> None:
+            exec_module(module)
+            for callback in callbacks:
+                callback(module)
+
+        spec.loader.exec_module = exec_then_patch
+        return spec
+
+
+_HOOK = _AfterImport()
+
+
+def single_gloo_backend() -> None:
+    import torch.distributed
+
+    original = torch.distributed.init_process_group
+    if getattr(original, "_verl_cpu", False):
+        return
+
+    def init_process_group(backend=None, *args, **kwargs):
+        if backend == DUPLICATE_CPU_BACKEND:
+            backend = "gloo"
+        return original(backend, *args, **kwargs)
+
+    init_process_group._verl_cpu = True
+    init_process_group.__wrapped__ = original
+    torch.distributed.init_process_group = init_process_group
+
+
+def trl_without_value_head(module: ModuleType) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("trl") is None:
+        return
+    try:
+        from trl.experimental.ppo import AutoModelForCausalLMWithValueHead
+    except ImportError:
+        try:
+            from trl import AutoModelForCausalLMWithValueHead  # noqa: F401
+        except ImportError:
+            module.is_trl_available = lambda: False
+
+
+def unpinned_cpu_offload(module: ModuleType) -> None:
+    base = module.CPUOffloadPolicy
+
+    class UnpinnedCPUOffloadPolicy(base):
+        """FSDP2's CPU offload without pinned memory (pinning needs an accelerator)."""
+
+        def __init__(self, pin_memory: bool = False):
+            super().__init__(pin_memory=False)
+
+    module.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy
+
+
+def cpu_engines(module: ModuleType) -> None:
+    from verl.workers.engine.base import EngineRegistry
+
+    for model_type, engine in (("language_model", module.FSDPEngineWithLMHead),
+                               ("value_model", module.FSDPEngineWithValueHead)):
+        registered = EngineRegistry._engines.get(model_type, {}).get("fsdp2", {})
+        if "cpu" not in registered:
+            EngineRegistry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device="cpu")(engine)
+
+
+def register_rollout(module: ModuleType) -> None:
+    from recipes.verl_cpu import ROLLOUT
+
+    module._ROLLOUT_REGISTRY[(ROLLOUT, "async")] = "recipes.verl_cpu.rollout.TransformersServerAdapter"
+
+
+def register_replica(module: ModuleType) -> None:
+    from recipes.verl_cpu import ROLLOUT
+
+    def load():
+        from recipes.verl_cpu.rollout import TransformersReplica
+
+        return TransformersReplica
+
+    module.RolloutReplicaRegistry.register(ROLLOUT, load)
+
+
+def install() -> None:
+    if _HOOK in sys.meta_path:
+        return
+    sys.meta_path.insert(0, _HOOK)
+    single_gloo_backend()
+    transformer_impl = "verl.workers.engine.fsdp.transformer_impl"
+    _HOOK.add("verl.models.transformers.monkey_patch", trl_without_value_head)
+    _HOOK.add(transformer_impl, unpinned_cpu_offload)
+    _HOOK.add(transformer_impl, cpu_engines)
+    _HOOK.add("verl.workers.rollout.base", register_rollout)
+    _HOOK.add("verl.workers.rollout.replica", register_replica)

@@ -1,0 +1,160 @@
+"""The verl CPU plugin (recipes.verl_cpu): loaded by ``import verl`` through the ``verl.plugins`` entry point, active
+only with VERL_PLATFORM=cpu, its patches still matching the verl code they work around, and the transformers
+rollout server generating batched, left-padded requests exactly as unbatched greedy generation does."""
+
+import asyncio
+import importlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from tests.conftest import require
+
+torch = require("torch")
+require("verl", "the `train` extra")
+
+from recipes.verl_cpu import patches
+
+PROBE = """
+import json, sys
+import verl
+from verl.plugin.platform import PlatformRegistry, get_platform
+from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+from verl.workers.rollout.replica import RolloutReplicaRegistry
+out = {"loaded": "recipes.verl_cpu" in sys.modules, "cpu": PlatformRegistry.get("cpu") is not None,
+       "replica": "transformers" in RolloutReplicaRegistry._registry,
+       "adapter": ("transformers", "async") in _ROLLOUT_REGISTRY}
+if out["cpu"]:
+    import os
+    os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[1])
+    import torch.distributed
+    from verl.utils.distributed import initialize_global_process_group_ray
+    from verl.utils.device import get_device_id, get_torch_device
+    initialize_global_process_group_ray()  # verl's own call: 'cpu:gloo,cpu:gloo' without the patch
+    out["backend"] = torch.distributed.get_backend()
+    out["platform"] = type(get_platform()).__name__
+    out["device_id"] = get_device_id()
+    out["device_name"] = get_torch_device().get_device_name()
+    import verl.workers.engine.fsdp.transformer_impl as impl
+    from verl.workers.engine.base import EngineRegistry
+    out["pin"] = impl.CPUOffloadPolicy(pin_memory=True).pin_memory
+    out["engine"] = EngineRegistry.get_engine_cls("language_model", "fsdp2").__name__
+print(json.dumps(out))
+"""
+
+
+def probe(env_platform: str | None) -> dict:
+    import socket
+
+    env = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
+    if env_platform:
+        env["VERL_PLATFORM"] = env_platform
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    proc = subprocess.run([sys.executable, "-c", PROBE, port], env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_plugin_registers_everything_with_verl_platform_cpu():
+    got = probe("cpu")
+    assert got == {"loaded": True, "cpu": True, "replica": True, "adapter": True, "backend": "gloo",
+                   "platform": "PlatformCPU", "device_id": "cpu", "device_name": "cpu", "pin": False,
+                   "engine": "FSDPEngineWithLMHead"}
+
+
+def test_plugin_does_nothing_without_verl_platform_cpu():
+    """GPU runs are untouched: the entry point imports the package, which registers nothing."""
+    assert probe(None) == {"loaded": True, "cpu": False, "replica": False, "adapter": False}
+
+
+@pytest.mark.parametrize("name", sorted(patches.EXPECTED))
+def test_patched_verl_code_is_what_the_patches_expect(name):
+    """Fails when verl changes the code a patch works around: re-check the patch (recipes/verl_cpu/patches.py)."""
+    module, text = patches.EXPECTED[name]
+    assert text in inspect.getsource(importlib.import_module(module)), f"{name}: {module} changed"
+
+
+def test_verl_interfaces_the_rollout_implements_are_unchanged():
+    """The pieces of verl 0.9.1 the transformers rollout fills in: their abstract methods and the call shapes."""
+    from verl.workers.rollout import llm_server
+    from verl.workers.rollout.base import BaseRollout
+    from verl.workers.rollout.replica import RolloutReplica, TokenOutput
+
+    assert RolloutReplica.__abstractmethods__ == {"launch_servers"}
+    assert BaseRollout.__abstractmethods__ == {"resume", "update_weights", "release"}
+    assert {"token_ids", "log_probs", "stop_reason", "extra_fields"} <= set(TokenOutput.model_fields)
+    source = inspect.getsource(llm_server.LLMServerClient.generate)
+    assert "server.generate.remote(" in source and "sampling_params=sampling_params" in source
+    assert "get_per_tensor_param" in inspect.getsource(importlib.import_module("verl.workers.engine_workers"))
+
+
+def test_gloo_rewrite_leaves_other_backends_alone(monkeypatch):
+    import torch.distributed
+
+    seen = []
+    monkeypatch.setattr(torch.distributed, "init_process_group", lambda backend=None, *a, **k: seen.append(backend))
+    patches.single_gloo_backend()
+    torch.distributed.init_process_group("cpu:gloo,cpu:gloo")
+    torch.distributed.init_process_group("cpu:gloo,cuda:nccl")
+    torch.distributed.init_process_group(backend="nccl")
+    assert seen == ["gloo", "cpu:gloo,cuda:nccl", "nccl"]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir():
+    from recipes.train_cpu import tiny_base
+
+    return tiny_base()
+
+
+def test_rollout_server_batches_like_unbatched_greedy_generation(tiny_dir):
+    """Requests arriving together are one left-padded batch; greedy tokens and log-probs match one-at-a-time
+    transformers generation, EOS is kept and nothing after it, and load_weights changes what it generates."""
+    from transformers import AutoModelForCausalLM
+
+    from recipes.verl_cpu.rollout import TransformersServer
+
+    config = SimpleNamespace(prompt_length=64, response_length=8)
+    server = TransformersServer(config, {"path": str(tiny_dir)}, replica_rank=0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    prompts = [[1, 2, 3, 4, 5, 6, 7], [9, 8, 7], [100, 200, 300, 400, 500]]
+    greedy = {"temperature": 0, "top_p": 1.0, "top_k": -1, "logprobs": True}
+
+    async def generate_all():
+        return await asyncio.gather(*[server.generate(p, dict(greedy), f"r{i}") for i, p in enumerate(prompts)])
+
+    outputs = asyncio.run(generate_all())
+    for prompt, output in zip(prompts, outputs, strict=True):
+        ids = torch.tensor([prompt])
+        alone = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=8,
+                               pad_token_id=server.pad, eos_token_id=sorted(server.eos))[0, len(prompt):].tolist()
+        ends = [i for i, t in enumerate(alone) if t in server.eos]
+        assert output.token_ids == (alone[: ends[0] + 1] if ends else alone)
+        assert len(output.log_probs) == len(output.token_ids) and all(lp <= 0 for lp in output.log_probs)
+        logits = model(torch.tensor([prompt + output.token_ids])).logits[0, len(prompt) - 1:-1]
+        expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(output.token_ids)[:, None])[:, 0]
+        assert torch.allclose(torch.tensor(output.log_probs), expected, atol=1e-4)
+    state = {name: torch.randn_like(t) for name, t in model.state_dict().items()}
+    assert server.load_weights(state) == len(state)
+    changed = asyncio.run(server.generate(prompts[0], dict(greedy), "again"))
+    model.load_state_dict(state)
+    ids = torch.tensor([prompts[0]])
+    alone = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=8,
+                           pad_token_id=server.pad, eos_token_id=sorted(server.eos))[0, len(prompts[0]):].tolist()
+    assert changed.token_ids == alone[: len(changed.token_ids)]
+
+
+def test_rollout_server_refuses_weights_of_another_model(tiny_dir):
+    from recipes.verl_cpu.rollout import TransformersServer
+
+    server = TransformersServer(SimpleNamespace(prompt_length=8, response_length=4), {"path": str(tiny_dir)}, 0)
+    with pytest.raises(ValueError, match="unexpected"):
+        server.load_weights({"not.a.weight": torch.zeros(2)})
