@@ -1,0 +1,77 @@
+"""``make train RECIPE=<name> DRY_RUN=1`` prints, for every recipe, the command that trains it with the right
+config, and every verl recipe file composes and passes verl's validation (no GPU needed)."""
+
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import require
+
+require("verl", "verl is in the `train` extra")
+require("hydra", "the `train` extra")
+
+from recipes import RECIPES_DIR
+from recipes.train_check import compose_recipe
+
+ROOT = RECIPES_DIR.parent
+#: make train RECIPE=<name> -> the recipe files its commands must name, in order
+EXPECTED = {
+    "rearank": ["rearank/grpo"], "rearank_debug": ["rearank/grpo_debug"],
+    "grouprank": ["grouprank/grpo"], "grouprank_debug": ["grouprank/grpo_debug"],
+    "barrag": ["barrag/selector_grpo", "barrag/generator_grpo"],
+    "barrag_debug": ["barrag/selector_grpo_debug", "barrag/generator_grpo_debug"],
+    "barrag_selector": ["barrag/selector_grpo"], "barrag_generator_debug": ["barrag/generator_grpo_debug"],
+    "arena": ["arena/grpo"], "arena_debug": ["arena/grpo_debug"],
+}
+VERL_FILES = sorted({f for files in EXPECTED.values() for f in files})
+
+
+def dry_run(recipe: str, *args: str) -> str:
+    env = {**os.environ, "DRY_RUN": "1", "RECIPE": recipe}
+    return subprocess.run([str(RECIPES_DIR / "train.sh"), *args], env=env, capture_output=True, text=True,
+                          check=True, cwd=ROOT).stdout
+
+
+@pytest.mark.parametrize("recipe", sorted(EXPECTED))
+def test_dry_run_names_the_recipe_files(recipe):
+    lines = dry_run(recipe, "trainer.total_training_steps=5").splitlines()
+    assert len(lines) == len(EXPECTED[recipe])
+    for line, file in zip(lines, EXPECTED[recipe], strict=True):
+        folder, name = file.split("/")
+        assert line.startswith("+ ") and "'-m' 'verl.trainer.main_ppo'" in line
+        assert f"'--config-dir' '{RECIPES_DIR / folder}' '--config-name' '{name}'" in line
+        assert "'trainer.total_training_steps=5'" in line and "data.train_files=/" in line
+
+
+def test_make_train_dry_run_for_rrpo_prints_its_own_trainer():
+    out = subprocess.run(["make", "-s", "train", "RECIPE=rrpo", "DRY_RUN=1", "ARGS=epochs=1"], capture_output=True,
+                         text=True, check=True, cwd=ROOT).stdout
+    assert f"'rrpo' 'train' '--config' '{RECIPES_DIR / 'rrpo' / 'hotpotqa.yaml'}' '--set' 'epochs=1'" in out
+
+
+def test_unknown_recipe_is_one_line_naming_the_choices():
+    proc = subprocess.run([str(RECIPES_DIR / "train.sh")], env={**os.environ, "RECIPE": "rearank_grpo"},
+                          capture_output=True, text=True, check=False, cwd=ROOT)
+    assert proc.returncode == 2 and "unknown RECIPE=rearank_grpo" in proc.stderr and "grouprank" in proc.stderr
+
+
+@pytest.mark.parametrize("file", VERL_FILES)
+def test_every_recipe_file_composes_and_validates(file):
+    """verl's own validation of the composed config (LoRA ranks aside, which only vLLM checks)."""
+    from omegaconf import open_dict
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    config = compose_recipe(file)
+    with open_dict(config):
+        config.actor_rollout_ref.model.lora_rank = 0
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    assert config.algorithm.adv_estimator == "grpo" and config.trainer.resume_mode == "auto"
+
+
+def test_grouprank_recipe_trains_with_the_groupwise_reward():
+    config = compose_recipe("grouprank/grpo")
+    assert config.reward.custom_reward_function.path == "pkg://rearank.grouprank.reward"
+    assert config.data.train_files.endswith("dl21-groupwise/train.parquet")
+    assert config.actor_rollout_ref.model.path == "Qwen/Qwen2.5-7B-Instruct"  # the paper's 7B backbone
