@@ -12,7 +12,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 TORCH_CPU ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser test test-slow test-all test-vllm demo bench mutation train train-check train-smoke train-learn lint clean help
+.PHONY: setup browser test test-slow test-all test-vllm demo bench mutation train train-cpu train-check train-smoke train-learn lint clean help
 
 help:
 	@echo "make test        set up .venv (CPU) and run the fast test tier"
@@ -23,6 +23,7 @@ help:
 	@echo "make mutation    mutation score of the parsers, rewards, metrics and run files (bench/out/mutation.json)"
 	@echo "make train       GRPO training with verl on a GPU node/cluster (GPU only)"
 	@echo "make train-check everything short of GPU work, with the real verl on CPU"
+	@echo "make train-cpu   real verl GRPO steps, resume, export and a rerank on CPU (RECIPE=, OUT=)"
 	@echo "make train-smoke a few CPU GRPO steps with TRL and SmolLM2"
 	@echo "make train-learn CPU benchmark: SFT warm start then TRL GRPO; held-out dl19 reward, format-valid, nDCG (docs/figures/train_learn.json)"
 
@@ -57,6 +58,12 @@ demo: setup
 train:
 	@echo "make train: GPU only -- a CUDA node/cluster with verl[vllm]==0.9.1 (docs/training.md)"
 	RECIPE=$(or $(RECIPE),rearank) recipes/train.sh $(ARGS)
+
+# Real verl GRPO steps on CPU (plugin recipes.verl_cpu): make train-cpu [RECIPE=rearank|grouprank|barrag|arena]
+# [OUT=runs/train-cpu] [MODEL=tiny|smollm2|DIR] [OVERWRITE=1]; docs/training.md
+train-cpu: setup
+	$(BIN)/python -m recipes.train_cpu $(foreach r,$(filter-out all,$(RECIPE)),--recipe $(r)) --out $(or $(OUT),runs/train-cpu) \
+	  --model $(or $(MODEL),tiny) $(if $(OVERWRITE),--overwrite)
 
 train-check: setup
 	$(BIN)/python -m recipes.train_check
