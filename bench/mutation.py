@@ -1,0 +1,151 @@
+"""Mutation score of the modules whose mistakes change numbers silently (``make mutation``; mutmut 3).
+
+For each module, mutmut rewrites one line at a time (``<`` for ``<=``, ``+ 1`` for ``+ 2``, a string, a default)
+and runs the module's unit tests against each mutant; a mutant the tests do not notice survived. Each module runs in
+its own copy of the working tree (under ``--workdir``, kept between runs, so a rerun only tests mutants of changed
+functions), with only its own tests, one module after another. Hypothesis runs derandomized (``CI=true``), so a
+rerun gives the same counts.
+
+Writes ``bench/out/mutation.json`` (per module: killed, survived, no tests, timed out, score and the surviving
+mutants' names; modules not run this time keep their earlier entry) and prints a markdown table for
+docs/testing.md. ``--show NAME`` prints a mutant's diff (run from the module's work folder by mutmut).
+
+    python bench/mutation.py                      # every module (about an hour on 2 cores)
+    python bench/mutation.py rearank/window.py    # one module
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out" / "mutation.json"
+
+#: Module -> the tests that exercise it (fast tier), ranked by the risk of a silent wrong number.
+MODULES: dict[str, list[str]] = {
+    "rearank/answer.py": ["tests/unit/test_answer.py", "tests/unit/test_reward.py", "tests/unit/test_reward_released.py"],
+    "rearank/reward.py": ["tests/unit/test_reward.py", "tests/unit/test_reward_released.py"],
+    "rearank/ndcg.py": ["tests/unit/test_ndcg.py", "tests/unit/test_reward.py"],
+    "rearank/metrics.py": ["tests/integration/test_metrics.py", "tests/unit/test_input_errors.py"],
+    "rearank/window.py": ["tests/unit/test_window.py"],
+    "rearank/grouprank/parser.py": ["tests/unit/test_grouprank_parser.py", "tests/unit/test_grouprank_reward.py"],
+    "rearank/grouprank/reward.py": ["tests/unit/test_grouprank_reward.py"],
+    "rearank/rag/metrics.py": ["tests/unit/test_rag_metrics.py"],
+    "rearank/io/trec.py": ["tests/unit/test_io_formats.py", "tests/unit/test_io_files.py"],
+    "rearank/io/beir.py": ["tests/unit/test_io_formats.py"],
+    "rearank/io/qa.py": ["tests/unit/test_io_qa.py"],
+    "rearank/runfiles.py": ["tests/unit/test_runfiles.py", "tests/unit/test_job.py"],
+    "rearank/methods/listwise.py": ["tests/unit/test_engine_listwise.py"],
+    "rearank/methods/groupwise.py": ["tests/unit/test_grouprank_ranker.py"],
+    "rearank/rag/arena/reward.py": ["tests/unit/test_arena_reward.py"],
+    "rearank/rag/barrag/reward.py": ["tests/unit/test_barrag_reward.py"],
+    "rearank/rag/barrag/parser.py": ["tests/unit/test_barrag_reward.py"],
+    "rearank/rag/arena/parser.py": ["tests/unit/test_arena_reward.py"],
+}
+#: mutmut's exit codes by outcome (mutmut.stats.status_by_exit_code, read here so a new mutmut cannot shift them).
+KILLED, TIMEOUT = "killed", "timeout"
+
+
+def tree_files() -> list[str]:
+    """The working tree's files that git tracks or would track (no venvs, outputs or caches)."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    return [name for name in listed if name and not name.startswith(("bench/out/", ".ci/")) and (ROOT / name).is_file()]
+
+
+def prepare(module: str, tests: list[str], workdir: Path) -> None:
+    """Refresh ``workdir`` with the working tree and a mutmut configuration for ``module`` alone."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    for name in tree_files():
+        target = workdir / name
+        if not target.is_file() or target.read_bytes() != (ROOT / name).read_bytes():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / name, target)
+    config = {"source_paths": ["rearank"], "only_mutate": [module], "also_copy": ["data_synthesis", "eval"],
+              "pytest_add_cli_args_test_selection": tests,
+              "pytest_add_cli_args": ["-q", "-x", "-p", "no:cacheprovider", "-m", "not slow and not vllm"]}
+    base = (ROOT / "pyproject.toml").read_text(encoding="utf-8").split("\n[tool.mutmut]")[0]
+    lines = [f"{key} = {json.dumps(value)}" for key, value in config.items()]
+    (workdir / "pyproject.toml").write_text(base.rstrip() + "\n\n[tool.mutmut]\n" + "\n".join(lines) + "\n",
+                                            encoding="utf-8")
+
+
+def run_module(module: str, tests: list[str], workdir: Path, timeout_s: int) -> dict:
+    """Run mutmut on ``module``; return its counts (killed, survived, no tests, timeout, other) and survivors."""
+    from mutmut.stats import status_by_exit_code
+
+    missing = [t for t in tests if not (ROOT / t).is_file()]
+    if missing:
+        raise SystemExit(f"{module}: test files not found: {', '.join(missing)}")
+    prepare(module, tests, workdir)
+    env = {**os.environ, "CI": "true", "PYTHONDONTWRITEBYTECODE": "1"}
+    started = time.monotonic()
+    with open(workdir / "mutmut.log", "w", encoding="utf-8") as log:
+        done = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "2"], cwd=workdir, env=env,
+                              stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
+    meta = workdir / "mutants" / (module + ".meta")
+    if done.returncode != 0 or not meta.is_file():
+        tail = (workdir / "mutmut.log").read_text(encoding="utf-8", errors="replace")[-2000:]
+        raise SystemExit(f"{module}: mutmut failed (exit {done.returncode}); see {workdir / 'mutmut.log'}\n{tail}")
+    codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+    statuses = {name: status_by_exit_code[code] for name, code in codes.items()}
+    counts = Counter(statuses.values())
+    total = len(statuses)
+    detected = counts[KILLED] + counts[TIMEOUT]
+    return {
+        "tests": tests, "mutants": total, "killed": counts[KILLED], "timeout": counts[TIMEOUT],
+        "survived": counts["survived"], "no_tests": counts["no tests"],
+        "other": total - detected - counts["survived"] - counts["no tests"],
+        "score": round(detected / total, 4) if total else None,
+        "survivors": sorted(n for n, s in statuses.items() if s in ("survived", "no tests")),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def table(results: dict[str, dict]) -> str:
+    rows = ["| module | mutants | killed | timed out | survived | no test ran it | score |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    for module, r in results.items():
+        score = f"{100 * r['score']:.1f}%" if r["score"] is not None else "-"
+        rows.append(f"| `{module}` | {r['mutants']} | {r['killed']} | {r['timeout']} | {r['survived']} | "
+                    f"{r['no_tests']} | {score} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("modules", nargs="*", help=f"modules to run (default: all {len(MODULES)})")
+    parser.add_argument("--workdir", type=Path, default=Path.home() / ".cache" / "rearank" / "mutation",
+                        help="where the per-module copies live (kept: reruns test only changed functions)")
+    parser.add_argument("--timeout", type=int, default=3600, help="seconds a module may take")
+    parser.add_argument("--out", type=Path, default=OUT, help="the JSON written (merged with earlier entries)")
+    args = parser.parse_args(argv)
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        parser.error(f"not a listed module: {', '.join(unknown)} (choose from {', '.join(MODULES)})")
+    results = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    for module in args.modules or list(MODULES):
+        slug = module.removesuffix(".py").replace("/", ".")
+        results[module] = run_module(module, MODULES[module], args.workdir / slug, args.timeout)
+        r = results[module]
+        print(f"{module}: {r['killed'] + r['timeout']}/{r['mutants']} killed ({r['survived']} survived, "
+              f"{r['no_tests']} untested) in {r['seconds']} s", flush=True)
+        ordered = {m: results[m] for m in MODULES if m in results}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, args.out)
+    print(table({m: results[m] for m in MODULES if m in results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
