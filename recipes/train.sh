@@ -8,7 +8,8 @@
 #   grouprank, grouprank_debug               recipes/grouprank/grpo{,_debug}.yaml      (groupwise, GroupRank)
 #   grouprank_sft                            recipes/grouprank/sft.yaml (SFT warm start, when present)
 #   barrag_selector[_debug], barrag_generator[_debug]   recipes/barrag/*.yaml  (one BAR-RAG stage each)
-#   barrag, barrag_debug                     both BAR-RAG stages (the three-iteration loop: docs/rag_training.md)
+#   barrag, barrag_debug                     BAR-RAG's three-iteration loop, resumable (recipes/barrag/loop.py;
+#                                            BARRAG_OUT: its folder and state, default runs/barrag)
 #   arena, arena_debug                       recipes/arena/grpo{,_debug}.yaml
 #   rrpo                                     rearank rag rrpo train --config recipes/rrpo/hotpotqa.yaml
 #   <folder>/<file>                          any recipe file by its path under recipes/
@@ -37,13 +38,20 @@ CKPT_ROOT=$(abspath "${CKPT_ROOT:-checkpoints}")
 NAMES="rearank rearank_debug grouprank grouprank_debug grouprank_sft barrag barrag_debug barrag_selector
 barrag_selector_debug barrag_generator barrag_generator_debug arena arena_debug rrpo"
 
+# BAR-RAG's loop: serve the reader, train the selector, select, synthesize generator rows, train the generator, x3
+if [[ "$RECIPE" == barrag || "$RECIPE" == barrag_debug ]]; then
+  loop=("$PYTHON" -m recipes.barrag.loop --out "$(abspath "${BARRAG_OUT:-runs/barrag}")")
+  [[ "$RECIPE" == barrag_debug ]] && loop+=(--debug)
+  [[ "${DRY_RUN:-0}" == 1 ]] && loop+=(--dry-run)
+  cd "$ROOT"
+  exec "${loop[@]}" "$@"
+fi
+
 # recipe name -> the recipe files it runs, in order
 case "$RECIPE" in
   rearank|grouprank|arena) files=("$RECIPE/grpo") ;;
   rearank_debug|grouprank_debug|arena_debug) files=("${RECIPE%_debug}/grpo_debug") ;;
   grouprank_sft) files=(grouprank/sft) ;;
-  barrag) files=(barrag/selector_grpo barrag/generator_grpo) ;;
-  barrag_debug) files=(barrag/selector_grpo_debug barrag/generator_grpo_debug) ;;
   barrag_selector|barrag_generator) files=("barrag/${RECIPE#barrag_}_grpo") ;;
   barrag_selector_debug|barrag_generator_debug) files=("barrag/$(sed 's/^barrag_//; s/_debug$//' <<<"$RECIPE")_grpo_debug") ;;
   rrpo) files=(rrpo/hotpotqa) ;;
