@@ -262,6 +262,8 @@ class SubprocessRunner:
         log = self._log(f"reader.{port}")
         command = serve_command(self.settings, model, port)
         with log.open("a", encoding="utf-8") as out:
+            out.write("+ " + shlex.join(command) + "\n")
+            out.flush()
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}/v1"
         try:
@@ -363,9 +365,13 @@ def _select_main(argv: Sequence[str]) -> int:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Settings with the device's defaults: the shared QA samples; on CPU the tiny model and 8 questions a file."""
-    from recipes.train_cpu import data_root
+    from rearank.data.packs import data_root
 
-    qa = tuple(args.qa) if args.qa else tuple(str(data_root() / q) for q in QA_FILES)
+    qa = tuple(args.qa) if args.qa else tuple(str(data_root().resolve() / q) for q in QA_FILES)
+    missing = [q for q in qa if not args.dry_run and not Path(q).is_file()]
+    if missing:
+        raise MissingDataError(f"QA file not found: {missing[0]} (set REARANK_DATA to the shared data folder, or "
+                               "give --qa FILE)")
     model = args.model
     qa_limit = args.qa_limit
     if args.device == "cpu":
