@@ -1,0 +1,371 @@
+"""``make train-cpu``: real verl GRPO steps on CPU for every verl recipe, then a resume, an export and a rerank.
+
+For each recipe (``rearank``, ``grouprank``, ``barrag_selector``, ``barrag_generator``, ``arena``; ``barrag`` means
+both BAR-RAG stages) this runs, in child processes:
+
+1. ``rearank synth`` on the shared data into ``<out>/<recipe>/data`` (small: a few sets of 5 passages);
+2. ``python -m verl.trainer.main_ppo`` with the recipe's own file and only size overrides (batch, rollout n,
+   lengths, steps, device, model path; :func:`size_overrides`) for 2 steps, with ``VERL_PLATFORM=cpu`` so that the
+   plugin ``recipes.verl_cpu`` supplies the CPU platform and the transformers rollout; checkpoints every step;
+3. the same command again with ``trainer.total_training_steps=3``: verl resumes from ``global_step_2``;
+4. ``python -m recipes.export`` (verl's FSDP model merger) into ``<out>/<recipe>/export``;
+5. the exported folder in use: ``rearank rerank --backend hf`` on two dl19 queries (listwise; groupwise for
+   grouprank) or ``rearank rag eval`` on two HotpotQA questions (BAR-RAG selector / generator, ARENA).
+
+``<out>/<recipe>/metrics.jsonl`` holds one JSON object per training step with verl's metric names (from verl's
+``file`` logger); checkpoints are in ``<out>/<recipe>/checkpoints``, console logs in ``<out>/<recipe>/logs``.
+
+    python -m recipes.train_cpu [--recipe NAME ...] [--out DIR] [--model tiny|smollm2|PATH] [--overwrite]
+
+``--model tiny`` (default): a randomly initialised model of SmolLM2's architecture (2 layers, hidden 64) with
+SmolLM2's tokenizer, made once in the rearank cache; ``smollm2``: SmolLM2-135M-Instruct converted from the embedded
+GGUF. See docs/training.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rearank.cache import cache_root
+from rearank.errors import RearankError
+from rearank.io.files import atomic_folder, atomic_write, iter_json_lines
+from recipes import RECIPES_DIR
+
+TINY_FOLDER = "smollm2-arch-tiny-random"
+#: Size of the random model: SmolLM2's architecture (Llama) and tokenizer, 2 layers of width 64 (3.2M parameters).
+TINY_SIZE = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 16}
+WARMUP_STEPS = 150
+STEPS, RESUMED_STEPS = 2, 3
+QA = "qa/hotpotqa/train_distractor.sample100.json"
+QA_EVAL = "qa/hotpotqa/dev_distractor.first103.json"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One verl run: its recipe file, the ``rearank synth`` arguments of its data, and lengths for CPU."""
+
+    name: str
+    recipe: str
+    synth: tuple[str, ...]
+    prompt_tokens: int
+    response_tokens: int
+
+
+STAGES = {
+    "rearank": Stage("rearank", "rearank/grpo",
+                     ("--dataset", "dl21", "--samples-per-query", "1", "--set-size", "5", "--passage-budget", "200c"),
+                     1024, 64),
+    "grouprank": Stage("grouprank", "grouprank/grpo",
+                       ("--dataset", "dl21", "--mode", "groupwise", "--samples-per-query", "1", "--set-size", "5",
+                        "--passage-budget", "200c"), 1024, 64),
+    "barrag_selector": Stage("barrag_selector", "barrag/selector_grpo",
+                             ("--mode", "barrag-selector", "--qa", f"{{data}}/{QA}", "--qa-limit", "8"), 4096, 64),
+    "barrag_generator": Stage("barrag_generator", "barrag/generator_grpo",
+                              ("--mode", "barrag-generator", "--qa", f"{{data}}/{QA}", "--qa-limit", "8"), 2048, 64),
+    "arena": Stage("arena", "arena/grpo", ("--mode", "arena", "--qa", f"{{data}}/{QA}", "--qa-limit", "8"), 4096, 64),
+}
+#: ``--recipe`` names: a recipe runs its stages in order.
+RECIPES = {"rearank": ("rearank",), "grouprank": ("grouprank",), "barrag": ("barrag_selector", "barrag_generator"),
+           "barrag_selector": ("barrag_selector",), "barrag_generator": ("barrag_generator",), "arena": ("arena",)}
+DEFAULT = ("rearank", "grouprank", "barrag", "arena")
+
+
+def data_root() -> Path:
+    root = Path(os.environ.get("REARANK_DATA", "../shared/data")).resolve()
+    if not root.is_dir():
+        raise RearankError(f"{root} not found: set REARANK_DATA to the shared data folder")
+    return root
+
+
+def tiny_base(cache: Path | None = None) -> Path:
+    """A randomly initialised model of SmolLM2-135M-Instruct's architecture (:data:`TINY_SIZE`, 3.2M parameters)
+    with its tokenizer and chat template, made once (seeded) in ``<cache>/models``."""
+    from rearank.models import embedded_model_path
+
+    target = (cache or cache_root()) / "models" / TINY_FOLDER
+    if (target / "config.json").is_file():
+        return target
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    base = embedded_model_path()
+    config = AutoConfig.from_pretrained(base)
+    for key, value in TINY_SIZE.items():
+        setattr(config, key, value)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    with atomic_folder(target) as tmp:
+        model.save_pretrained(tmp)
+        AutoTokenizer.from_pretrained(base).save_pretrained(tmp)
+        GenerationConfig.from_pretrained(base).save_pretrained(tmp)
+    return target
+
+
+def answer_kinds(stage: Stage, ground_truth: str) -> list[str]:
+    """Well-formed and malformed completions of a row, scored differently by the stage's reward: the ones
+    ``make train-check`` scores through verl (listwise: ideal, presented, reversed, garbage; the RAG recipes' own)."""
+    truth = json.loads(ground_truth)
+    if stage.name == "rearank":
+        from recipes.train_check import completions_for
+
+        return list(completions_for(truth["labels"]).values())
+    if stage.name == "grouprank":
+        from rearank.grouprank.parser import format_scores, label_scores
+
+        labels = truth["labels"]
+        answer = "<reason>Scored by content.</reason>\n<answer>{}</answer>"
+        return [answer.format(format_scores(label_scores(labels, 3))),
+                answer.format(format_scores(label_scores(labels[::-1], 3))),
+                answer.format(format_scores([5] * len(labels))), "I cannot score these."]
+    from recipes.train_check_rag import KINDS
+
+    mode = {"barrag_selector": "barrag-selector", "barrag_generator": "barrag-generator", "arena": "arena"}
+    return list(KINDS[mode[stage.name]][0](truth).values())
+
+
+def warm_start(stage: Stage, data: Path, target: Path) -> Path:
+    """The tiny base model trained for :data:`WARMUP_STEPS` steps to answer the stage's training prompts with one of
+    :func:`answer_kinds`, drawn at random. A random model writes text every reward scores alike, so all GRPO
+    advantages and gradients would be zero; this one's samples differ in reward, so the actor update has a nonzero
+    gradient. It checks the mechanics of training, never quality."""
+    if (target / "config.json").is_file():
+        return target
+    import pandas as pd
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = tiny_base()
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    rows = pd.read_parquet(data / "train.parquet")
+    examples = []
+    for prompt, reward in zip(rows["prompt"], rows["reward_model"], strict=True):
+        ids = tokenizer.apply_chat_template([dict(m) for m in prompt], add_generation_prompt=True, tokenize=True,
+                                            return_dict=True)["input_ids"][-stage.prompt_tokens:]
+        for text in answer_kinds(stage, reward["ground_truth"]):
+            answer = tokenizer.encode(text, add_special_tokens=False)[: stage.response_tokens - 1]
+            examples.append((ids, answer + [tokenizer.eos_token_id]))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # matrices this small run fastest on one thread, above all on a busy machine
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(WARMUP_STEPS):
+        losses = []
+        for index in torch.randint(len(examples), (8,), generator=generator).tolist():
+            prompt, answer = examples[index]
+            ids = torch.tensor([prompt + answer])
+            hidden = model.model(input_ids=ids).last_hidden_state[0, len(prompt) - 1:-1]
+            losses.append(torch.nn.functional.cross_entropy(model.lm_head(hidden), ids[0, len(prompt):]))
+        optimizer.zero_grad()
+        torch.stack(losses).mean().backward()
+        optimizer.step()
+    torch.set_num_threads(threads)
+    with atomic_folder(target, replace=True) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        for name in ("generation_config.json",):
+            shutil.copy(base / name, tmp / name)
+    return target
+
+
+def model_path(model: str) -> Path | None:
+    """``--model``: None for ``tiny`` (each stage warm-starts its own), else a Hugging Face folder."""
+    if model == "tiny":
+        return None
+    if model == "smollm2":
+        from rearank.models import embedded_model_path
+
+        return embedded_model_path()
+    path = Path(model).resolve()
+    if not (path / "config.json").is_file():
+        raise RearankError(f"--model {model}: not 'tiny', 'smollm2' or a Hugging Face folder with config.json")
+    return path
+
+
+def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int) -> list[str]:
+    """The recipe's run on one CPU: sizes, device, model path, and the CPU plumbing (rollout name, Ray resources,
+    attention kernel, FSDP2); algorithm, reward and optimiser values stay the recipe's."""
+    longest = stage.prompt_tokens + stage.response_tokens
+    return [
+        f"data.train_files={data}/train.parquet", f"data.val_files={data}/val.parquet",
+        "data.train_batch_size=2", f"data.max_prompt_length={stage.prompt_tokens}",
+        f"data.max_response_length={stage.response_tokens}", "data.dataloader_num_workers=0",
+        f"actor_rollout_ref.model.path={model}",
+        "actor_rollout_ref.model.use_remove_padding=false",  # needs flash-attn
+        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.ref.strategy=fsdp2",  # FSDP1 needs a device
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2", f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={2 * longest}",
+        "actor_rollout_ref.rollout.name=transformers", "actor_rollout_ref.rollout.n=2",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.agent.num_workers=1",
+        "reward.num_workers=1",
+        "trainer.device=cpu", "trainer.nnodes=1", "trainer.n_gpus_per_node=1", "trainer.logger=[console,file]",
+        f"trainer.total_training_steps={steps}", "trainer.save_freq=1", "trainer.test_freq=-1",
+        "trainer.val_before_train=false", "trainer.resume_mode=auto", "trainer.max_actor_ckpt_to_keep=null",
+        f"trainer.default_local_dir={ckpt}",
+        # one TransferQueue storage actor; Ray told of more CPUs than the machine's 2 and of one "GPU" slot
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        "ray_kwargs.ray_init.num_cpus=16", "+ray_kwargs.ray_init.num_gpus=1",
+    ]
+
+
+def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> float:
+    """Run ``cmd`` with its output appended to ``log`` (and echoed); return its wall time; raise on failure."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print("+ " + " ".join(cmd), flush=True)
+    started = time.perf_counter()
+    with log.open("a", encoding="utf-8") as out:
+        out.write("+ " + " ".join(cmd) + "\n")
+        out.flush()
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
+    if proc.returncode:
+        tail = "".join(log.read_text(encoding="utf-8", errors="replace").splitlines(True)[-25:])
+        raise RearankError(f"{cmd[2] if len(cmd) > 2 else cmd[0]} exited with {proc.returncode}; "
+                           f"log {log}; its end:\n{tail}")
+    return time.perf_counter() - started
+
+
+def synthesize(stage: Stage, data: Path, log: Path) -> Path:
+    if (data / "train.parquet").is_file():
+        return data
+    args = [a.replace("{data}", str(data_root())) for a in stage.synth]
+    _run([sys.executable, "-m", "rearank", "synth", *args, "--output-dir", str(data), "--quiet"], log)
+    return data
+
+
+def train(stage: Stage, data: Path, model: Path, folder: Path, steps: int, run: int) -> float:
+    """One ``verl.trainer.main_ppo`` invocation; its metrics go to ``folder/logs/verl.<run>.jsonl``."""
+    env = {**os.environ, "VERL_PLATFORM": "cpu", "VERL_FILE_LOGGER_PATH": str(folder / "logs" / f"verl.{run}.jsonl"),
+           "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0"}
+    if model.name == "tiny-model":
+        env["OMP_NUM_THREADS"] = "1"  # the tiny model's matrices run fastest on one thread per process
+    folder_name, file_name = stage.recipe.split("/")
+    cmd = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-dir", str(RECIPES_DIR / folder_name),
+           "--config-name", file_name, *size_overrides(stage, data, model, folder / "checkpoints", steps)]
+    return _run(cmd, folder / "logs" / f"verl.{run}.log", env)
+
+
+def merge_metrics(folder: Path) -> list[dict]:
+    """verl's per-step logs of every invocation -> ``metrics.jsonl``, one object per step (the last run's wins)."""
+    steps: dict[int, dict] = {}
+    for log in sorted((folder / "logs").glob("verl.*.jsonl")):
+        for _, record in iter_json_lines(log):
+            data = record.get("data", {})
+            if "training/global_step" in data:
+                steps[int(data["training/global_step"])] = data
+    rows = [steps[step] for step in sorted(steps)]
+    with atomic_write(folder / "metrics.jsonl") as out:
+        for row in rows:
+            out.write(json.dumps(row, sort_keys=True) + "\n")
+    return rows
+
+
+def check_metrics(rows: list[dict], where: Path) -> None:
+    """At least :data:`RESUMED_STEPS` steps, each with a finite policy loss and a nonzero gradient norm."""
+    if len(rows) < RESUMED_STEPS:
+        raise RearankError(f"{where}: {len(rows)} steps logged, expected {RESUMED_STEPS}")
+    for row in rows:
+        loss, norm = row.get("actor/pg_loss"), row.get("actor/grad_norm")
+        if loss is None or not math.isfinite(loss) or norm is None or not norm > 0:
+            raise RearankError(f"{where}: step {row.get('training/global_step')}: pg_loss {loss}, grad_norm {norm}")
+
+
+def use_export(stage: Stage, export: Path, folder: Path) -> list[str]:
+    """The command that puts the exported model to work on two items; it writes under ``folder/use``."""
+    use = folder / "use"
+    if stage.name in ("rearank", "grouprank"):
+        mode = "groupwise" if stage.name == "grouprank" else "listwise"
+        return [sys.executable, "-m", "rearank", "rerank", "--dataset", "dl19", "--max-queries", "2", "--backend",
+                "hf", "--model", str(export), "--mode", mode, "--top-k", "10", "--max-new-tokens", "32",
+                "--output", str(use / "run.trec"), "--no-progress"]
+    qa = str(data_root() / QA_EVAL)
+    common = [sys.executable, "-m", "rearank", "rag", "eval", "--data", qa, "--limit", "2", "--output-dir", str(use),
+              "--no-progress", "--max-new-tokens", "32"]
+    if stage.name == "barrag_selector":
+        return [*common, "--selector", f"barrag:{export}", "-S", "max_new_tokens=32", "--reader", "oracle"]
+    template = "barrag" if stage.name == "barrag_generator" else "arena"
+    return [*common, "--reader", "hf", "--reader-model", str(export), "--template", template]
+
+
+def run_stage(stage: Stage, out: Path, model: Path | None, overwrite: bool) -> dict:
+    folder = out / stage.name
+    if (folder / "metrics.jsonl").exists():
+        if not overwrite:
+            raise RearankError(f"{folder / 'metrics.jsonl'} exists; pass --overwrite (make train-cpu OVERWRITE=1) "
+                               "to train again (the synthesized data is kept)")
+        for name in ("checkpoints", "logs", "export", "use", "metrics.jsonl"):
+            path = folder / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    data = synthesize(stage, folder / "data", folder / "logs" / "synth.log")
+    timings = {}
+    if model is None:
+        started = time.perf_counter()
+        model = warm_start(stage, data, folder / "tiny-model")
+        timings["warm_start_s"] = round(time.perf_counter() - started, 1)
+    if stage.name == "barrag_selector":
+        from recipes.train_check_rag import reader_server
+
+        with reader_server(data_root() / QA) as url:
+            os.environ["BARRAG_READER_URL"] = url
+            timings = _train_twice(stage, data, model, folder)
+    else:
+        timings = _train_twice(stage, data, model, folder)
+    rows = merge_metrics(folder)
+    check_metrics(rows, folder / "metrics.jsonl")
+    export = folder / "export"
+    started = time.perf_counter()
+    _run([sys.executable, "-m", "recipes.export", str(folder / "checkpoints"), "--output-dir", str(export),
+          "--force"], folder / "logs" / "export.log")
+    timings["export_s"] = round(time.perf_counter() - started, 1)
+    timings["use_s"] = round(_run(use_export(stage, export, folder), folder / "logs" / "use.log"), 1)
+    return {"recipe": stage.name, "steps": len(rows), "metrics": str(folder / "metrics.jsonl"),
+            "checkpoints": str(folder / "checkpoints"), "export": str(export), **timings,
+            "step_s": [round(row.get("timing_s/step", float("nan")), 1) for row in rows]}
+
+
+def _train_twice(stage: Stage, data: Path, model: Path, folder: Path) -> dict:
+    first = train(stage, data, model, folder, STEPS, 1)
+    second = train(stage, data, model, folder, RESUMED_STEPS, 2)
+    if not (folder / "checkpoints" / f"global_step_{RESUMED_STEPS}" / "actor").is_dir():
+        raise RearankError(f"{folder / 'checkpoints'}: no global_step_{RESUMED_STEPS} after the resumed run")
+    return {"first_run_s": round(first, 1), "resumed_run_s": round(second, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", action="append", choices=sorted(RECIPES),
+                        help="recipe to run (repeatable; default: rearank, grouprank, barrag, arena)")
+    parser.add_argument("--out", type=Path, default=Path("runs/train-cpu"), help="output folder (runs/train-cpu)")
+    parser.add_argument("--model", default="tiny", help="tiny (random, SmolLM2 architecture; default), smollm2 "
+                        "(SmolLM2-135M-Instruct from the embedded GGUF) or a Hugging Face folder")
+    parser.add_argument("--overwrite", action="store_true", help="train again where metrics.jsonl exists")
+    args = parser.parse_args(argv)
+    stages = [STAGES[name] for recipe in (args.recipe or DEFAULT) for name in RECIPES[recipe]]
+    try:
+        os.environ["REARANK_DATA"] = str(data_root())  # the synth and rerank children read the packs there
+        model = model_path(args.model)
+        out = args.out.resolve()
+        for stage in stages:
+            summary = run_stage(stage, out, model, args.overwrite)
+            print(json.dumps(summary), flush=True)
+            print(f"{stage.name}: metrics {summary['metrics']}\n{stage.name}: export {summary['export']}", flush=True)
+    except RearankError as err:
+        print(f"train-cpu: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
