@@ -19,12 +19,11 @@ ROOT = RECIPES_DIR.parent
 EXPECTED = {
     "rearank": ["rearank/grpo"], "rearank_debug": ["rearank/grpo_debug"],
     "grouprank": ["grouprank/grpo"], "grouprank_debug": ["grouprank/grpo_debug"],
-    "barrag": ["barrag/selector_grpo", "barrag/generator_grpo"],
-    "barrag_debug": ["barrag/selector_grpo_debug", "barrag/generator_grpo_debug"],
     "barrag_selector": ["barrag/selector_grpo"], "barrag_generator_debug": ["barrag/generator_grpo_debug"],
     "arena": ["arena/grpo"], "arena_debug": ["arena/grpo_debug"],
 }
-VERL_FILES = sorted({f for files in EXPECTED.values() for f in files})
+VERL_FILES = sorted({f for files in EXPECTED.values() for f in files} | {"barrag/generator_grpo",
+                                                                         "barrag/selector_grpo_debug"})
 
 
 def dry_run(recipe: str, *args: str) -> str:
@@ -42,6 +41,15 @@ def test_dry_run_names_the_recipe_files(recipe):
         assert line.startswith("+ ") and "'-m' 'verl.trainer.main_ppo'" in line
         assert f"'--config-dir' '{RECIPES_DIR / folder}' '--config-name' '{name}'" in line
         assert "'trainer.total_training_steps=5'" in line and "data.train_files=/" in line
+
+
+@pytest.mark.parametrize("recipe, suffix", [("barrag", ""), ("barrag_debug", "_debug")])
+def test_dry_run_of_barrag_prints_the_loop_with_both_stage_recipes(recipe, suffix):
+    """BAR-RAG is a loop (recipes/barrag/loop.py): its dry run lists every stage, both verl recipes included."""
+    out = dry_run(recipe)
+    for stage in ("selector_grpo", "generator_grpo"):
+        assert f"--config-dir {RECIPES_DIR / 'barrag'} --config-name {stage}{suffix}" in out
+    assert "recipes.export" in out
 
 
 def test_make_train_dry_run_for_rrpo_prints_its_own_trainer():
