@@ -4,7 +4,8 @@ One folder per method (``rearank/``, ``grouprank/``, ``barrag/``, ``arena/``, ``
 (e.g. ``rearank/grpo.yaml``: Qwen2.5-7B-Instruct, one node of 8 GPUs; ``rearank/grpo_debug.yaml``: one GPU), which
 extend verl's ``ppo_trainer`` config; ``train.sh`` and ``launch_multinode.sh`` run them,
 ``python -m recipes.train_check`` checks everything short of GPU work with the installed verl,
-``python -m recipes.train_smoke`` runs a few CPU GRPO steps with TRL, ``python -m recipes.export`` turns a
+``python -m recipes.train_cpu`` runs real verl GRPO steps of every recipe on CPU through the plugin
+``recipes.verl_cpu`` (``make train-cpu``), ``python -m recipes.train_smoke`` runs a few CPU GRPO steps with TRL, ``python -m recipes.export`` turns a
 verl checkpoint into a Hugging Face folder. See docs/training.md.
 """
 
