@@ -1,9 +1,17 @@
-"""Throughput of ``rearank serve`` on 127.0.0.1 with the oracle backend (no model: HTTP, batching and the driver).
+"""``rearank serve`` on 127.0.0.1 with the oracle backend (no model: HTTP, the feed and the driver).
 
-Requests are dl19 queries with their first ``--depth`` BM25 passages, ``--in-flight`` at a time over the Jina
-route; prints requests/s, latency percentiles and how many requests shared a ``rerank_many`` batch.
+Throughput: dl19 queries with their first ``--depth`` BM25 passages, ``--in-flight`` at a time over the Jina
+route, with the server's feed or its former batcher (``--scheduler``), the backend taking ``--call-ms`` more per
+call; prints requests/s, latency percentiles and how many windows shared a backend call.
+
+Latency (``--latency``): a small request (20 passages, one window) alone and while a large one (100 passages,
+nine windows one after another) is being ranked, on a backend that takes ``--call-ms`` per call (a model's
+cost, emulated); with the server's feed (one running engine) and with the batcher the server had before
+(whole requests per ``rerank_many`` call, kept here as the baseline).
 
     python bench/bench_serve.py [--data $REARANK_DATA/msmarco-v1-passage/dl19] [--requests 500] [--in-flight 32]
+                                [--scheduler feed|batcher]
+    python bench/bench_serve.py --latency [--call-ms 100] [--trials 5]
 """
 
 from __future__ import annotations
@@ -11,8 +19,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import queue
 import statistics
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -44,16 +55,29 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--in-flight", type=int, default=32)
     parser.add_argument("--depth", type=int, default=30, help="passages per request")
+    parser.add_argument("--scheduler", choices=("feed", "batcher"), default="feed",
+                        help="throughput: the server's feed, or the batcher it had before")
+    parser.add_argument("--latency", action="store_true", help="small-request latency with a large one in flight")
+    parser.add_argument("--call-ms", type=float, help="the backend's added time per call (default: 100 ms with "
+                        "--latency, else 0)")
+    parser.add_argument("--trials", type=int, default=5, help="--latency: repeats (medians are printed)")
     args = parser.parse_args()
     topics, qrels = load_topics(args.data / "topics.tsv"), load_qrels(args.data / "qrels.txt")
-    run = {q: [d for d, _ in pairs[:args.depth]] for q, pairs in read_run(args.data / "run.bm25.top100.trec").items()}
+    depth = 100 if args.latency else args.depth
+    run = {q: [d for d, _ in pairs[:depth]] for q, pairs in read_run(args.data / "run.bm25.top100.trec").items()}
     docs = load_docs(args.data / "docs.tsv", {d for ids in run.values() for d in ids})
+    if args.latency:
+        args.call_ms = 100.0 if args.call_ms is None else args.call_ms
+        latency(args, topics, docs, qrels, run)
+        return
     cases = [{"query": topics[q], "documents": [docs[d][1] for d in ids]} for q, ids in run.items()]
     bodies = [cases[i % len(cases)] for i in range(args.requests)]
 
     judge = TextJudge(topics, docs, qrels)
-    service = RerankService(Reranker(backend="oracle", qrels=judge.live), model_name="oracle", judge=judge,
-                            capacity=max(256, args.in_flight))
+    reranker = slowed(Reranker(backend="oracle", qrels=judge.live), args.call_ms or 0)
+    service = RerankService(reranker, model_name="oracle", judge=judge, capacity=max(256, args.in_flight))
+    if args.scheduler == "batcher":
+        service.feed = RequestBatcher(reranker)
     with serve_in_thread(service) as url:
         began = time.perf_counter()
         latencies = asyncio.run(fire(url, bodies, args.in_flight))
@@ -61,8 +85,92 @@ def main() -> None:
     cuts = statistics.quantiles(latencies, n=100)
     print(f"{args.requests} requests x {args.depth} passages, {args.in_flight} in flight: {wall:.2f} s, "
           f"{args.requests / wall:.1f} requests/s; latency p50 {cuts[49] * 1000:.1f} ms, p95 {cuts[94] * 1000:.1f} ms")
-    print(f"batches: {service.batcher.batches} rerank_many calls, {args.requests / service.batcher.batches:.2f} "
-          f"requests per batch on average, largest {service.batcher.largest_batch}")
+    if args.scheduler == "feed":
+        print(f"backend calls: {service.feed.calls}, largest {service.feed.largest_call} windows")
+
+
+class RequestBatcher:
+    """The server's scheduling before the feed (the baseline): a worker drains the queue of whole requests into
+    one ``rerank_many`` call at a time, so a request arriving mid-batch waits for the batch's slowest query."""
+
+    def __init__(self, reranker: Reranker) -> None:
+        self.rerank_many, self.lock = reranker.rerank_many, threading.Lock()
+        self.load, self.capacity = 0, 256
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._work, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join(30)
+
+    def submit(self, request, done) -> None:
+        self._queue.put((request, done))
+
+    def _work(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get())
+            jobs = {job[0].query.qid: job[1] for job in batch if job is not None}
+
+            def answer(ranking, jobs=jobs) -> None:
+                jobs[ranking.query.qid](ranking, None)
+
+            if jobs:
+                with self.lock:
+                    self.rerank_many([job[0] for job in batch if job is not None], answer)
+            if None in batch:
+                return
+
+
+def slowed(reranker: Reranker, call_ms: float) -> Reranker:
+    """``reranker`` with its backend taking ``call_ms`` more per call (a model's cost, emulated)."""
+    generate = reranker.backend.generate
+
+    def slow(prompts, settings):
+        time.sleep(call_ms / 1000)
+        return generate(prompts, settings)
+
+    if call_ms > 0:
+        reranker.backend.generate = slow
+    return reranker
+
+
+def latency(args: argparse.Namespace, topics, docs, qrels, run) -> None:
+    """Small-request latency, alone and with a large request in flight, under the feed and the old batcher."""
+    (large_q, large_ids), (small_q, small_ids) = list(run.items())[:2]
+    large = {"query": topics[large_q], "documents": [docs[d][1] for d in large_ids[:100]]}
+    small = {"query": topics[small_q], "documents": [docs[d][1] for d in small_ids[:20]]}
+    rows = {}
+    for scheduler in ("batcher (before)", "feed"):
+        judge = TextJudge(topics, docs, qrels)
+        reranker = slowed(Reranker(backend="oracle", qrels=judge.live), args.call_ms)
+        service = RerankService(reranker, model_name="oracle", judge=judge)
+        if scheduler != "feed":
+            service.feed = RequestBatcher(reranker)
+        alone, beside, large_s = [], [], []
+        with serve_in_thread(service) as url, httpx.Client(timeout=120) as client, ThreadPoolExecutor(1) as pool:
+            for _ in range(args.trials):
+                began = time.perf_counter()
+                client.post(url + "/v1/rerank", json=small).raise_for_status()
+                alone.append(time.perf_counter() - began)
+                began_large = time.perf_counter()
+                pending = pool.submit(client.post, url + "/v1/rerank", json=large)
+                time.sleep(1.5 * args.call_ms / 1000)  # the large one is in its second window
+                began = time.perf_counter()
+                client.post(url + "/v1/rerank", json=small).raise_for_status()
+                beside.append(time.perf_counter() - began)
+                pending.result().raise_for_status()
+                large_s.append(time.perf_counter() - began_large)
+        rows[scheduler] = (statistics.median(alone), statistics.median(beside), statistics.median(large_s))
+    print(f"small request (20 passages, 1 window) latency, median of {args.trials}; backend {args.call_ms} ms/call; "
+          "large request: 100 passages, 9 windows")
+    print(f"{'scheduler':<18} {'small alone':>12} {'small + large':>14} {'ratio':>6} {'large':>8}")
+    for scheduler, (a, b, big) in rows.items():
+        print(f"{scheduler:<18} {a * 1000:>9.0f} ms {b * 1000:>11.0f} ms {b / a:>6.2f} {big * 1000:>5.0f} ms")
 
 
 if __name__ == "__main__":

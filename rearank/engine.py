@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -45,6 +45,8 @@ def check_batch_size(value: object, name: str = "batch_size") -> None:
         raise RearankError(f"{name} must be at least 1, got {value!r}")
 
 
+#: How often the in-flight loop of a stream (:meth:`Engine.serve`) looks for new requests, in seconds.
+STREAM_POLL_S = 0.01
 #: How often the in-flight loop looks at the backend's count of 429/503 answers (``throttles``), in seconds.
 THROTTLE_CHECK_S = 0.05
 
@@ -121,18 +123,50 @@ class Engine:
 
         run = functools.partial(self._in_flight, total=len(requests)) if self.in_flight else self._batches
         try:
-            run(self._starts(requests, finish), answered)
+            run(self._starts(enumerate(requests), finish), answered)
         finally:
             bar.close()
         return [r for r in results if r is not None]
+
+    def serve(self, stream: Iterable[Request | None], on_result: Callable[[Result], None]) -> None:
+        """Rerank requests as ``stream`` gives them, until it ends: one running engine for requests that come
+        and go (the server's, :mod:`rearank.server.feed`).
+
+        ``stream`` gives a request, or None when no request is waiting but some it gave are not finished yet
+        (while none is waiting and none is unfinished it blocks), so a request that arrives while others are
+        being ranked has its tasks join theirs, in the next batch or as soon as a window in flight returns,
+        instead of waiting for them to finish. ``on_result`` gets each result as its query finishes.
+        """
+        def finish(query: _Query) -> None:
+            on_result(self.method.result(query.state))
+
+        def answered(query: _Query, task: Task, generation: Generation) -> list[Task]:
+            self.counts.add(generation)
+            query.outstanding -= 1
+            ready = self.method.apply(query.state, task, generation)
+            query.outstanding += len(ready)
+            if not query.outstanding:
+                finish(query)
+            return ready
+
+        starts = self._starts(((slot, request) for slot, request in enumerate(stream)), finish)
+        if self.in_flight:
+            self._in_flight(starts, answered, total=None)
+        else:
+            self._batches(starts, answered)
 
     def close(self) -> None:
         """Release the backend (vLLM's engine processes, HTTP connections)."""
         self.backend.close()
 
-    def _starts(self, requests: Sequence[Request], finish: Callable[[_Query], None]) -> Iterator[tuple[_Query, list[Task]]]:
-        """Each request started, with its ready tasks; a request with none is finished at once."""
-        for slot, request in enumerate(requests):
+    def _starts(self, requests: Iterable[tuple[int, Request | None]],
+                finish: Callable[[_Query], None]) -> Iterator[tuple[_Query, list[Task]] | None]:
+        """Each request started, with its ready tasks; a request with none is finished at once. None passes
+        through: no request is waiting now (:meth:`serve`)."""
+        for slot, request in requests:
+            if request is None:
+                yield None
+                continue
             state, ready = self.method.start(request)
             query = _Query(slot, state, len(ready))
             if ready:
@@ -140,12 +174,12 @@ class Engine:
             else:
                 finish(query)
 
-    def _batches(self, starts: Iterator[tuple[_Query, list[Task]]],
+    def _batches(self, starts: Iterator[tuple[_Query, list[Task]] | None],
                  answered: Callable[[_Query, Task, Generation], list[Task]]) -> None:
         queue: deque[tuple[_Query, Task]] = deque()
         while True:
             while len(queue) < self.batch_size:
-                started = next(starts, None)
+                started = next(starts, None)  # None: none left, or (serve) none waiting now
                 if started is None:
                     break
                 queue.extend((started[0], task) for task in started[1])
@@ -156,8 +190,10 @@ class Engine:
             for (query, task), generation in zip(batch, generations):
                 queue.extend((query, ready) for ready in answered(query, task, generation))
 
-    def _in_flight(self, starts: Iterator[tuple[_Query, list[Task]]],
-                   answered: Callable[[_Query, Task, Generation], list[Task]], total: int) -> None:
+    def _in_flight(self, starts: Iterator[tuple[_Query, list[Task]] | None],
+                   answered: Callable[[_Query, Task, Generation], list[Task]], total: int | None) -> None:
+        """``total``: the requests ``starts`` gives, None for a stream (:meth:`serve`), which is looked at again
+        every :data:`STREAM_POLL_S` while windows are in flight."""
         fixed = None if self.concurrency == AUTO else int(self.concurrency)
         limit = InFlightLimit(fixed, start=getattr(self.backend, "auto_start", 8))
         load: Callable[[], Any] | None = getattr(self.backend, "server_load", None) if limit.auto else None
@@ -166,7 +202,7 @@ class Engine:
         queue: deque[tuple[_Query, Task]] = deque()
         running: dict[Future[list[Generation]], tuple[_Query, Task, Ticket]] = {}
         pool = ThreadPoolExecutor(max_workers=fixed or limit.cap, thread_name_prefix="rearank-window")
-        unstarted = total
+        unstarted = total or 0
         finished = False
         if limit.auto:
             self.counts.limits.append(limit.limit)
@@ -180,10 +216,10 @@ class Engine:
                         load = None  # the server reports no load: the limit is found by measuring
                 while len(running) < limit.limit:
                     if not queue:
-                        started = next(starts, None)
+                        started = next(starts, None)  # None: none left, or (serve) none waiting now
                         if started is None:
                             break
-                        unstarted -= 1
+                        unstarted -= total is not None
                         queue.extend((started[0], task) for task in started[1])
                     query, task = queue.popleft()
                     future = pool.submit(self.backend.generate, [task.prompt], self.settings)
@@ -191,7 +227,7 @@ class Engine:
                 if not running:
                     finished = True
                     return
-                wake = [limit.poll_s] * (load is not None) + [THROTTLE_CHECK_S] * (turned_away is not None)
+                wake = [limit.poll_s] * (load is not None) + [THROTTLE_CHECK_S] * (turned_away is not None) + [STREAM_POLL_S] * (total is None)
                 done, _ = wait(running, timeout=min(wake, default=None), return_when=FIRST_COMPLETED)
                 if turned_away is not None and self.backend.throttles > turned_away:
                     limit.throttled(self.backend.throttles - turned_away)

@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="serve a reranker over HTTP (/v1/rerank, /v2/rerank, chat completions)",
         description="Serve a reranker over HTTP in the shapes RAG frameworks send: POST /v1/rerank and /rerank "
         "(Jina / vLLM), POST /v2/rerank (Cohere v2), POST /v1/chat/completions, GET /health, GET /v1/models. "
-        "Concurrent requests are batched into the same backend calls. See docs/serving.md.",
+        "Every request's windows go into one running engine: concurrent requests share backend calls, and a small "
+        "request is answered without waiting for a large one. See docs/serving.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     model = p.add_argument_group("model")
@@ -47,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     http.add_argument("--api-key-env", metavar="NAME",
                       help="require 'Authorization: Bearer <key>' with the key read from this environment variable")
     http.add_argument("--queue-size", type=int, default=256, help="queries queued or running before 429")
-    http.add_argument("--max-batch-queries", type=int, default=64, help="queries reranked together in one batch")
+    # former spelling of -O batch_size=N (windows per backend call; one window per query with listwise)
+    http.add_argument("--max-batch-queries", type=int, help=argparse.SUPPRESS)
     http.add_argument("--max-documents", type=int, default=1000, help="documents per request (413 above)")
     http.add_argument("--max-document-chars", type=int, default=20_000, help="characters per document (413 above)")
     http.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024, help="request body size (413 above)")
@@ -71,9 +73,11 @@ def run(args: argparse.Namespace) -> int:
         if not key:
             raise RearankError(f"environment variable {args.api_key_env} (the API key) is not set or empty")
     for name in ("queue_size", "max_batch_queries", "max_documents", "max_document_chars", "max_body_bytes"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise RearankError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     options = backend_options(args.option)
+    if args.max_batch_queries is not None:
+        options.setdefault("batch_size", args.max_batch_queries)
     judge = None
     if args.backend == "oracle":
         judge = _judge(args, TextJudge)
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
                     max_body_bytes=args.max_body_bytes)
     name = args.served_name or args.model or args.backend
     service = RerankService(reranker, model_name=name, limits=limits, api_key=key, capacity=args.queue_size,
-                            max_batch=args.max_batch_queries, judge=judge, fusion_weight=args.fusion_weight)
+                            judge=judge, fusion_weight=args.fusion_weight)
     with contextlib.suppress(OSError):  # a log that cannot be written (stderr on a full disk) must not stop serving
         print(f"serving {name!r} ({args.method}, {args.backend}) at http://{args.host}:{args.port}"
               + (" (bearer key required)" if key else ""), file=sys.stderr, flush=True)

@@ -4,7 +4,7 @@ Needs the ``serve`` extra (FastAPI, uvicorn). See docs/serving.md.
 """
 
 from rearank.server.app import Limits, RerankService, create_app, serve_in_thread
-from rearank.server.batcher import Batcher, Overloaded
+from rearank.server.feed import Feed, Overloaded
 from rearank.server.judge import TextJudge
 
-__all__ = ["Batcher", "Limits", "Overloaded", "RerankService", "TextJudge", "create_app", "serve_in_thread"]
+__all__ = ["Feed", "Limits", "Overloaded", "RerankService", "TextJudge", "create_app", "serve_in_thread"]

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rearank.api import Ranking, Reranker, rank_scores
 from rearank.errors import RearankError
 from rearank.serve import chat_completion
-from rearank.server.batcher import Batcher, Overloaded
+from rearank.server.feed import Feed, Overloaded
 from rearank.types import Candidate, Query
 from rearank.types import Request as RerankRequest
 
@@ -116,10 +116,11 @@ def fused_order(order: list[int], first_stage: list[float], alpha: float) -> lis
 
 
 class RerankService:
-    """The state behind the routes: the reranker, its batcher, limits, key and (for the oracle) the judge."""
+    """The state behind the routes: the reranker, the feed running its engine, limits, key and (for the oracle)
+    the judge."""
 
     def __init__(self, reranker: Reranker, *, model_name: str, limits: Limits | None = None,
-                 api_key: str | None = None, capacity: int = 256, max_batch: int = 64,
+                 api_key: str | None = None, capacity: int = 256,
                  judge: Any | None = None, fusion_weight: float | None = None) -> None:
         self.reranker = reranker
         self.model_name = model_name
@@ -127,7 +128,7 @@ class RerankService:
         self._key = api_key.encode() if api_key else None
         self.judge = judge
         self.fusion_weight = fusion_weight
-        self.batcher = Batcher(reranker.rerank_many, capacity=capacity, max_batch=max_batch)
+        self.feed = Feed(reranker.engine, capacity=capacity)
         self._ids = itertools.count()
 
     def check_key(self, header: str | None) -> None:
@@ -199,7 +200,7 @@ class RerankService:
 
         try:
             try:
-                self.batcher.submit(RerankRequest(Query(qid, query), candidates), done)
+                self.feed.submit(RerankRequest(Query(qid, query), candidates), done)
             except Overloaded as err:
                 raise ServerError(429, str(err), "overloaded", {"Retry-After": str(err.retry_after)}) from None
             except RearankError as err:
@@ -259,15 +260,15 @@ def _results(outcome: Outcome, documents: list[str | Document], top_n: int | Non
 
 
 def create_app(service: RerankService) -> FastAPI:
-    """The FastAPI app over ``service``; its lifespan starts and stops the batch worker."""
+    """The FastAPI app over ``service``; its lifespan starts and stops the feed's worker."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        service.batcher.start()
+        service.feed.start()
         try:
             yield
         finally:
-            await run_in_threadpool(service.batcher.stop)
+            await run_in_threadpool(service.feed.stop)
 
     app = FastAPI(title="rearank", summary="LLM reranking: Jina, Cohere v2 and chat-completions shapes",
                   lifespan=lifespan)
@@ -305,7 +306,7 @@ def create_app(service: RerankService) -> FastAPI:
                 "rearank": ext}
 
     async def chat(request: Request) -> JSONResponse:
-        """Chat completions (non-streaming), generated with the reranker's backend between batches."""
+        """Chat completions (non-streaming), generated with the reranker's backend between its calls."""
         raw = await request.body()
         if len(raw) > service.limits.max_body_bytes:
             raise ServerError(413, f"request body is over the limit of {service.limits.max_body_bytes} bytes",
@@ -315,7 +316,7 @@ def create_app(service: RerankService) -> FastAPI:
         except ValueError as err:
             raise ServerError(400, f"bad request: {err}", "invalid_request") from None
         status, payload = await run_in_threadpool(chat_completion, service.reranker.backend, service.model_name,
-                                                  body, service.batcher.lock)
+                                                  body, service.feed.lock)
         return JSONResponse(payload, status)
 
     async def models(_request: Request) -> dict[str, Any]:
@@ -331,10 +332,10 @@ def create_app(service: RerankService) -> FastAPI:
     @app.get("/health")
     async def health() -> dict[str, Any]:
         """Liveness and queue state (no key needed)."""
-        batcher = service.batcher
+        feed = service.feed
         return {"status": "ok", "model": service.model_name, "method": service.reranker.method.name,
                 "backend": getattr(service.reranker.backend, "name", "?"),
-                "queue": {"load": batcher.load, "capacity": batcher.capacity, "batches": batcher.batches}}
+                "queue": {"load": feed.load, "capacity": feed.capacity, "calls": feed.calls}}
 
     return app
 
@@ -344,7 +345,7 @@ def serve_in_thread(service: RerankService, host: str = "127.0.0.1", port: int =
                     start_timeout_s: float = 30.0) -> Iterator[str]:
     """Serve ``service`` with uvicorn in a background thread (a notebook, a test, a benchmark); yield the base URL.
 
-    ``port=0`` picks a free port. The server (and its batch worker) stops when the block ends.
+    ``port=0`` picks a free port. The server (and its feed's worker) stops when the block ends.
     """
     import uvicorn
 

@@ -121,14 +121,14 @@ def test_bearer_key(caplog):
 def test_over_capacity_is_429_with_retry_after():
     service = oracle_service(TOPICS, DOCS, QRELS, capacity=1)
     entered, release = threading.Event(), threading.Event()
-    rerank_many = service.batcher.rerank_many
+    generate = service.reranker.backend.generate
 
-    def gated(requests, on_result):
+    def gated(prompts, settings):
         entered.set()
         assert release.wait(10)
-        return rerank_many(requests, on_result)
+        return generate(prompts, settings)
 
-    service.batcher.rerank_many = gated
+    service.reranker.backend.generate = gated
     with running(service) as url, ThreadPoolExecutor(1) as pool:
         first = pool.submit(httpx.post, url + "/v1/rerank", json={"query": QUERY, "documents": TEXTS}, timeout=30)
         assert entered.wait(10)
