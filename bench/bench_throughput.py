@@ -172,7 +172,7 @@ def measure(base_url: str, requests: list[Request], clients, max_new_tokens: int
 def print_rows(rows, n_queries: int, unit: str, occupancy: bool = False) -> None:
     """The table; speed ratios are against the first row (one window at a time, unless it was left out)."""
     base = rows[0][1]
-    against = "vs one-at-a-time" if rows[0][0] == "one window at a time" else "vs lockstep"
+    against = "vs one-at-a-time" if rows[0][0] in ("one window at a time", "in flight, concurrency=1") else "vs lockstep"
     head = (f"  {'client':42s} {unit:>10s} {'windows/s':>10s} {'prompt tok/s':>13s} {'prompt tok/query':>17s} "
             f"{against:>17s}")
     print(head + ("  occupancy  mean running" if occupancy else ""))

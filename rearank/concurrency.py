@@ -22,8 +22,9 @@ backend: 8), never more than the windows the ready queries can fill (the engine 
   if the first step up does not help, it halves while the rate stays within ``margin`` of the best (a server
   where concurrency does not help settles low, one that slows down with concurrency settles at 1). Every
   ``reprobe`` spans at the settled count it tries one step up again, since a server's load changes.
-* A 429/503 caps the count: as soon as it arrives, where the backend counts them as they come (``throttles``:
-  the openai backend), at the number in flight less those turned away; else when the answer reports it
+* A 429/503 caps the count: as soon as it arrives, where the backend reports it (the openai backend), at the
+  number of our requests the server held then (those in flight less those turned away); else when the answer
+  reports it
   (:attr:`Generation.throttled <rearank.backends.base.Generation.throttled>`), just under the number that was in
   flight when that request was sent. A rate-limited API runs just under its limit.
 
@@ -70,7 +71,7 @@ class Ticket:
 class InFlightLimit:
     """The number of windows in flight (:attr:`limit`): call :meth:`sent` for each request, :meth:`record` for each
     answer, :meth:`available` when the ready work changes, :meth:`observe` with the server's load and
-    :meth:`throttled` with 429/503 answers as they come.
+    :meth:`turned_away` with 429/503 answers as they come.
 
     ``fixed``: a number that never changes; ``None`` (auto): the control above, between 1 and ``maximum``,
     from ``start``. ``clock`` is injectable for tests.
@@ -91,6 +92,7 @@ class InFlightLimit:
         self.peak = 0.0  # the best rate measured
         self.best = self.limit
         self.steady = 0  # spans at the settled count since the last probe
+        self.reported = False  # 429/503s come through turned_away() as they arrive
         self._waited = False  # requests were waiting at the previous poll
         self.room: int | None = None  # the count at which requests last waited in the server's queue
         self._calm = 0  # polls since requests last waited
@@ -126,7 +128,8 @@ class InFlightLimit:
         if not self.auto:
             return
         if generation.throttled:
-            self._throttled(ticket.crowd)
+            if not self.reported:
+                self._throttled(ticket.crowd)
             return
         if ticket.period != self._period or generation.finish_reason == ERROR or self.load is not None:
             return
@@ -198,11 +201,12 @@ class InFlightLimit:
         self.direction, self.steady = SETTLED, 0
         self._set(self.best, f"{why}; settled")
 
-    def throttled(self, count: int) -> None:
-        """``count`` requests were answered 429/503 (too busy) since the last call; the backend retries them."""
-        if self.auto and count > 0:
-            self._cap(self.in_flight - count, f"the server turned away {count} of {self.in_flight} in flight "
-                                              "(429/503)")
+    def turned_away(self, held: int) -> None:
+        """The server answered 429/503 (too busy) while it held ``held`` of our requests (the backend retries).
+        From then on an answer's own count of 429s is not read again."""
+        self.reported = True
+        if self.auto:
+            self._cap(held, f"the server answered 429/503 while it held {held} of our requests")
 
     def _throttled(self, crowd: int) -> None:
         self._cap(crowd - 1, f"the server answered 429/503 (too busy) with {crowd} in flight")

@@ -12,8 +12,9 @@ backend, hands every generation back to the method, and emits each query's resul
   round's slowest window. ``concurrency="auto"`` finds the count while the run goes on
   (:class:`rearank.concurrency.InFlightLimit`): it starts from the backend's ``auto_start``, is told how many
   windows the ready queries can fill, reads the server's load every second from the backend's
-  ``server_load()`` (vLLM's and SGLang's ``/metrics``) where the server reports one, and the backend's count of
-  429/503 answers (``throttles``) as they come.
+  ``server_load()`` (vLLM's and SGLang's ``/metrics``) where the server reports one, and the backend's 429/503
+  answers as they come (``throttles``, their count, and ``held_at_429``, how many of its requests the server held
+  when it sent them).
 
 With a deterministic backend both schedules give the same results and traces: a method's state depends only on
 the answers, never on their order (listwise has one window of a query out at a time; groupwise sums in group
@@ -47,7 +48,7 @@ def check_batch_size(value: object, name: str = "batch_size") -> None:
 
 #: How often the in-flight loop of a stream (:meth:`Engine.serve`) looks for new requests, in seconds.
 STREAM_POLL_S = 0.01
-#: How often the in-flight loop looks at the backend's count of 429/503 answers (``throttles``), in seconds.
+#: How often the in-flight loop looks at the backend's 429/503 answers (``throttles``), in seconds.
 THROTTLE_CHECK_S = 0.05
 
 
@@ -198,7 +199,8 @@ class Engine:
         limit = InFlightLimit(fixed, start=getattr(self.backend, "auto_start", 8))
         load: Callable[[], Any] | None = getattr(self.backend, "server_load", None) if limit.auto else None
         polled = -limit.poll_s
-        turned_away = getattr(self.backend, "throttles", None) if limit.auto else None  # 429/503s as they come
+        throttled = limit.auto and hasattr(self.backend, "held_at_429")  # the backend reports 429/503s as they come
+        seen = getattr(self.backend, "throttles", 0)
         queue: deque[tuple[_Query, Task]] = deque()
         running: dict[Future[list[Generation]], tuple[_Query, Task, Ticket]] = {}
         pool = ThreadPoolExecutor(max_workers=fixed or limit.cap, thread_name_prefix="rearank-window")
@@ -227,11 +229,12 @@ class Engine:
                 if not running:
                     finished = True
                     return
-                wake = [limit.poll_s] * (load is not None) + [THROTTLE_CHECK_S] * (turned_away is not None) + [STREAM_POLL_S] * (total is None)
+                wake = [limit.poll_s] * (load is not None) + [THROTTLE_CHECK_S] * throttled + [STREAM_POLL_S] * (total is None)
                 done, _ = wait(running, timeout=min(wake, default=None), return_when=FIRST_COMPLETED)
-                if turned_away is not None and self.backend.throttles > turned_away:
-                    limit.throttled(self.backend.throttles - turned_away)
-                    turned_away = self.backend.throttles
+                if throttled and self.backend.throttles > seen:  # in flight less those turned away, or fewer
+                    held = limit.in_flight - (self.backend.throttles - seen)
+                    limit.turned_away(min(held, self.backend.held_at_429 or held))
+                    seen = self.backend.throttles
                 for future in done:
                     query, task, ticket = running.pop(future)
                     (generation,) = self._checked(future.result(), 1)

@@ -19,6 +19,7 @@ import os
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -143,7 +144,11 @@ class OpenAIBackend(BackendBase):
         self.structured_output, self.max_think_tokens = structured_output, max_think_tokens
         self.max_response_bytes = max_response_bytes
         self._sleep = time.sleep  # tests count the waits instead of timing them
-        self.throttles = 0  # 429/503 answers so far, read by the engine's in-flight controller as they come
+        # 429/503 answers so far, and how many of this backend's requests the server held when it sent one (the
+        # second fewest of the last 8: requests on their way in or out count as held, and one racy reading is not
+        # trusted alone): read by the engine's in-flight controller as they come
+        self.throttles, self.held_at_429, self._held = 0, None, deque(maxlen=8)
+        self._active = self._retrying = 0  # requests in progress; of them, waiting to retry
         self._lock = threading.Lock()
         self.model = model
         self.url = chat_completions_url(base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
@@ -191,10 +196,29 @@ class OpenAIBackend(BackendBase):
         payloads = [self._payload(p, settings) for p in prompts]
         grammars = [self._grammar(p) for p in prompts]
         if len(payloads) == 1:
-            return [self._request(payloads[0], grammars[0])]
+            return [self._counted(payloads[0], grammars[0])]
         workers = POOL_FOR_AUTO if self.concurrency == AUTO else int(self.concurrency)
         with ThreadPoolExecutor(max_workers=min(workers, len(payloads))) as pool:
-            return list(pool.map(self._request, payloads, grammars))
+            return list(pool.map(self._counted, payloads, grammars))
+
+    def _counted(self, payload: dict[str, Any], grammar: AnswerGrammar | None) -> Generation:
+        with self._lock:
+            self._active += 1
+        try:
+            return self._request(payload, grammar)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def _wait(self, delay: float) -> None:
+        """Wait before a retry, counted among the requests the server holds none of."""
+        with self._lock:
+            self._retrying += 1
+        try:
+            self._sleep(delay)
+        finally:
+            with self._lock:
+                self._retrying -= 1
 
     def _grammar(self, prompt: Prompt) -> AnswerGrammar | None:
         """The answer grammar the server is asked to follow for ``prompt`` (None: none)."""
@@ -228,7 +252,7 @@ class OpenAIBackend(BackendBase):
             if attempt:
                 delay = self._backoff(attempt, wait_hint)
                 log.info("openai backend: %s; retry %d/%d in %.2fs", problem, attempt, self.max_retries, delay)
-                self._sleep(delay)
+                self._wait(delay)
             wait_hint = None
             try:
                 status, headers, body = self._post(payload)
@@ -256,6 +280,8 @@ class OpenAIBackend(BackendBase):
             if status in (429, 503):
                 with self._lock:
                     self.throttles += 1
+                    self._held.append(self._active - self._retrying - 1)  # the others, less those waiting to retry
+                    self.held_at_429 = sorted(self._held)[min(1, len(self._held) - 1)]
             wait_hint = _retry_after(headers.get("retry-after"))
         log.warning("openai backend: request to %s failed (%s); the window keeps its input order", self.url, problem)
         return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason=ERROR,

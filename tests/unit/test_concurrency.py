@@ -106,12 +106,12 @@ def test_a_rate_limited_server_stays_under_its_limit():
     assert final == 4 and max(seen) > 4  # it started above, was told 429, and came back under the limit
 
 
-def test_429s_counted_as_they_come_cap_the_count_at_once():
+def test_a_429_as_it_comes_caps_the_count_at_what_the_server_held():
     limit = InFlightLimit(start=8, clock=lambda: 0.0)
     tickets = [limit.sent() for _ in range(8)]
-    limit.throttled(3)  # 3 of the 8 turned away: the server takes 5
+    limit.turned_away(5)  # the server held 5 of ours when it refused one
     assert limit.limit == 5 and limit.cap == 5
-    limit.throttled(1)  # a retry turned away again while 8 are still out: 7 is no news
+    limit.turned_away(7)  # held more another time: no news
     assert limit.limit == 5
     limit.record(tickets[0], Generation("x", 5, 5))
     assert limit.limit == 5
