@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rearank.window import schedule
+from rearank.window import schedule, window_count
 
 
 def test_n100_gives_nine_windows_back_to_front():
@@ -57,3 +57,26 @@ def test_bad_arguments():
         schedule(10, 0, 1)
     with pytest.raises(ValueError):
         schedule(10, 20, 30)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({"window": 0}, "need window >= 1, step >= 1, passes >= 0, n >= 0; got window=0, step=10, passes=1, n=5"),
+    ({"step": 0}, "got window=20, step=0, passes=1, n=5"),
+    ({"passes": -1}, "got window=20, step=10, passes=-1, n=5"),
+    ({"n": -1}, "got window=20, step=10, passes=1, n=-1"),
+    ({"step": 21}, "step (21) larger than window (20) would leave items never compared"),
+])
+def test_each_bad_argument_alone_is_named(args, message):
+    with pytest.raises(ValueError) as err:
+        schedule(**{"n": 5, **args})
+    assert message in str(err.value)
+
+
+def test_window_count_is_the_schedule_length_times_passes_over_the_top_k():
+    assert window_count(100, 20, 10, 1, 100) == 9
+    assert window_count(100, 20, 10, 3, 100) == 27
+    assert window_count(100, 20, 10, 2, 30) == 2 * len(schedule(30, 20, 10))  # only the top_k are reranked
+    assert window_count(25, 20, 10, 1, 100) == 2  # fewer candidates than top_k
+    assert window_count(2, 20, 10, 1, 100) == 1  # two candidates: one window
+    assert window_count(1, 20, 10, 4, 100) == 0 and window_count(0, 20, 10, 1, 100) == 0  # nothing to order
+    assert window_count(50, 20, 10, 1, 1) == 0
