@@ -55,6 +55,10 @@ MODULES: dict[str, list[str]] = {
 KILLED, TIMEOUT = "killed", "timeout"
 
 
+class MutationError(Exception):
+    """A module whose mutation run could not be made (its tests fail unmutated, a test file is missing)."""
+
+
 def tree_files() -> list[str]:
     """The working tree's files that git tracks or would track (no venvs, outputs or caches)."""
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
@@ -85,9 +89,10 @@ def run_module(module: str, tests: list[str], workdir: Path, timeout_s: int) -> 
 
     missing = [t for t in tests if not (ROOT / t).is_file()]
     if missing:
-        raise SystemExit(f"{module}: test files not found: {', '.join(missing)}")
+        raise MutationError(f"{module}: test files not found: {', '.join(missing)}")
     prepare(module, tests, workdir)
-    env = {**os.environ, "CI": "true", "PYTHONDONTWRITEBYTECODE": "1"}
+    data = os.environ.get("REARANK_DATA") or str(ROOT.parent / "shared" / "data")  # as tests/conftest.py finds it
+    env = {**os.environ, "CI": "true", "PYTHONDONTWRITEBYTECODE": "1", "REARANK_DATA": data}
     started = time.monotonic()
     with open(workdir / "mutmut.log", "w", encoding="utf-8") as log:
         done = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "2"], cwd=workdir, env=env,
@@ -95,7 +100,7 @@ def run_module(module: str, tests: list[str], workdir: Path, timeout_s: int) -> 
     meta = workdir / "mutants" / (module + ".meta")
     if done.returncode != 0 or not meta.is_file():
         tail = (workdir / "mutmut.log").read_text(encoding="utf-8", errors="replace")[-2000:]
-        raise SystemExit(f"{module}: mutmut failed (exit {done.returncode}); see {workdir / 'mutmut.log'}\n{tail}")
+        raise MutationError(f"{module}: mutmut failed (exit {done.returncode}); see {workdir / 'mutmut.log'}\n{tail}")
     codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
     statuses = {name: status_by_exit_code[code] for name, code in codes.items()}
     counts = Counter(statuses.values())
@@ -133,9 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"not a listed module: {', '.join(unknown)} (choose from {', '.join(MODULES)})")
     results = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    failed = []
     for module in args.modules or list(MODULES):
         slug = module.removesuffix(".py").replace("/", ".")
-        results[module] = run_module(module, MODULES[module], args.workdir / slug, args.timeout)
+        try:
+            results[module] = run_module(module, MODULES[module], args.workdir / slug, args.timeout)
+        except (MutationError, subprocess.TimeoutExpired) as err:
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            failed.append(module)
+            continue
         r = results[module]
         print(f"{module}: {r['killed'] + r['timeout']}/{r['mutants']} killed ({r['survived']} survived, "
               f"{r['no_tests']} untested) in {r['seconds']} s", flush=True)
@@ -145,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp.write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
         os.replace(tmp, args.out)
     print(table({m: results[m] for m in MODULES if m in results}))
-    return 0
+    if failed:
+        print(f"not measured (see the errors above): {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
