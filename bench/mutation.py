@@ -33,7 +33,8 @@ OUT = ROOT / "bench" / "out" / "mutation.json"
 MODULES: dict[str, list[str]] = {
     "rearank/answer.py": ["tests/unit/test_answer.py", "tests/unit/test_answer_edges.py", "tests/unit/test_reward.py",
                           "tests/unit/test_reward_released.py"],
-    "rearank/reward.py": ["tests/unit/test_reward.py", "tests/unit/test_reward_released.py"],
+    "rearank/reward.py": ["tests/unit/test_reward.py", "tests/unit/test_reward_released.py",
+                          "tests/unit/test_reward_edges.py"],
     "rearank/ndcg.py": ["tests/unit/test_ndcg.py", "tests/unit/test_reward.py"],
     "rearank/metrics.py": ["tests/integration/test_metrics.py", "tests/unit/test_input_errors.py"],
     "rearank/window.py": ["tests/unit/test_window.py"],
