@@ -13,7 +13,7 @@ beyond 4 requests in flight). Clients (the Python face, openai backend), see :da
 The real server runs two profiles (:data:`PROFILES`), each on the first ``--real-queries`` dl19 queries x top-100
 (9 windows a query): ``real-prefill``, RankLLM's RankGPT layout (``bench/prompts/rankllm-rankgpt.yaml``), whose
 answers are a few tokens; ``real-decode``, the ``rearank`` reasoning prompt with 100-character passages and
-answers of up to 256 tokens. Its clients are the fixed counts 1 to ``--real-queries`` (more cannot be in flight:
+answers of 256 tokens (vLLM's ``ignore_eos``: SmolLM2 stops after about 76 otherwise). Its clients are the fixed counts 1 to ``--real-queries`` (more cannot be in flight:
 one window per query) and ``auto``, interleaved (A B C A B C ...) over ``--real-repeats`` rounds so that the load
 of a shared machine hits them alike. Each table ends with ``auto`` against the best fixed count.
 
@@ -60,10 +60,11 @@ CLIENTS: tuple[tuple[str, dict[str, Any]], ...] = (
     *((f"in flight, concurrency={n}", {"concurrency": n}) for n in (2, 4, 8, 16)),
     ("in flight, concurrency=auto (default)", {"concurrency": "auto"}),
 )
-#: Real-server profiles: template, passage budget (None: the template's), max new tokens.
-PROFILES: dict[str, tuple[str, str | None, int]] = {
-    "real-prefill": (str(Path(__file__).resolve().parent / "prompts" / "rankllm-rankgpt.yaml"), None, 32),
-    "real-decode": ("rearank", "100c", 256),
+#: Real-server profiles: template, passage budget (None: the template's), max new tokens, backend options.
+PROFILES: dict[str, tuple[str, str | None, int, dict[str, Any]]] = {
+    "real-prefill": (str(Path(__file__).resolve().parent / "prompts" / "rankllm-rankgpt.yaml"), None, 32, {}),
+    # SmolLM2 stops after about 76 tokens of this prompt: vLLM's ignore_eos makes every answer 256 tokens long
+    "real-decode": ("rearank", "100c", 256, {"extra_body": {"ignore_eos": True}}),
 }
 #: The simulation compares schedulers at the same count of requests in flight.
 SIM_CLIENTS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -206,16 +207,17 @@ def auto_against_best(rows) -> None:
 
 def real_profile(name: str, args) -> None:
     """Fixed counts 1..queries and auto, interleaved over ``--real-repeats`` rounds; mean wall seconds."""
-    template, budget, max_new_tokens = PROFILES[name]
+    template, budget, max_new_tokens, backend_options = PROFILES[name]
     real = load_requests(dataset="dl19", top_k=100, max_queries=args.real_queries)
     clients = [(f"in flight, concurrency={n}", {"concurrency": n}) for n in range(1, len(real) + 1)]
     clients.append(("in flight, concurrency=auto (default)", {"concurrency": "auto"}))
-    extra = {"prompt": template, **({"passage_budget": budget} if budget else {})}
+    extra = {"prompt": template, **({"passage_budget": budget} if budget else {}), **backend_options}
     process, base_url, label = start_real("embedded")
     try:
         print(f"== {name}: {label}; {len(real)} dl19 queries x top-100, prompt {Path(template).name}"
               f"{f' (passages {budget})' if budget else ''}, max_new_tokens {max_new_tokens}; wall seconds, mean of "
               f"{args.real_repeats} interleaved rounds; one warm-up window first"
+              + (f"; backend options {backend_options}" if backend_options else "")
               + ("; prefix cache reset before each client" if VLLM_PYTHON.exists() else ""))
         run_client(base_url, real[:1], {"top_k": 20, **extra}, 1, 20)  # warm-up: first-request costs
         runs: dict[str, list[dict[str, Any]]] = {}
