@@ -55,3 +55,9 @@ def test_agrees_with_trec_eval(labels, k):
     measure = f"ndcg_cut.{k}"
     expected = pytrec_eval.RelevanceEvaluator(qrels, {measure}).evaluate(run)["q"][f"ndcg_cut_{k}"]
     assert ndcg_at_k(labels, k) == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_default_cutoff_is_10():
+    labels = [0] * 10 + [1]
+    assert dcg_at_k(labels) == 0.0 and ndcg_at_k(labels) == 0.0
+    assert ideal_dcg_at_k([1] * 11) == pytest.approx(sum(1 / math.log2(i + 2) for i in range(10)))
