@@ -50,10 +50,9 @@ from rearank.io.trec import read_run
 from rearank.methods import method_options, option_default
 from rearank.metrics import evaluate
 
-#: Settings a resumed suite must share with the run it continues.
-RESUME_KEYS = ("backend", "model", "backend_options", "mode", "prompt", "window", "step", "passes", "group_size",
-               "group_step", "shuffles", "fusion_weight", "fallback", "fusion", "shuffle_all", "top_k",
-               "max_new_tokens", "temperature", "top_p", "seed", "max_queries", "passage_budget")
+#: Settings a resumed suite must share with the run it continues, beside :func:`rearank.job.resume_settings`:
+#: how many queries each dataset's metrics count.
+SUITE_RESUME_KEYS = ("max_queries",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,7 +105,9 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
     if not resume:
         raise RearankError(f"{out} already holds suite results; pass --resume to continue them or choose another --output-dir")
     old = read_json(previous)
-    changed = [f"{k}: {old.get(k)!r} -> {config.get(k)!r}" for k in RESUME_KEYS if old.get(k) != config.get(k)]
+    ours = {**job.resume_settings(config), **{k: config.get(k) for k in SUITE_RESUME_KEYS}}
+    theirs = {**job.resume_settings(old), **{k: old.get(k) for k in SUITE_RESUME_KEYS}}
+    changed = [f"{k}: {theirs.get(k)!r} -> {ours.get(k)!r}" for k in {**theirs, **ours} if theirs.get(k) != ours.get(k)]
     if changed:
         raise RearankError(f"cannot resume {out} with other settings ({'; '.join(changed)}); use another --output-dir")
 

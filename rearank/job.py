@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from rearank.errors import RearankError
 from rearank.io.outputs import check_outputs, exclusive
 from rearank.io.trec import read_run
+from rearank.methods import METHODS, method_options
 from rearank.metrics import evaluate
 from rearank.models import is_embedded
 from rearank.runfiles import RunWriter, read_traces
@@ -28,8 +29,21 @@ DEFAULT_MAX_NEW_TOKENS = 2048
 EMBEDDED_MAX_NEW_TOKENS = 256
 #: Load every candidate of a run (the reranker's ``top_k`` decides how many it reorders).
 ALL_CANDIDATES = sys.maxsize
-#: Settings that do not change what a query's output is: they may differ between a run and its resume.
-RESUMABLE = frozenset({"resume", "no_progress", "output", "traces", "max_queries", "batch_size", "qrels"})
+#: The settings a resumed run must share with the run it continues, beside its method's own options: its inputs,
+#: model, sampling and method (:func:`resume_settings`). The one list, for ``rearank rerank`` (the stats' config),
+#: its ``--engine ray`` round journal and ``rearank benchmark`` (``suite.json``); anything else (output paths,
+#: progress, the batch size, how many queries) may change between a run and its resume.
+RESUME_KEYS = ("dataset", "run", "requests", "topics", "docs", "skip_missing", "tag", "backend", "model",
+               "backend_options", "mode", "method", "prompt", "top_k", "passage_budget", "max_new_tokens",
+               "temperature", "top_p", "seed")
+
+
+def resume_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of ``config`` (a run's recorded settings) that a resume must match: :data:`RESUME_KEYS` and
+    the options of its method (``mode``, or ``method`` for the face; :func:`rearank.methods.method_options`)."""
+    method = config.get("mode") or config.get("method")
+    own = method_options(method) if method in METHODS else []
+    return {key: config.get(key) for key in dict.fromkeys((*RESUME_KEYS, *own))}
 
 
 class Ranker(Protocol):
@@ -147,8 +161,8 @@ def earlier_wall(stats_path: Path) -> float:
 
 
 def check_resume_settings(output: Path, stats_path: Path, config: Mapping[str, Any]) -> None:
-    """Refuse to resume a run made with other settings (those outside :data:`RESUMABLE`), or whose settings
-    were not recorded."""
+    """Refuse to resume a run made with other settings (:func:`resume_settings`), or whose settings were not
+    recorded."""
     if not output.is_file() or output.stat().st_size == 0:
         return
     try:
@@ -158,8 +172,8 @@ def check_resume_settings(output: Path, stats_path: Path, config: Mapping[str, A
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         raise RearankError(f"--resume: {stats_path} (the settings of the run in {output}) is missing or unreadable, "
                            "so the run cannot be continued safely; rerun without --resume") from None
-    changed = sorted(k for k in set(config) | set(recorded)
-                     if k not in RESUMABLE and config.get(k) != recorded.get(k))
+    ours, theirs = resume_settings(config), resume_settings(recorded)
+    changed = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
     if changed:
         diff = ", ".join(f"{k}: {recorded.get(k)!r} -> {config.get(k)!r}" for k in changed)
         raise RearankError(f"--resume: {output} was made with other settings ({diff}); resume with the same "

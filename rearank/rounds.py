@@ -25,7 +25,8 @@ from tqdm import tqdm
 
 from rearank.backends.base import Generation, Prompt
 from rearank.errors import FormatError, RearankError
-from rearank.io.files import PathLike, atomic_write
+from rearank.io.files import PathLike
+from rearank.io.jsonl_log import read_jsonl_log
 from rearank.methods.base import Method, Task
 from rearank.types import Request, Result
 
@@ -35,6 +36,13 @@ log = logging.getLogger("rearank.rounds")
 Generator = Callable[[Sequence[tuple[int, Prompt]]], Iterable[tuple[int, Generation]]]
 
 JOURNAL_VERSION = 1
+
+
+def _journal_line(record: dict) -> None:
+    """Raise KeyError, TypeError or ValueError unless ``record`` is a journal header or a journaled generation."""
+    if "journal" not in record:
+        str(record["qid"]), int(record["index"])
+        Generation(**{k: v for k, v in record.items() if k not in ("qid", "index")})
 
 
 class Journal:
@@ -65,35 +73,16 @@ class Journal:
             raise RearankError(f"{self.path}: cannot write the round journal ({err.strerror or err})") from None
 
     def _load(self) -> None:
-        text = self.path.read_text(encoding="utf-8", errors="replace")
-        lines = text.split("\n")
-        torn = lines.pop() if lines else ""  # after the last newline: empty, or a line cut short by a kill
-        if torn.strip():
-            log.warning("%s:%d: incomplete last line dropped (the run was killed while writing it)",
-                        self.path, len(lines) + 1)
-        kept = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise FormatError(self.path, number, f"not JSON ({err.msg}); delete the journal to start over")
-            if number == 1:
-                self._check_header(record)
-            else:
-                try:
-                    key = (str(record.pop("qid")), int(record.pop("index")))
-                    self.entries[key] = Generation(**record)
-                except (KeyError, TypeError, ValueError) as err:
-                    raise FormatError(self.path, number, f"not a journaled generation ({err})") from None
-            kept.append(line)
-        if torn.strip():
-            with atomic_write(self.path) as handle:
-                handle.write("".join(line + "\n" for line in kept))
+        records = read_jsonl_log(self.path, _journal_line, "round journal", "delete the journal to start over")
+        if not records:
+            raise FormatError(self.path, 1, "not a rearank round journal; delete it to start over")
+        self._check_header(records[0])
+        for record in records[1:]:
+            key = (str(record.pop("qid")), int(record.pop("index")))
+            self.entries[key] = Generation(**record)
 
-    def _check_header(self, record: Any) -> None:
-        if not isinstance(record, dict) or record.get("journal") != JOURNAL_VERSION:
+    def _check_header(self, record: dict) -> None:
+        if record.get("journal") != JOURNAL_VERSION:
             raise FormatError(self.path, 1, "not a rearank round journal; delete it to start over")
         theirs = record.get("config", {})
         changed = sorted(k for k in set(theirs) | set(self.config) if theirs.get(k) != self.config.get(k))

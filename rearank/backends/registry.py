@@ -26,7 +26,8 @@ BACKENDS = Registry("rearank.backends", "backend", {
     "vllm-async": _lazy("rearank.backends.vllm_async", "VLLMAsyncBackend"),
     "openai": _lazy("rearank.backends.openai", "OpenAIBackend"),
     "oracle": _lazy("rearank.backends.oracle", "OracleBackend"),
-    "qa-oracle": _lazy("rearank.backends.qa_oracle", "QAOracleBackend"),
+    # a RAG reader, defined with the RAG pieces it answers by (named here, imported only on use)
+    "qa-oracle": _lazy("rearank.rag.qa_oracle", "QAOracleBackend"),
 })
 #: Backends that answer questions (RAG readers) and do not rerank.
 READERS = ("qa-oracle",)

@@ -162,18 +162,13 @@ def _make_reranker(args: argparse.Namespace, method: Method | None, qrels: dict[
     return Engine(backend, method, settings, batch_size=args.batch_size)
 
 
-#: Settings a resumed ``--engine ray`` run must share with the round journal it continues.
-ROUND_KEYS = ("mode", "backend", "model", "prompt", "window", "step", "passes", "top_k", "max_new_tokens",
-              "temperature", "top_p", "seed", "passage_budget", "group_size", "group_step", "shuffles", "fallback")
-
-
 def _round_engine(args: argparse.Namespace, method: Method, generator: Any) -> Any:
     """The round-by-round engine of ``method`` on a Ray ``generator``, journaled in ``<output>.rounds.jsonl``."""
     from rearank.rounds import Journal, RoundEngine
 
     config = _config(args)
     journal = Journal(args.output.with_name(args.output.name + ".rounds.jsonl"),
-                      {key: config.get(key) for key in ROUND_KEYS}, resume=args.resume)
+                      job.resume_settings(config), resume=args.resume)
     return RoundEngine(method, generator, journal)
 
 

@@ -1,6 +1,7 @@
 """The round engine (``--engine ray`` without Ray): same results as the local driver, one call per round, resume."""
 
 import json
+from dataclasses import asdict
 
 import pytest
 
@@ -105,11 +106,16 @@ def test_journal_refuses_other_settings_and_names_bad_lines(tmp_path):
     Journal(path, CONFIG).close()
     with pytest.raises(RearankError, match="other settings \\(step\\)"):
         Journal(path, {"window": 4, "step": 3}, resume=True)
-    path.write_text(path.read_text() + '{"qid": "q", "index": 0, "text": "x"}\n')
-    with pytest.raises(FormatError, match=r"j.jsonl:2: not a journaled generation"):
+    header = path.read_text()
+    good = json.dumps({"qid": "q", "index": 1, **asdict(SortingBackend()._one(_prompt()))}) + "\n"
+    path.write_text(header + '{"qid": "q", "index": 0, "text": "x"}\n' + good)  # a bad line before a good one
+    with pytest.raises(FormatError, match=r"j.jsonl:2: not a round journal record"):
         Journal(path, CONFIG, resume=True)
-    path.write_text("not json\n")
-    with pytest.raises(FormatError, match=r"j.jsonl:1: not JSON"):
+    path.write_text("not json\n" + good)
+    with pytest.raises(FormatError, match=r"j.jsonl:1: not a round journal record \(Expecting value"):
+        Journal(path, CONFIG, resume=True)
+    path.write_text(good)
+    with pytest.raises(FormatError, match=r"j.jsonl:1: not a rearank round journal"):
         Journal(path, CONFIG, resume=True)
 
 
@@ -121,7 +127,7 @@ def test_a_torn_last_line_is_dropped_and_the_rest_kept(tmp_path, caplog):
     path.write_text(path.read_text() + '{"qid": "q", "index": 1, "te')
     resumed = Journal(path, CONFIG, resume=True)
     assert list(resumed.entries) == [("q", 0)]
-    assert "incomplete last line dropped" in caplog.text
+    assert "dropping an unfinished last round journal record" in caplog.text
     assert json.loads(path.read_text().splitlines()[-1])["index"] == 0
 
 
