@@ -1,0 +1,76 @@
+"""``make train-cpu``'s own logic, without running verl: its overrides change only sizes, device, model path and
+CPU plumbing of each recipe (composed as verl composes them), and metrics.jsonl is one object per step from
+verl's file-logger output, the resumed run's step included; a zero gradient or a NaN loss fails the run."""
+
+import json
+import math
+
+import pytest
+
+from tests.conftest import require
+
+require("verl", "the `train` extra")
+require("hydra", "the `train` extra")
+
+from rearank.errors import RearankError
+from recipes.train_check import compose_recipe
+from recipes.train_cpu import STAGES, check_metrics, merge_metrics, size_overrides
+
+#: What the CPU run must leave as the recipe has it.
+KEPT = ("algorithm.adv_estimator", "algorithm.norm_adv_by_std_in_grpo", "actor_rollout_ref.actor.optim.lr",
+        "actor_rollout_ref.actor.kl_loss_coef", "actor_rollout_ref.actor.kl_loss_type",
+        "actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.clip_ratio",
+        "actor_rollout_ref.actor.loss_agg_mode", "actor_rollout_ref.model.lora_rank",
+        "actor_rollout_ref.rollout.temperature", "reward.custom_reward_function")
+
+
+def pick(config, dotted):
+    for key in dotted.split("."):
+        config = config[key]
+    return config
+
+
+@pytest.mark.parametrize("name", sorted(STAGES))
+def test_cpu_overrides_keep_the_recipes_algorithm_reward_and_optimiser(name, tmp_path):
+    stage = STAGES[name]
+    recipe = compose_recipe(stage.recipe)
+    cpu = compose_recipe(stage.recipe, size_overrides(stage, tmp_path / "data", tmp_path / "model",
+                                                      tmp_path / "ckpt", 2))
+    for key in KEPT:
+        assert pick(cpu, key) == pick(recipe, key), key
+    assert cpu.actor_rollout_ref.rollout.name == "transformers" and cpu.trainer.device == "cpu"
+    assert cpu.trainer.total_training_steps == 2 and cpu.trainer.resume_mode == "auto"
+    assert cpu.actor_rollout_ref.model.path == str(tmp_path / "model")
+    assert cpu.trainer.default_local_dir == str(tmp_path / "ckpt")
+    assert cpu.actor_rollout_ref.model.lora.merge == (recipe.actor_rollout_ref.model.lora_rank > 0)
+
+
+def write_log(path, steps):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"step": s, "data": data}) + "\n" for s, data in steps))
+
+
+def step(n, loss=0.1, norm=0.5):
+    return n, {"training/global_step": n, "actor/pg_loss": loss, "actor/grad_norm": norm, "critic/score/mean": 0.2}
+
+
+def test_metrics_merge_both_runs_one_object_per_step(tmp_path):
+    write_log(tmp_path / "logs" / "verl.1.jsonl", [step(1), step(2), (2, {"val-core/x/reward/mean@1": 0.5})])
+    write_log(tmp_path / "logs" / "verl.2.jsonl", [step(3)])
+    rows = merge_metrics(tmp_path)
+    check_metrics(rows, tmp_path)
+    written = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert written == rows and [r["training/global_step"] for r in rows] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("bad", [step(2, loss=math.nan), step(2, norm=0.0), step(2, norm=None)])
+def test_a_step_without_a_real_update_fails_the_run(tmp_path, bad):
+    write_log(tmp_path / "logs" / "verl.1.jsonl", [step(1), bad, step(3)])
+    with pytest.raises(RearankError, match="step 2"):
+        check_metrics(merge_metrics(tmp_path), tmp_path)
+
+
+def test_fewer_than_three_steps_fails_the_run(tmp_path):
+    write_log(tmp_path / "logs" / "verl.1.jsonl", [step(1), step(2)])
+    with pytest.raises(RearankError, match="2 steps logged, expected 3"):
+        check_metrics(merge_metrics(tmp_path), tmp_path)
