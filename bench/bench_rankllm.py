@@ -12,9 +12,10 @@ both alike; vLLM's prefix cache is emptied before each run.
 Printed per run: wall seconds, prompt and completion tokens from the server's own counters
 (``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total`` on ``/metrics``), and rearank's speed as a ratio
 to RankLLM's. Then the server's ceilings, measured on the same server: prefill tokens/s (long prompts, one new
-token, one and two at once) and decode tokens/s (a batch of short prompts that each generate ``--decode-tokens`` tokens, EOS ignored,
-best of the batch sizes), and each client's wall time as a multiple of the floor those ceilings imply for its
-tokens (prompt tokens / prefill ceiling + completion tokens / decode ceiling).
+token, one and two at once, best of 3) and decode tokens/s (a batch of short prompts that each generate
+``--decode-tokens`` tokens, EOS ignored, best of the batch sizes), and each client's wall time as a multiple of the
+floor those ceilings imply for its tokens (prompt tokens / prefill ceiling + completion tokens / decode ceiling), with the ceilings measured after
+each round of the two clients, so that a shared machine's load changes over the run reach the floor too.
 
     python bench/bench_rankllm.py [--queries 2] [--repeats 2] [--batches 1 4 16]
 """
@@ -122,7 +123,7 @@ def chat(base_url: str, content: str, max_tokens: int, ignore_eos: bool = False)
     httpx.post(base_url + "/chat/completions", json=body, timeout=600).raise_for_status()
 
 
-def prefill_rate(base_url: str, text: str, batch: int, repeats: int = 2) -> float:
+def prefill_rate(base_url: str, text: str, batch: int, repeats: int = 3) -> float:
     """Prompt tokens/s of ``batch`` long prompts answered with one token each, sent at once (best of ``repeats``;
     the prefix cache emptied before each)."""
     best = 0.0
@@ -182,22 +183,23 @@ def main() -> None:
                   f"emptied before each run; clients alternate")
             chat(base_url, "Hello.", 1)  # warm-up: first-request costs
             rows: list[tuple[str, dict]] = []
+            ceilings: list[tuple[dict[int, float], dict[int, float]]] = []  # each round's prefill and decode rates
+            long_text = " ".join(c.text for _, cands in queries for c in cands)[:args.prefill_chars]
             for _ in range(args.repeats):
                 rows.append(("RankLLM (SafeOpenai, RankGPT)",
                              measured(base_url, lambda: rankllm("rerank", str(fixed), base_url))))
                 rows.append(("rearank (auto)",
                              measured(base_url, lambda: run_rearank(base_url, same, args.max_new_tokens))))
-            long_text = " ".join(c.text for _, cands in queries for c in cands)[:args.prefill_chars]
-            prefills = {b: prefill_rate(base_url, long_text, b) for b in (1, 2)}
-            decodes = {b: decode_rate(base_url, b, args.decode_tokens) for b in args.batches}
+                ceilings.append(({b: prefill_rate(base_url, long_text, b) for b in (1, 2)},
+                                 {b: decode_rate(base_url, b, args.decode_tokens) for b in args.batches}))
         finally:
             process.terminate()
             process.wait(60)
-    prefill, decode = max(prefills.values()), max(decodes.values())
     print(f"  {'client':32s} {'wall s':>8s} {'prompt tok':>11s} {'completion tok':>15s} {'floor s':>8s} "
           f"{'wall/floor':>11s}")
-    for label, row in rows:
-        floor = row["prompt_tokens"] / prefill + row["completion_tokens"] / decode
+    for i, (label, row) in enumerate(rows):
+        prefills, decodes = ceilings[i // 2]
+        floor = row["prompt_tokens"] / max(prefills.values()) + row["completion_tokens"] / max(decodes.values())
         extra = f"  in flight: {' -> '.join(map(str, row['limits']))}" if row.get("limits") else ""
         print(f"  {label:32s} {row['wall']:8.1f} {row['prompt_tokens']:11,.0f} {row['completion_tokens']:15,.0f} "
               f"{floor:8.1f} {row['wall'] / floor:10.2f}x{extra}")
@@ -212,11 +214,13 @@ def main() -> None:
           f"rankings: {'yes' if same_rankings else 'NO'}")
     print(f"rearank vs RankLLM: {mean(theirs) / mean(ours):.2f}x faster (mean wall {mean(ours):.1f} s vs "
           f"{mean(theirs):.1f} s)")
-    print("server ceilings: prefill " + ", ".join(f"{rate:,.0f} tokens/s at {b} running" for b, rate in prefills.items())
-          + f" (prompts of {args.prefill_chars:,} characters, 1 new token); decode "
-          + ", ".join(f"{rate:,.1f} tokens/s at {b} running" for b, rate in decodes.items())
-          + f" ({args.decode_tokens} tokens each, EOS ignored); floor = prompt / {prefill:,.0f} + completion / "
-            f"{decode:,.1f}")
+    for i, (prefills, decodes) in enumerate(ceilings, start=1):
+        print(f"server ceilings after round {i}: prefill "
+              + ", ".join(f"{rate:,.0f} tokens/s at {b} running" for b, rate in prefills.items())
+              + f" (prompts of {args.prefill_chars:,} characters, 1 new token); decode "
+              + ", ".join(f"{rate:,.1f} tokens/s at {b} running" for b, rate in decodes.items())
+              + f" ({args.decode_tokens} tokens each, EOS ignored)")
+    print("floor = prompt tokens / best prefill rate + completion tokens / best decode rate, of the round's ceilings")
     print(f"bench wall time {time.perf_counter() - started:.1f}s")
     if not same_tokens:
         sys.exit(1)
