@@ -1,4 +1,4 @@
-"""The README's quoted figures, recomputed from the code and the packs, so the README cannot drift from them."""
+"""The figures the docs quote, recomputed from the code and the packs, so the pages cannot drift from them."""
 
 from __future__ import annotations
 
@@ -14,12 +14,10 @@ from rearank.runfiles import ranked_pairs
 from tests.conftest import ROOT
 from tests.engines import listwise
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
 
-
-def quoted(pattern: str) -> re.Match:
-    match = re.search(pattern, README)
-    assert match, f"the README no longer quotes {pattern!r}"
+def quoted(page: str, pattern: str) -> re.Match:
+    match = re.search(pattern, (ROOT / page).read_text(encoding="utf-8"))
+    assert match, f"{page} no longer quotes {pattern!r}"
     return match
 
 
@@ -34,7 +32,7 @@ def oracle_ndcg10(dataset: str) -> tuple[float, float]:
 
 
 def test_dl19_bm25_figures(dl19):
-    line = quoted(r"#   (ndcg_cut_1 \S+  ndcg_cut_5 \S+  ndcg_cut_10 \S+  recall_100 \S+  map_cut_100 \S+)").group(1)
+    line = quoted("docs/data.md", r"#   (ndcg_cut_1 \S+  ndcg_cut_5 \S+  ndcg_cut_10 \S+  recall_100 \S+  map_cut_100 \S+)").group(1)
     result = evaluate(read_qrels(dl19 / "qrels.txt"), read_run(dl19 / "run.bm25.top100.trec"))
     assert line == "  ".join(f"{name} {value:.4f}" for name, value in result.aggregate.items())
 
@@ -43,7 +41,7 @@ def test_dl19_bm25_figures(dl19):
 def test_oracle_ceilings(dataset, dl19, dl21, scifact, monkeypatch):
     monkeypatch.setenv("REARANK_DATA", str(dl19.parents[1]))
     name = dataset.removeprefix("beir-")
-    before, after = quoted(rf"# .*{name} (\d\.\d{{4}}) -> (\d\.\d{{4}})").groups()
+    before, after = quoted("docs/reranking.md", rf"# .*{name} (\d\.\d{{4}}) -> (\d\.\d{{4}})").groups()
     assert tuple(f"{value:.4f}" for value in oracle_ndcg10(dataset)) == (before, after)
 
 
@@ -52,7 +50,7 @@ def test_dl21_synthesis_counts(dl21, monkeypatch, tmp_path):
 
     monkeypatch.setenv("REARANK_DATA", str(dl21.parents[1]))
     kept, train, val = (int(x.replace(",", "")) for x in quoted(
-        r"(\d[\d,]*) sets \(train (\d[\d,]*) / val (\d[\d,]*)\)").groups())
+        "docs/training-quickstart.md", r"(\d[\d,]*) sets \(train (\d[\d,]*) / val (\d[\d,]*)\)").groups())
     stats = synthesize(load_requests(dataset="dl21"), load_qrels("dl21"), tmp_path, SynthConfig(), progress=False)
     assert (stats["filters"]["kept"], stats["splits"]["train"]["sets"], stats["splits"]["val"]["sets"]) == \
         (kept, train, val)
