@@ -63,14 +63,19 @@ def gae(rewards: Sequence[float], values: Sequence[float], gamma: float = 0.99, 
 
 
 class WindowNormalizer:
-    """Normalise advantages by the mean and std of the last ``window`` advantages seen (the new ones included)."""
+    """Normalise advantages by the mean and std of the last ``window`` advantages seen (the new ones included).
+
+    The window's length is ours: the paper (Eq. 14) uses "a sliding window of recent episodes" without a length.
+    """
 
     def __init__(self, window: int = 1024, eps: float = 1e-8) -> None:
         self.values: deque[float] = deque(maxlen=window)
         self.eps = eps
 
-    def __call__(self, advantages: Sequence[float]) -> list[float]:
-        self.values.extend(advantages)
+    def __call__(self, advantages: Sequence[float], seen: Sequence[float] | None = None) -> list[float]:
+        """``advantages`` normalised after the window takes in ``seen`` (default: ``advantages``; data parallel
+        ranks pass the whole batch's, so every rank's window is the single-process one)."""
+        self.values.extend(advantages if seen is None else seen)
         mean = sum(self.values) / len(self.values)
         std = (sum((v - mean) ** 2 for v in self.values) / len(self.values)) ** 0.5
         return [(a - mean) / (std + self.eps) for a in advantages]
@@ -90,7 +95,12 @@ def k3_kl(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
 
 def clipped_surrogate(logp: torch.Tensor, logp_old: torch.Tensor, advantages: torch.Tensor,
                       eps: float = 0.2) -> torch.Tensor:
-    """PPO's min(rho A, clip(rho, 1 - eps, 1 + eps) A) per step, rho = pi_theta / pi_old."""
+    """PPO's min(rho A, clip(rho, 1 - eps, 1 + eps) A) per step, rho = pi_theta / pi_old.
+
+    Eq. 8 of the paper writes the ratio's denominator as pi_ref; Algorithm 1 stores log pi_old with each step and
+    runs E_ppo epochs over mini-batches, which is PPO's ratio to the rollout policy. We read pi_ref in Eq. 8 as
+    pi_old (a ratio to the fixed reference would clip every update once the policy moves away from it, and the KL
+    term already ties the policy to pi_ref)."""
     ratio = torch.exp(logp - logp_old)
     return torch.minimum(ratio * advantages, torch.clamp(ratio, 1 - eps, 1 + eps) * advantages)
 
