@@ -15,15 +15,9 @@ error (logged at debug level): ``tests/integration/test_verl_cpu_plugin.py`` che
 
 from __future__ import annotations
 
-import os
+from recipes.verl_cpu.settings import PLATFORM, ROLLOUT, enabled
 
-#: The value of ``VERL_PLATFORM`` that turns the plugin on, and the rollout name it registers.
-PLATFORM = "cpu"
-ROLLOUT = "transformers"
-
-
-def enabled() -> bool:
-    return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM
+__all__ = ["PLATFORM", "ROLLOUT", "activate", "enabled"]
 
 
 def activate() -> None:

@@ -133,13 +133,13 @@ def cpu_engines(module: ModuleType) -> None:
 
 
 def register_rollout(module: ModuleType) -> None:
-    from recipes.verl_cpu import ROLLOUT
+    from recipes.verl_cpu.settings import ROLLOUT
 
     module._ROLLOUT_REGISTRY[(ROLLOUT, "async")] = "recipes.verl_cpu.rollout.TransformersServerAdapter"
 
 
 def register_replica(module: ModuleType) -> None:
-    from recipes.verl_cpu import ROLLOUT
+    from recipes.verl_cpu.settings import ROLLOUT
 
     def load():
         from recipes.verl_cpu.rollout import TransformersReplica

@@ -69,7 +69,7 @@ class PlatformCPU(PlatformBase):
         return True
 
     def is_platform_available(self, use_smi_check: bool = False) -> bool:
-        from recipes.verl_cpu import enabled
+        from recipes.verl_cpu.settings import enabled
 
         return enabled()  # never auto-detected: only VERL_PLATFORM=cpu selects it
 

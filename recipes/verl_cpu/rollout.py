@@ -50,6 +50,7 @@ class TransformersServer:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.config, self.replica_rank = config, replica_rank
+        torch.manual_seed(int(_field(config, "seed") or 0) + replica_rank)  # as vLLM's per-replica seed
         path = _field(model_config, "local_path") or _field(model_config, "path")
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
         self.model.eval()
