@@ -5,7 +5,8 @@
 - :mod:`rearank.rag.readers`: LLM readers (any backend; ``plain``/``rrpo``/``barrag``/``arena`` templates), oracle
   and noisy oracle
 - :mod:`rearank.rag.oracle`: the one answering rule of the oracle readers and the ``qa-oracle`` backend
-- :mod:`rearank.rag.jsonl`: the resumable JSON Lines logs (``rag eval`` items, BAR-RAG filter log, response cache)
+- the resumable logs (``rag eval`` items, the BAR-RAG filter log, the response cache) are read and appended by
+  :mod:`rearank.io.jsonl_log`, the one reader of such logs
 - :mod:`rearank.rag.truth`: ground-truth decoding shared by the BAR-RAG and ARENA rewards
 - :mod:`rearank.rag.cache`: the greedy response cache keyed by (model, prompt, sampling)
 - :mod:`rearank.rag.selectors`: ``none``, ``oracle``, ``bm25``, ``listwise:M``, ``pointwise:M``, ``barrag:M`` behind a registry

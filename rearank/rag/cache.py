@@ -16,7 +16,7 @@ from pathlib import Path
 from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
 from rearank.io.files import PathLike
-from rearank.rag.jsonl import JsonlAppender, read_jsonl_log
+from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
 
 
 def _generation(record: dict) -> Generation:

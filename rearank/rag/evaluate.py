@@ -22,10 +22,10 @@ from tqdm import tqdm
 
 from rearank.errors import RearankError
 from rearank.io.files import atomic_write
+from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
 from rearank.rag.arena.evaluate import arena_passages, score_arena
 from rearank.rag.arena.figures import TABLE3 as ARENA_TABLE3
 from rearank.rag.barrag.figures import TABLE1_AVG_EM_QWEN25_7B as BARRAG_TABLE1
-from rearank.rag.jsonl import JsonlAppender, read_jsonl_log
 from rearank.rag.metrics import answer_recall, exact_match, hit, support_recall, token_f1
 from rearank.rag.readers import TEMPLATES, Reader, ReaderOutput, answer_format
 from rearank.rag.selectors import Selector

@@ -30,9 +30,9 @@ from rearank.cache import cache_root
 from rearank.data import bm25
 from rearank.errors import MissingDataError, RearankError
 from rearank.io.files import PathLike
+from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
 from rearank.io.trec import trec_order
 from rearank.rag.corpus import norm_text, passage_key, with_passages
-from rearank.rag.jsonl import JsonlAppender, read_jsonl_log
 from rearank.rag.metrics import has_answer
 from rearank.rag.types import Passage, QAItem
 from rearank.types import Run
