@@ -4,14 +4,14 @@ Throughput: dl19 queries with their first ``--depth`` BM25 passages, ``--in-flig
 route, with the server's feed or its former batcher (``--scheduler``), the backend taking ``--call-ms`` more per
 call; prints requests/s, latency percentiles and how many windows shared a backend call.
 
-Latency (``--latency``): a small request (20 passages, one window) alone and while a large one (100 passages,
+Latency (after the throughput run, or alone with ``--latency``): a small request (20 passages, one window) alone and while a large one (100 passages,
 nine windows one after another) is being ranked, on a backend that takes ``--call-ms`` per call (a model's
 cost, emulated); with the server's feed (one running engine) and with the batcher the server had before
 (whole requests per ``rerank_many`` call, kept here as the baseline).
 
     python bench/bench_serve.py [--data $REARANK_DATA/msmarco-v1-passage/dl19] [--requests 500] [--in-flight 32]
                                 [--scheduler feed|batcher]
-    python bench/bench_serve.py --latency [--call-ms 100] [--trials 5]
+    python bench/bench_serve.py --latency [--call-ms 100] [--trials 5]   # the latency comparison only
 """
 
 from __future__ import annotations
@@ -57,22 +57,23 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=30, help="passages per request")
     parser.add_argument("--scheduler", choices=("feed", "batcher"), default="feed",
                         help="throughput: the server's feed, or the batcher it had before")
-    parser.add_argument("--latency", action="store_true", help="small-request latency with a large one in flight")
-    parser.add_argument("--call-ms", type=float, help="the backend's added time per call (default: 100 ms with "
-                        "--latency, else 0)")
-    parser.add_argument("--trials", type=int, default=5, help="--latency: repeats (medians are printed)")
+    parser.add_argument("--latency", action="store_true", help="only the small-request latency comparison")
+    parser.add_argument("--call-ms", type=float, help="the backend's added time per call (default: 0 for "
+                        "throughput, 100 ms for the latency comparison)")
+    parser.add_argument("--trials", type=int, default=5, help="latency: repeats (medians are printed)")
     args = parser.parse_args()
     topics, qrels = load_topics(args.data / "topics.tsv"), load_qrels(args.data / "qrels.txt")
-    depth = 100 if args.latency else args.depth
-    run = {q: [d for d, _ in pairs[:depth]] for q, pairs in read_run(args.data / "run.bm25.top100.trec").items()}
+    run = {q: [d for d, _ in pairs[:100]] for q, pairs in read_run(args.data / "run.bm25.top100.trec").items()}
     docs = load_docs(args.data / "docs.tsv", {d for ids in run.values() for d in ids})
-    if args.latency:
-        args.call_ms = 100.0 if args.call_ms is None else args.call_ms
-        latency(args, topics, docs, qrels, run)
-        return
+    if not args.latency:
+        throughput(args, topics, docs, qrels, {q: ids[:args.depth] for q, ids in run.items()})
+    latency(args, topics, docs, qrels, run)
+
+
+def throughput(args: argparse.Namespace, topics, docs, qrels, run) -> None:
+    """Requests/s and latency percentiles of ``--requests`` requests, ``--in-flight`` at a time."""
     cases = [{"query": topics[q], "documents": [docs[d][1] for d in ids]} for q, ids in run.items()]
     bodies = [cases[i % len(cases)] for i in range(args.requests)]
-
     judge = TextJudge(topics, docs, qrels)
     reranker = slowed(Reranker(backend="oracle", qrels=judge.live), args.call_ms or 0)
     service = RerankService(reranker, model_name="oracle", judge=judge, capacity=max(256, args.in_flight))
@@ -83,8 +84,9 @@ def main() -> None:
         latencies = asyncio.run(fire(url, bodies, args.in_flight))
         wall = time.perf_counter() - began
     cuts = statistics.quantiles(latencies, n=100)
-    print(f"{args.requests} requests x {args.depth} passages, {args.in_flight} in flight: {wall:.2f} s, "
-          f"{args.requests / wall:.1f} requests/s; latency p50 {cuts[49] * 1000:.1f} ms, p95 {cuts[94] * 1000:.1f} ms")
+    print(f"{args.scheduler}: {args.requests} requests x {args.depth} passages, {args.in_flight} in flight, backend "
+          f"+{args.call_ms or 0:g} ms/call: {wall:.2f} s, {args.requests / wall:.1f} requests/s; latency p50 "
+          f"{cuts[49] * 1000:.1f} ms, p95 {cuts[94] * 1000:.1f} ms")
     if args.scheduler == "feed":
         print(f"backend calls: {service.feed.calls}, largest {service.feed.largest_call} windows")
 
@@ -141,13 +143,14 @@ def slowed(reranker: Reranker, call_ms: float) -> Reranker:
 
 def latency(args: argparse.Namespace, topics, docs, qrels, run) -> None:
     """Small-request latency, alone and with a large request in flight, under the feed and the old batcher."""
+    call_ms = 100.0 if args.call_ms is None else args.call_ms
     (large_q, large_ids), (small_q, small_ids) = list(run.items())[:2]
     large = {"query": topics[large_q], "documents": [docs[d][1] for d in large_ids[:100]]}
     small = {"query": topics[small_q], "documents": [docs[d][1] for d in small_ids[:20]]}
     rows = {}
     for scheduler in ("batcher (before)", "feed"):
         judge = TextJudge(topics, docs, qrels)
-        reranker = slowed(Reranker(backend="oracle", qrels=judge.live), args.call_ms)
+        reranker = slowed(Reranker(backend="oracle", qrels=judge.live), call_ms)
         service = RerankService(reranker, model_name="oracle", judge=judge)
         if scheduler != "feed":
             service.feed = RequestBatcher(reranker)
@@ -159,14 +162,14 @@ def latency(args: argparse.Namespace, topics, docs, qrels, run) -> None:
                 alone.append(time.perf_counter() - began)
                 began_large = time.perf_counter()
                 pending = pool.submit(client.post, url + "/v1/rerank", json=large)
-                time.sleep(1.5 * args.call_ms / 1000)  # the large one is in its second window
+                time.sleep(1.5 * call_ms / 1000)  # the large one is in its second window
                 began = time.perf_counter()
                 client.post(url + "/v1/rerank", json=small).raise_for_status()
                 beside.append(time.perf_counter() - began)
                 pending.result().raise_for_status()
                 large_s.append(time.perf_counter() - began_large)
         rows[scheduler] = (statistics.median(alone), statistics.median(beside), statistics.median(large_s))
-    print(f"small request (20 passages, 1 window) latency, median of {args.trials}; backend {args.call_ms} ms/call; "
+    print(f"small request (20 passages, 1 window) latency, median of {args.trials}; backend +{call_ms:g} ms/call; "
           "large request: 100 passages, 9 windows")
     print(f"{'scheduler':<18} {'small alone':>12} {'small + large':>14} {'ratio':>6} {'large':>8}")
     for scheduler, (a, b, big) in rows.items():
