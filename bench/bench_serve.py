@@ -4,10 +4,11 @@ Throughput: dl19 queries with their first ``--depth`` BM25 passages, ``--in-flig
 route, with the server's feed or its former batcher (``--scheduler``), the backend taking ``--call-ms`` more per
 call; prints requests/s, latency percentiles and how many windows shared a backend call.
 
-Latency (after the throughput run, or alone with ``--latency``): a small request (20 passages, one window) alone and while a large one (100 passages,
-nine windows one after another) is being ranked, on a backend that takes ``--call-ms`` per call (a model's
-cost, emulated); with the server's feed (one running engine) and with the batcher the server had before
-(whole requests per ``rerank_many`` call, kept here as the baseline).
+Latency (after the throughput run, or alone with ``--latency``): a small request (20 passages, one window)
+alone and while a large one (100 passages, nine windows one after another) is being ranked, on a backend that
+takes ``--call-ms`` more per call (a model's cost, emulated; 100 ms by default); with the server's feed (one
+running engine) and with the batcher the server had before (whole requests per ``rerank_many`` call, kept here
+as the baseline).
 
     python bench/bench_serve.py [--data $REARANK_DATA/msmarco-v1-passage/dl19] [--requests 500] [--in-flight 32]
                                 [--scheduler feed|batcher]
