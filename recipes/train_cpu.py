@@ -44,7 +44,7 @@ TINY_FOLDER = "smollm2-arch-tiny-random"
 #: Size of the random model: SmolLM2's architecture (Llama) and tokenizer, 2 layers of width 64 (3.2M parameters).
 TINY_SIZE = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
              "num_key_value_heads": 2, "head_dim": 16}
-WARMUP_STEPS = 150
+WARMUP_STEPS = 120
 STEPS, RESUMED_STEPS = 2, 3
 QA = "qa/hotpotqa/train_distractor.sample100.json"
 QA_EVAL = "qa/hotpotqa/dev_distractor.first103.json"
@@ -69,10 +69,10 @@ STAGES = {
                        ("--dataset", "dl21", "--mode", "groupwise", "--samples-per-query", "1", "--set-size", "5",
                         "--passage-budget", "200c"), 1024, 64),
     "barrag_selector": Stage("barrag_selector", "barrag/selector_grpo",
-                             ("--mode", "barrag-selector", "--qa", f"{{data}}/{QA}", "--qa-limit", "8"), 4096, 64),
+                             ("--mode", "barrag-selector", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64),
     "barrag_generator": Stage("barrag_generator", "barrag/generator_grpo",
-                              ("--mode", "barrag-generator", "--qa", f"{{data}}/{QA}", "--qa-limit", "8"), 2048, 64),
-    "arena": Stage("arena", "arena/grpo", ("--mode", "arena", "--qa", f"{{data}}/{QA}", "--qa-limit", "8"), 4096, 64),
+                              ("--mode", "barrag-generator", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 2048, 64),
+    "arena": Stage("arena", "arena/grpo", ("--mode", "arena", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64),
 }
 #: ``--recipe`` names: a recipe runs its stages in order.
 RECIPES = {"rearank": ("rearank",), "grouprank": ("grouprank",), "barrag": ("barrag_selector", "barrag_generator"),
@@ -161,15 +161,22 @@ def warm_start(stage: Stage, data: Path, target: Path) -> Path:
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
-    for _ in range(WARMUP_STEPS):
-        losses = []
-        for index in torch.randint(len(examples), (8,), generator=generator).tolist():
-            prompt, answer = examples[index]
-            ids = torch.tensor([prompt + answer])
-            hidden = model.model(input_ids=ids).last_hidden_state[0, len(prompt) - 1:-1]
-            losses.append(torch.nn.functional.cross_entropy(model.lm_head(hidden), ids[0, len(prompt):]))
+    for _ in range(WARMUP_STEPS):  # one right-padded batch of 8 examples a step; loss on the answer tokens
+        batch = [examples[i] for i in torch.randint(len(examples), (8,), generator=generator).tolist()]
+        width = max(len(prompt) + len(answer) for prompt, answer in batch)
+        ids = torch.full((len(batch), width), tokenizer.eos_token_id)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        rows, positions, targets = [], [], []
+        for row, (prompt, answer) in enumerate(batch):
+            ids[row, : len(prompt) + len(answer)] = torch.tensor(prompt + answer)
+            mask[row, : len(prompt) + len(answer)] = 1
+            rows += [row] * len(answer)
+            positions += range(len(prompt) - 1, len(prompt) + len(answer) - 1)
+            targets += answer
+        hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state[rows, positions]
+        loss = torch.nn.functional.cross_entropy(model.lm_head(hidden), torch.tensor(targets))
         optimizer.zero_grad()
-        torch.stack(losses).mean().backward()
+        loss.backward()
         optimizer.step()
     torch.set_num_threads(threads)
     with atomic_folder(target, replace=True) as tmp:
@@ -200,21 +207,23 @@ def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int
     longest = stage.prompt_tokens + stage.response_tokens
     return [
         f"data.train_files={data}/train.parquet", f"data.val_files={data}/val.parquet",
-        "data.train_batch_size=2", f"data.max_prompt_length={stage.prompt_tokens}",
+        "data.train_batch_size=4", f"data.max_prompt_length={stage.prompt_tokens}",
         f"data.max_response_length={stage.response_tokens}", "data.dataloader_num_workers=0",
         f"actor_rollout_ref.model.path={model}",
         "actor_rollout_ref.model.use_remove_padding=false",  # needs flash-attn
         "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.ref.strategy=fsdp2",  # FSDP1 needs a device
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2", f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={2 * longest}",
-        "actor_rollout_ref.rollout.name=transformers", "actor_rollout_ref.rollout.n=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4", f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={2 * longest}",
+        "actor_rollout_ref.rollout.name=transformers", "actor_rollout_ref.rollout.n=4",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.agent.num_workers=1",
         "reward.num_workers=1",
         "trainer.device=cpu", "trainer.nnodes=1", "trainer.n_gpus_per_node=1", "trainer.logger=[console,file]",
         f"trainer.total_training_steps={steps}", "trainer.save_freq=1", "trainer.test_freq=-1",
         "trainer.val_before_train=false", "trainer.resume_mode=auto", "trainer.max_actor_ckpt_to_keep=null",
         f"trainer.default_local_dir={ckpt}",
+        # LoRA recipes (BAR-RAG): the transformers rollout takes merged weights, verl's own switch for that sync
+        *(["actor_rollout_ref.model.lora.merge=true"] if stage.name.startswith("barrag") else []),
         # one TransferQueue storage actor; Ray told of more CPUs than the machine's 2 and of one "GPU" slot
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
         "ray_kwargs.ray_init.num_cpus=16", "+ray_kwargs.ray_init.num_gpus=1",
@@ -319,9 +328,9 @@ def run_stage(stage: Stage, out: Path, model: Path | None, overwrite: bool) -> d
 
         with reader_server(data_root() / QA) as url:
             os.environ["BARRAG_READER_URL"] = url
-            timings = _train_twice(stage, data, model, folder)
+            timings.update(_train_twice(stage, data, model, folder))
     else:
-        timings = _train_twice(stage, data, model, folder)
+        timings.update(_train_twice(stage, data, model, folder))
     rows = merge_metrics(folder)
     check_metrics(rows, folder / "metrics.jsonl")
     export = folder / "export"
