@@ -2,8 +2,8 @@
 
 For each module, mutmut rewrites one line at a time (``<`` for ``<=``, ``+ 1`` for ``+ 2``, a string, a default)
 and runs the module's unit tests against each mutant; a mutant the tests do not notice survived. Each module runs in
-its own copy of the working tree (under ``--workdir``, kept between runs, so a rerun only tests mutants of changed
-functions), with only its own tests, one module after another. Hypothesis runs derandomized (``CI=true``), so a
+its own copy of the working tree (under ``--workdir``; every run starts afresh, since mutmut would keep earlier
+outcomes when only the tests changed), with only its own tests, one module after another. Hypothesis runs derandomized (``CI=true``), so a
 rerun gives the same counts.
 
 Writes ``bench/out/mutation.json`` (per module: killed, survived, no tests, timed out, score and the surviving
@@ -42,8 +42,9 @@ MODULES: dict[str, list[str]] = {
     "rearank/grouprank/parser.py": ["tests/unit/test_grouprank_parser.py", "tests/unit/test_grouprank_reward.py",
                                     "tests/unit/test_grouprank_edges.py"],
     "rearank/grouprank/reward.py": ["tests/unit/test_grouprank_reward.py", "tests/unit/test_grouprank_edges.py"],
-    "rearank/rag/metrics.py": ["tests/unit/test_rag_metrics.py"],
-    "rearank/io/trec.py": ["tests/unit/test_io_formats.py", "tests/unit/test_io_files.py"],
+    "rearank/rag/metrics.py": ["tests/unit/test_rag_metrics.py", "tests/unit/test_rag_metrics_edges.py"],
+    "rearank/io/trec.py": ["tests/unit/test_io_formats.py", "tests/unit/test_io_files.py",
+                           "tests/unit/test_io_edges.py", "tests/unit/test_runfiles.py"],
     "rearank/io/beir.py": ["tests/unit/test_io_formats.py"],
     "rearank/io/qa.py": ["tests/unit/test_io_qa.py"],
     "rearank/runfiles.py": ["tests/unit/test_runfiles.py", "tests/unit/test_job.py"],
@@ -94,6 +95,7 @@ def run_module(module: str, tests: list[str], workdir: Path, timeout_s: int) -> 
     if missing:
         raise MutationError(f"{module}: test files not found: {', '.join(missing)}")
     prepare(module, tests, workdir)
+    shutil.rmtree(workdir / "mutants", ignore_errors=True)  # mutmut keeps earlier outcomes even when tests changed
     data = os.environ.get("REARANK_DATA") or str(ROOT.parent / "shared" / "data")  # as tests/conftest.py finds it
     env = {**os.environ, "CI": "true", "PYTHONDONTWRITEBYTECODE": "1", "REARANK_DATA": data}
     started = time.monotonic()
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("modules", nargs="*", help=f"modules to run (default: all {len(MODULES)})")
     parser.add_argument("--workdir", type=Path, default=Path.home() / ".cache" / "rearank" / "mutation",
-                        help="where the per-module copies live (kept: reruns test only changed functions)")
+                        help="where the per-module copies live")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds a module may take")
     parser.add_argument("--out", type=Path, default=OUT, help="the JSON written (merged with earlier entries)")
     args = parser.parse_args(argv)
