@@ -272,6 +272,8 @@ def run_rrpo_train(args: argparse.Namespace) -> int:
     with _closing(reader, f"interrupted: rerun with --resume to continue from {Path(config.output) / 'checkpoint'}"):
         trainer = build_trainer(config, reader, resume=args.resume)
         trainer.train(progress=not args.no_progress)
+    if not trainer.group.main:
+        return 0  # under torchrun the first rank reports
     lines = [json.loads(x) for x in (Path(config.output) / "log.jsonl").read_text(encoding="utf-8").splitlines()]
     last = [r for r in lines if "reward" in r][-1]
     print(f"trained {trainer.step} steps; last step reward {last['reward']:+.4f} (reference {last['ref_reward']:+.4f}),"
