@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -30,13 +31,15 @@ def cache_key(model: str, prompt: Prompt, settings: SamplingSettings) -> str:
 
 
 class ResponseCache:
-    """Greedy responses by :func:`cache_key`; ``path`` (JSONL) makes it persistent across runs."""
+    """Greedy responses by :func:`cache_key`; ``path`` (JSONL) makes it persistent across runs. Readers on several
+    threads (:class:`rearank.rag.readers.SpreadReader`) may share one: writes are serialised."""
 
     def __init__(self, path: PathLike | None = None) -> None:
         self.path = Path(path) if path is not None else None
         self.entries: dict[str, Generation] = {}
         self.hits = self.misses = 0
         self._log: JsonlAppender | None = None
+        self._lock = threading.Lock()
         if self.path is not None and self.path.is_file():
             self._load(self.path)
 
@@ -54,13 +57,14 @@ class ResponseCache:
         return found
 
     def put(self, key: str, generation: Generation) -> None:
-        self.entries[key] = generation
-        if self.path is None:
-            return
-        if self._log is None:
-            self._log = JsonlAppender(self.path)
-        self._log.write({"key": key, "text": generation.text, "prompt_tokens": generation.prompt_tokens,
-                         "completion_tokens": generation.completion_tokens})
+        with self._lock:
+            self.entries[key] = generation
+            if self.path is None:
+                return
+            if self._log is None:
+                self._log = JsonlAppender(self.path)
+            self._log.write({"key": key, "text": generation.text, "prompt_tokens": generation.prompt_tokens,
+                             "completion_tokens": generation.completion_tokens})
 
     def close(self) -> None:
         if self._log is not None:

@@ -238,6 +238,40 @@ class NoisyOracleReader(OracleReader):
                              wrong_answer=self.wrong_answer)
 
 
+class SpreadReader:
+    """Several readers (e.g. one per OpenAI-compatible server) sharing each batch: contiguous parts, read at once."""
+
+    def __init__(self, readers: Sequence[Reader]) -> None:
+        if not readers:
+            raise RearankError("a spread reader needs at least one reader")
+        self.readers = list(readers)
+        self.name = "+".join(r.name for r in self.readers)
+
+    @property
+    def generated(self) -> int:
+        return sum(getattr(r, "generated", 0) for r in self.readers)
+
+    def close(self) -> None:
+        for r in self.readers:
+            if hasattr(r, "close"):
+                r.close()
+
+    def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        n = len(self.readers)
+        size, extra = divmod(len(batch), n)
+        parts, start = [], 0
+        for i in range(n):
+            end = start + size + (1 if i < extra else 0)
+            parts.append(batch[start:end])
+            start = end
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            results = list(pool.map(lambda pair: pair[0].read(pair[1]) if pair[1] else [],
+                                    zip(self.readers, parts)))
+        return [output for part in results for output in part]
+
+
 READERS = ("oracle", "noisy-oracle", "hf", "vllm", "openai")
 
 
@@ -246,7 +280,8 @@ def make_reader(name: str, model: str | None = None, *, template: str = "plain",
                 batch_size: int = 32, max_passage_tokens: int | None = MAX_PASSAGE_TOKENS,
                 **options: Any) -> Reader:
     """Build a reader: ``oracle`` / ``noisy-oracle`` (``options``: require, p, seed) or an LLM through the backend
-    ``name`` (hf, vllm, openai) for ``model`` (``options`` go to the backend)."""
+    ``name`` (hf, vllm, openai) for ``model`` (``options`` go to the backend). ``openai`` with a list of
+    ``base_url``s spreads each batch over those servers (:class:`SpreadReader`), one response cache for all."""
     if name == "oracle":
         return OracleReader(**options)
     if name == "noisy-oracle":
@@ -255,6 +290,14 @@ def make_reader(name: str, model: str | None = None, *, template: str = "plain",
         raise RearankError(f"unknown reader {name!r}; choose one of {', '.join(READERS)}")
     from rearank.backends.registry import make_backend
 
+    urls = options.get("base_url")
+    if isinstance(urls, (list, tuple)):
+        if name != "openai" or not urls:
+            raise RearankError("a list of base_url needs the openai reader and at least one URL")
+        shared = cache if cache is not None else ResponseCache()
+        return SpreadReader([make_reader(name, model, template=template, settings=settings, cache=shared,
+                                         batch_size=batch_size, max_passage_tokens=max_passage_tokens,
+                                         **{**options, "base_url": url}) for url in urls])
     backend = make_backend(name, model, **options)
     return LLMReader(backend, model or "embedded", template=template, settings=settings, cache=cache,
                      batch_size=batch_size, max_passage_tokens=max_passage_tokens)

@@ -138,3 +138,19 @@ def test_cache_torn_last_line_dropped_and_bad_middle_line_fails(tmp_path):
 def test_make_reader_rejects_unknown():
     with pytest.raises(RearankError, match="unknown reader"):
         make_reader("gpt")
+
+
+def test_spread_reader_splits_a_batch_over_servers_in_order():
+    from rearank.rag.readers import SpreadReader
+
+    backends = [CountingBackend(), CountingBackend()]
+    shared = ResponseCache()
+    spread = SpreadReader([LLMReader(b, "m", template="plain", cache=shared) for b in backends])
+    items = [QAItem(f"q{i}", f"Question {i}?", ("x",), PASSAGES) for i in range(5)]
+    out = spread.read([(item, PASSAGES[:1]) for item in items])
+    assert [b.batches for b in backends] == [[3], [2]] and spread.generated == 5
+    # each server's answers come back in the batch's order: the first server's 3, then the second's 2
+    assert [o.answer for o in out] == ["reply3-0", "reply3-1", "reply3-2", "reply2-0", "reply2-1"]
+    assert len(shared.entries) == 5
+    with pytest.raises(RearankError, match="list of base_url"):
+        make_reader("hf", "m", base_url=["http://a/v1"])
