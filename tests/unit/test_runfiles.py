@@ -147,3 +147,53 @@ def test_recover_without_expected_traces_keeps_the_traces_of_kept_queries(tmp_pa
     before = traces.stat().st_mtime_ns
     assert recover(run, traces, {"a": 1}) == {"a"}
     assert traces.read_text() == unchanged and traces.stat().st_mtime_ns == before
+
+
+def test_bytes_that_are_not_utf8_do_not_stop_a_resume(tmp_path):
+    run, traces = tmp_path / "run.trec", tmp_path / "traces.jsonl"
+    run.write_bytes(b"a Q0 d\xff 1 1.0 t\n")
+    record = json.dumps(trace_record(trace("a"))).encode().replace(b"[2] > [1]", b"[2] \xff [1]")
+    traces.write_bytes(record + b"\n\n" + json.dumps(trace_record(trace("a", 2))).encode() + b"\n")
+    assert [t.start for t in read_traces(traces)["a"]] == [0, 2]  # past the blank line, the bad byte replaced
+    assert recover(run, traces, {"a": 1}, expected_traces={"a": 2}) == {"a"}
+
+
+def test_recover_drops_a_cut_last_query_after_a_blank_line(tmp_path):
+    run = tmp_path / "run.trec"
+    run.write_text(run_line("a", "d1", 1, 1.0) + "\n\n" + "b Q0 d1 1 1.")
+    assert recover(run, None, {"a": 1, "b": 1}) == {"a"}
+    assert run.read_text() == run_line("a", "d1", 1, 1.0) + "\n"
+
+
+def test_recover_counts_traces_only_for_the_queries_it_expects_them_of(tmp_path):
+    run, traces = tmp_path / "run.trec", tmp_path / "traces.jsonl"
+    run.write_text(run_line("a", "d1", 1, 1.0) + "\n" + run_line("b", "d1", 1, 1.0) + "\n")
+    traces.write_text(json.dumps(trace_record(trace("a"))) + "\n")
+    assert recover(run, traces, {}, expected_traces={"b": 0}) == {"a", "b"}
+
+
+def test_recover_names_the_file_and_the_first_ten_dropped_queries(tmp_path, caplog):
+    run = tmp_path / "run.trec"
+    run.write_text("".join(run_line(f"q{i:02d}", "d1", 1, 1.0) + "\n" for i in range(12)))
+    with caplog.at_level(logging.WARNING, logger="rearank.runfiles"):
+        assert recover(run, None, dict.fromkeys((f"q{i:02d}" for i in range(12)), 2)) == set()
+    listed = ", ".join(f"q{i:02d}" for i in range(10))
+    assert f"{run}: 12 incomplete queries dropped, they will be reranked: {listed}\n" in caplog.text + "\n"
+
+
+def test_writer_defaults_folders_and_non_ascii_traces(tmp_path):
+    run, traces = tmp_path / "a" / "b" / "run.trec", tmp_path / "c" / "traces.jsonl"
+    writer = RunWriter(run, traces)
+    writer.write(Result(Query("q", "t"), (Candidate("d", 0.0, ""),), (trace("q", raw_output="[1] ist gut, ça va"),)))
+    writer.close()
+    assert run.read_text() == "q Q0 d 1 1.0 rearank\n"
+    assert "ist gut, ça va" in traces.read_text(encoding="utf-8")
+
+
+def test_a_failed_write_says_what_to_do(tmp_path):
+    writer = RunWriter("/dev/full")
+    with pytest.raises(RearankError) as err:
+        writer.write(result("q1", ["a"]))
+    writer.close()
+    assert str(err.value) == ("/dev/full: cannot write output (No space left on device); the finished queries are "
+                              "kept, free space and rerun with --resume")
