@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from data_synthesis.grouprank_labels import add_label_arguments, run_labels
 from data_synthesis.qa_cli import QA_MODES, add_qa_arguments, run_qa
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import add_passage_budget_argument
@@ -81,8 +82,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out.add_argument("--overwrite", action="store_true",
                      help="replace the synthesis outputs already in --output-dir (default: refuse)")
     out.add_argument("--sft", action="store_true", help="also write the direct-SFT JSONL (target: the ideal ranking)")
-    out.add_argument("--mode", choices=("listwise", "groupwise", *QA_MODES), default="listwise",
+    out.add_argument("--mode", choices=("listwise", "groupwise", "grouprank-labels", *QA_MODES), default="listwise",
                      help="listwise (Rearank permutation answers, default) or groupwise (GroupRank JSON scores); "
+                     "grouprank-labels: teacher-labelled groupwise rows (docs/grouprank.md); "
                      "barrag-selector, barrag-generator, arena read --qa files (docs/rag_training.md)")
     out.add_argument("--template", default=None, metavar="NAME|FILE",
                      help="prompt template: rearank (listwise default), rankgpt, grouprank (groupwise default), "
@@ -97,6 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "each row's own)")
     out.add_argument("--quiet", action="store_true", help="no progress bars")
     add_qa_arguments(p)
+    add_label_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -154,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.mode in QA_MODES:
         return run_qa(args)
+    if args.mode == "grouprank-labels":
+        return run_labels(args)
     _check_inputs(args)
     if Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
         raise RearankError(f"--output-dir {args.output_dir} exists and is not a folder")
