@@ -42,7 +42,7 @@ class HFBackend(BackendBase):
     name = "hf"
     OPTIONS = (Option("device", "str"), Option("dtype", "str"), Option("batch_size", "int", minimum=1),
                Option("trust_remote_code", "bool", nullable=False), Option("enable_thinking", "bool"),
-               Option("constrain", "str"), Option("max_think_tokens", "int", minimum=0))
+               Option("max_think_tokens", "int", minimum=0))
 
     def __init__(self, model: str | None = None, *, device: str | None = None, dtype: str | None = None,
                  batch_size: int | None = None, trust_remote_code: bool = False,

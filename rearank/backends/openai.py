@@ -115,7 +115,7 @@ class OpenAIBackend(BackendBase):
         Option("max_backoff_s", "float", minimum=0, nullable=False),
         Option("max_response_bytes", "int", minimum=1, nullable=False),
         Option("extra_body", "mapping"), Option("enable_thinking", "bool"),
-        Option("constrain", "str"), Option("structured_output", "str", nullable=False),
+        Option("structured_output", "str", nullable=False),
         Option("max_think_tokens", "int", minimum=0),
     )
 

@@ -36,7 +36,7 @@ class VLLMAsyncBackend(BackendBase):
                Option("tensor_parallel_size", "int", minimum=1, nullable=False),
                Option("enable_prefix_caching", "bool", nullable=False), Option("dtype", "str", nullable=False),
                Option("seed", "int", nullable=False), Option("enable_thinking", "bool"),
-               Option("constrain", "str"), Option("max_think_tokens", "int", minimum=0))
+               Option("max_think_tokens", "int", minimum=0))
 
     def __init__(self, model: str | None = None, *, concurrency: int | str = AUTO, tensor_parallel_size: int = 1,
                  enable_prefix_caching: bool = True, dtype: str = "auto", seed: int = 0,
