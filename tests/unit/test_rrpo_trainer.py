@@ -244,3 +244,8 @@ def test_recipe_config_parses():
         3, 2, 2e-6, 32, 0.1, 0.2)
     with pytest.raises(RearankError, match="unknown RRPO settings"):
         RRPOConfig.from_yaml(ROOT / "recipes" / "rrpo" / "hotpotqa.yaml", {"learning_rate": 1.0})
+    # AmbigNQ (App. B): k 5, 4 epochs, lr 1.6e-6; BM25 top 100 of DPR's passages; readers on two servers
+    ambig = RRPOConfig.from_yaml(ROOT / "recipes" / "rrpo" / "ambignq.yaml")
+    assert (ambig.k, ambig.epochs, ambig.lr, ambig.batch_size, ambig.corpus, ambig.depth) == (
+        5, 4, 1.6e-6, 32, "wikipedia-dpr-100w", 100)
+    assert len(ambig.reader_options["base_url"]) == 2

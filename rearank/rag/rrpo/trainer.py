@@ -71,6 +71,8 @@ class RRPOConfig:
     num_layers: int | None = None
     max_passage_tokens: int = 128
     max_candidates: int | None = None
+    corpus: str | None = None
+    depth: int = 100
     reader: str = "noisy-oracle"
     reader_model: str | None = None
     reader_template: str = "rrpo"
@@ -417,6 +419,13 @@ def build_trainer(config: RRPOConfig, reader: Reader, resume: bool = False,
             raise RearankError(f"--resume: settings differ from the checkpoint's ({', '.join(changed)})")
     torch.manual_seed(config.seed)
     items = load_items(config.data, config.fmt, config.limit, config.max_candidates)
+    heldout = load_items(config.eval_data, config.fmt, config.eval_limit, config.max_candidates) if config.eval_data else []
+    if config.corpus:  # open retrieval: the BM25 top ``depth`` of a corpus (rearank.rag.retrieval), as rag eval does
+        from rearank.rag.retrieval import Corpus, retrieve
+
+        corpus = Corpus(config.corpus, progress=False)
+        items = retrieve(items, corpus, config.depth)[0]
+        heldout = retrieve(heldout, corpus, config.depth)[0] if heldout else []
     device = config.device
     if group.world > 1 and device == "cuda":
         device = f"cuda:{os.environ.get('LOCAL_RANK', group.rank)}"
@@ -426,7 +435,6 @@ def build_trainer(config: RRPOConfig, reader: Reader, resume: bool = False,
         p.requires_grad_(False)
     start = checkpoint / "scorer" if resume else config.scorer
     policy = PointwiseScorer.load(start, num_layers=None if resume else config.num_layers, **options)
-    heldout = load_items(config.eval_data, config.fmt, config.eval_limit, config.max_candidates) if config.eval_data else []
     trainer = RRPOTrainer(config, policy, reference, reader, items, log=log, heldout=heldout, group=group)
     if resume:
         trainer.load_checkpoint()
