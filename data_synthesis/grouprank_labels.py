@@ -18,10 +18,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from data_synthesis.sampling import draw_sets, split_queries
-from data_synthesis.writers import staged_outputs, write_jsonl, write_parquet, write_text
+from data_synthesis.writers import RL_SCHEMA, staged_outputs, write_jsonl, write_parquet, write_text
 from rearank.answer import ideal_answer, parse_answer
 from rearank.backends.base import Backend, Prompt, SamplingSettings
 from rearank.errors import RearankError
@@ -223,6 +225,14 @@ def label_rows(records: Sequence[Mapping[str, Any]], config: LabelConfig, data_s
     return rows, sft, counts
 
 
+def write_sft_parquet(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """SFT rows for verl's SFT trainer (``data.messages_key: messages``): the prompt turns then the target."""
+    table = pa.Table.from_pylist(
+        [{"messages": [*r["prompt"], *r["completion"]], "qid": r["extra_info"]["qid"]} for r in rows],
+        schema=pa.schema([("messages", RL_SCHEMA.field("prompt").type), ("qid", pa.string())]))
+    pq.write_table(table, path)
+
+
 def synthesize_labels(
     requests: Sequence[Request],
     second: Mapping[str, Mapping[str, float]],
@@ -278,6 +288,7 @@ def synthesize_labels(
         for split in ("train", "val"):
             write_parquet(out.path(f"{split}.parquet"), rows[split])
             write_jsonl(out.path(f"sft_{split}.jsonl"), sft[split])
+            write_sft_parquet(out.path(f"sft_{split}.parquet"), sft[split])
         stats["outputs"] = sorted([*out.staged, "stats.json"])
         write_text(out.path("stats.json"), json.dumps(stats, indent=2) + "\n")
     return stats

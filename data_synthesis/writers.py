@@ -47,7 +47,8 @@ RL_SCHEMA = pa.schema([
 
 #: Every file synthesis may write; files of an earlier run that this run does not write are removed.
 OUTPUT_NAMES = (
-    "train.parquet", "val.parquet", "sft_train.jsonl", "sft_val.jsonl", "stats.md", "stats.json",
+    "train.parquet", "val.parquet", "sft_train.jsonl", "sft_val.jsonl", "sft_train.parquet", "sft_val.parquet",
+    "stats.md", "stats.json",
 )
 MANIFEST = "manifest.json"
 STAGING = ".synth-staging"
