@@ -214,7 +214,8 @@ def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int
         "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.ref.strategy=fsdp2",  # FSDP1 needs a device
-        "actor_rollout_ref.actor.ppo_mini_batch_size=4", f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={2 * longest}",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4", # micro-batches of one sequence: full-vocabulary float32 logits of longer ones take gigabytes
+        f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={longest}",
         "actor_rollout_ref.rollout.name=transformers", "actor_rollout_ref.rollout.n=4",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.agent.num_workers=1",
         "reward.num_workers=1",
