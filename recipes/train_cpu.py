@@ -255,8 +255,10 @@ def synthesize(stage: Stage, data: Path, log: Path) -> Path:
     return data
 
 
-def train(stage: Stage, data: Path, model: Path, folder: Path, steps: int, run: int) -> float:
-    """One ``verl.trainer.main_ppo`` invocation; its metrics go to ``folder/logs/verl.<run>.jsonl``."""
+def train(stage: Stage, data: Path, model: Path, folder: Path, steps: int) -> float:
+    """One ``verl.trainer.main_ppo`` invocation; its metrics go to ``folder/logs/verl.<n>.jsonl``, n counting the
+    invocations in ``folder`` (an interrupted run's log is kept: verl resumes from its checkpoint)."""
+    run = 1 + len(list((folder / "logs").glob("verl.*.jsonl")))
     env = {**os.environ, "VERL_PLATFORM": "cpu", "VERL_FILE_LOGGER_PATH": str(folder / "logs" / f"verl.{run}.jsonl"),
            "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0"}
     if model.name == "tiny-model":
@@ -346,8 +348,8 @@ def run_stage(stage: Stage, out: Path, model: Path | None, overwrite: bool) -> d
 
 
 def _train_twice(stage: Stage, data: Path, model: Path, folder: Path) -> dict:
-    first = train(stage, data, model, folder, STEPS, 1)
-    second = train(stage, data, model, folder, RESUMED_STEPS, 2)
+    first = train(stage, data, model, folder, STEPS)
+    second = train(stage, data, model, folder, RESUMED_STEPS)
     if not (folder / "checkpoints" / f"global_step_{RESUMED_STEPS}" / "actor").is_dir():
         raise RearankError(f"{folder / 'checkpoints'}: no global_step_{RESUMED_STEPS} after the resumed run")
     return {"first_run_s": round(first, 1), "resumed_run_s": round(second, 1)}
