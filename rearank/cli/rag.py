@@ -72,6 +72,13 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     rd.add_argument("--batch-size", type=int, default=32, help="reader prompts (from many questions) per call")
     rd.add_argument("--reader-cache", type=Path, help="JSONL response cache shared across runs "
                     "(default: DIR/reader_cache.jsonl)")
+    jd = p.add_argument_group("LLM judge (ARENA App. C.3)")
+    jd.add_argument("--judge", metavar="MODEL", help="also judge each answer with this model at temperature 0: "
+                    "correct when it matches a gold answer or a synonym (column 'LLM judge'; the paper used GPT-4o)")
+    jd.add_argument("--judge-backend", default="openai", choices=("openai", "hf", "vllm"),
+                    help="backend of the judge (default openai: an API model or any OpenAI-compatible server)")
+    jd.add_argument("--judge-option", "-J", action="append", default=[], metavar="KEY=VALUE",
+                    help="judge backend option, repeatable (e.g. base_url=http://host:8000/v1)")
     sc = p.add_argument_group("scoring and output")
     sc.add_argument("--k", default="1,3,5", help="comma-separated top-k values read by the reader")
     sc.add_argument("--style", default="squad", choices=("squad", "arena"), help="answer normalisation")
@@ -223,6 +230,9 @@ def run_eval(args: argparse.Namespace) -> int:
               "selector": args.selector, "selector_options": selector_options, "reader": args.reader,
               "reader_model": args.reader_model, "reader_options": reader_options, "template": args.template,
               "max_new_tokens": args.max_new_tokens, "k": ks, "style": args.style, "label": label}
+    if args.judge:
+        config["judge"] = {"model": args.judge, "backend": args.judge_backend,
+                           "options": backend_options(args.judge_option)}
     items, run, retrieval = retrieval_items(args, items, progress=not args.no_progress)
     config.update(retrieval)
     from rearank.rag.readers import answer_format
@@ -243,9 +253,18 @@ def run_eval(args: argparse.Namespace) -> int:
     selector = make_selector(args.selector, **selector_options)
     reader = _make_reader(args.reader, args.reader_model, reader_options, args.template, args.max_new_tokens,
                           args.batch_size, args.reader_cache or args.output_dir / "reader_cache.jsonl")
+    judge = None
+    if args.judge:
+        from rearank.rag.cache import ResponseCache
+        from rearank.rag.judge import make_judge
+
+        judge = make_judge(args.judge, args.judge_backend, ResponseCache(args.output_dir / "judge_cache.jsonl"),
+                           **backend_options(args.judge_option))
     with _closing(reader, f"interrupted: finished questions are in {evaluation.items_path}; rerun with --resume"):
         metrics = evaluation.run(items, selector, reader, ks, style=args.style, chunk=args.batch_size,
-                                 progress=not args.no_progress, arena=arena)
+                                 progress=not args.no_progress, arena=arena, judge=judge)
+    if judge is not None:
+        judge.close()
     print((args.output_dir / "table.md").read_text(encoding="utf-8"), end="")
     failed = sum(m["reader_failed"] for m in metrics["k"].values())
     print(f"reader calls: {getattr(reader, 'generated', 'n/a')}; failed reads (scored as wrong): {failed}; "

@@ -110,6 +110,8 @@ def aggregate(records: Iterable[dict], keys: Sequence[int | str]) -> dict[str, A
     for key in map(str, keys):
         rows = [r["k"][key] for r in records if key in r["k"]]
         measures = ARENA_MEASURES if key == ARENA_KEY else MEASURES
+        if rows and all("judge" in row for row in rows):
+            measures = (*measures, "judge")
         out["k"][key] = {m: float(np.mean([row[m] for row in rows])) if rows else 0.0 for m in measures}
         out["k"][key]["reader_failed"] = sum(bool(row.get("reader_failed")) for row in rows)
     statuses = Counter(r["selector"]["status"] for r in records if "selector" in r)
@@ -144,12 +146,14 @@ class RagEvaluation:
             handle.write("\n")
 
     def run(self, items: Sequence[QAItem], selector: Selector, reader: Reader, ks: Sequence[int],
-            style: str = "squad", chunk: int = 32, progress: bool = True, arena: bool = False) -> dict[str, Any]:
+            style: str = "squad", chunk: int = 32, progress: bool = True, arena: bool = False,
+            judge: Any = None) -> dict[str, Any]:
         """Evaluate the items not yet in ``items.jsonl``; write metrics.json and table.md over all of them.
 
         ``arena``: the reader is an ARENA generator (``--template arena``): it reads the first 10 (MuSiQue 20) of
         the selector's order once, and its output is scored by :func:`rearank.rag.arena.evaluate.score_arena`
-        (``ks`` is not used).
+        (``ks`` is not used). ``judge`` (:class:`rearank.rag.judge.Judge`): each answer (the response when no
+        answer was extracted) is also judged by an LLM against the gold answers (``judge`` in records and means).
         """
         keys: list[int | str] = [ARENA_KEY] if arena else sorted(set(ks))
         todo = [item for item in items if item.qid not in self.records]
@@ -160,7 +164,10 @@ class RagEvaluation:
             try:
                 for start in range(0, len(todo), chunk):
                     batch = todo[start:start + chunk]
-                    for record in self._evaluate(batch, selector, reader, keys, style):
+                    records = self._evaluate(batch, selector, reader, keys, style)
+                    if judge is not None:
+                        self._judge(records, judge)
+                    for record in records:
                         if details is not None and record["qid"] in details:
                             record["selector"] = details.pop(record["qid"])
                         log.write(record)
@@ -178,6 +185,13 @@ class RagEvaluation:
         with atomic_write(self.output / "table.md") as out:
             out.write(markdown_table(metrics, self.config, sources) + "\n")
         return metrics
+
+    @staticmethod
+    def _judge(records: list[dict[str, Any]], judge: Any) -> None:
+        slots = [(r, row) for r in records for row in r["k"].values()]
+        verdicts = judge.judge([(r["answers"], row.get("answer") or row["response"]) for r, row in slots])
+        for (_, row), value in zip(slots, verdicts):
+            row["judge"] = value
 
     @staticmethod
     def _evaluate(batch: Sequence[QAItem], selector: Selector, reader: Reader, keys: Sequence[int | str],
@@ -214,20 +228,25 @@ def markdown_table(metrics: dict[str, Any], config: dict[str, Any], sources: Seq
     label = f"{config.get('label', 'ours')} (ours, on this sample, n={metrics['questions']})"
     if ARENA_KEY in metrics["k"]:
         m = metrics["k"][ARENA_KEY]
+        judged = "judge" in m
         rows = [("| run | EM | F1 | Hit | format ok | relevance exact | relevance overlap | relevance precision | "
-                 "relevance recall |"), "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-                f"| {label} | " + " | ".join(_pct(m[name]) for name in ARENA_MEASURES) + " |"]
+                 "relevance recall | LLM judge |"), "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+                f"| {label} | " + " | ".join(_pct(m[name]) for name in ARENA_MEASURES)
+                + f" | {_pct(m['judge']) if judged else ''} |"]
         for system, by_source in ARENA_TABLE3.items():
             for source in sources:
                 if source in by_source:
-                    em, f1, _ = by_source[source]
+                    em, f1, lj = by_source[source]
                     rows.append(f"| ARENA paper (Table 3), {system}, {source} | {_pct(em)} | {_pct(f1)} "
-                                "| | | | | | |")
+                                f"| | | | | | | {_pct(lj)} (GPT-4o) |")
     else:
-        rows = ["| run | k | EM | F1 | Hit | answer recall | support recall | all support in top-k |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        judged = all("judge" in m for m in metrics["k"].values()) and bool(metrics["k"])
+        extra = (" LLM judge |", " --- |") if judged else ("", "")
+        rows = ["| run | k | EM | F1 | Hit | answer recall | support recall | all support in top-k |" + extra[0],
+                "| --- | --- | --- | --- | --- | --- | --- | --- |" + extra[1]]
         for k, m in metrics["k"].items():
-            rows.append(f"| {label} | {k} | " + " | ".join(_pct(m[name]) for name in MEASURES) + " |")
+            rows.append(f"| {label} | {k} | " + " | ".join(_pct(m[name]) for name in MEASURES) + " |"
+                        + (f" {_pct(m['judge'])} |" if judged else ""))
         if str(config.get("selector", "")).startswith("barrag") or _is_barrag(config):
             for name, em in BARRAG_TABLE1.items():
                 rows.append(f"| BAR-RAG paper (Table 1, average EM of 7 QA sets, Qwen2.5-7B): {name} | 5 | "

@@ -20,13 +20,14 @@ from rearank.errors import FormatError, RearankError
 from rearank.types import Message
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "templates"
-BUILTINS = ("plain", "rrpo", "barrag_selector", "barrag_generator", "arena")
+BUILTINS = ("plain", "rrpo", "barrag_selector", "barrag_generator", "arena", "judge")
 #: answer format -> placeholders allowed in ``system``/``user`` and in ``passage``.
 PLACEHOLDERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "plain": (frozenset({"question", "passages"}), frozenset({"index", "title", "passage"})),
     "barrag": (frozenset({"question", "docs"}), frozenset()),
     "barrag-selector": (frozenset({"question", "docs", "k"}), frozenset()),
     "arena": (frozenset({"question", "references"}), frozenset()),
+    "judge": (frozenset({"answers", "response"}), frozenset()),
 }
 
 
