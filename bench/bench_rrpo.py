@@ -29,7 +29,7 @@ def run(args: argparse.Namespace, output: Path) -> dict:
     config = RRPOConfig(
         data=str(args.train), limit=args.train_limit, output=str(output), scorer="embedded", num_layers=args.layers,
         max_passage_tokens=args.passage_tokens, reader=args.reader, k=args.k, epochs=1, batch_size=args.batch,
-        lr=args.lr, save_every=10_000, seed=args.seed, device="cpu",
+        lr=args.lr, ppo_epochs=args.ppo_epochs, save_every=10_000, seed=args.seed, device="cpu",
     )
     heldout = load_qa(args.heldout, limit=args.heldout_limit)
     steps: list[dict] = []
@@ -75,6 +75,8 @@ def main() -> None:
     parser.add_argument("--passage-tokens", type=int, default=48)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--ppo-epochs", type=int, default=1,
+                        help="PPO passes a batch (1: the figures in docs/rag.md; training's default is 4)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(min(2, os.cpu_count() or 1))
