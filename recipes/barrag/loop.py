@@ -376,12 +376,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     qa_limit = args.qa_limit
     if args.device == "cpu":
         from rearank.cache import cache_root
-        from recipes.train_cpu import TINY_FOLDER, model_path
+        from recipes.train_cpu import TINY_FOLDER, model_path, tiny_base
 
         model = model or "tiny"
-        # a dry run names the tiny model's folder without making it (a minute of warm-up training)
-        model = str(cache_root() / "models" / TINY_FOLDER) if args.dry_run and model == "tiny" else str(
-            model_path(model))
+        if model == "tiny":  # make train-cpu's random model of SmolLM2's architecture (a dry run only names it)
+            model = str(cache_root() / "models" / TINY_FOLDER) if args.dry_run else str(tiny_base())
+        else:
+            model = str(model_path(model))
         qa_limit = qa_limit or 8
     return Settings(out=str(args.out.resolve()), device=args.device, iterations=args.iterations,
                     model=model or Settings.model, qa=qa, qa_limit=qa_limit, debug=args.debug,
