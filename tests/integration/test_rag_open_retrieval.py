@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rearank.cli import main
+from rearank.errors import RearankError
 from rearank.io.beir import read_corpus, read_queries
 from rearank.io.qa import load_qa
 from rearank.io.trec import read_run, write_run
@@ -120,3 +121,20 @@ def test_bad_retrieval_flags(tmp_path, capsys, args, message):
     assert message in capsys.readouterr().err
     assert main(["rag", "corpus", "--qa", data, "--output", data]) == 2
     assert "refusing to overwrite" in capsys.readouterr().err
+
+
+def test_index_folder_corpus_reads_stored_documents_or_says_what_to_do(pooled, tmp_path):
+    from rearank.data import bm25
+    from rearank.rag.retrieval import _raw_passage
+
+    # Pyserini's prebuilt DPR index stores {"id", "contents": "\"Title\"\ntext"}; BEIR-style raw keeps title/text
+    assert _raw_passage(json.dumps({"id": "1", "contents": '"Aaron"\nAaron is a prophet.'})) == (
+        "Aaron", "Aaron is a prophet.")
+    assert _raw_passage(json.dumps({"_id": "d", "title": "T", "text": "x"})) == ("T", "x")
+    corpus, _ = pooled
+    folder = Corpus(bm25.build_index(corpus, progress=False), progress=False)  # an index folder (no stored raw text)
+    assert folder.fingerprint.startswith("index-")
+    hits = folder.search({"q": "Scott Derrickson director"}, 3)["q"]
+    assert len(hits) == 3
+    with pytest.raises(RearankError, match="stores no raw passage text"):
+        folder.docs([hits[0][0]])
