@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import ROOT, require_pack
+from tests.conftest import ROOT, data_root, require_pack
 
 QUERIES = 6
 
@@ -35,7 +35,7 @@ def dl21(tmp_path_factory):
     pack = require_pack("msmarco-v2-passage/dl21")
     from rearank.data.packs import load_qrels, load_requests
 
-    requests = load_requests(dataset="dl21", top_k=100)
+    requests = load_requests(run=pack / "run.bm25.top100.trec", topics=pack / "topics.tsv", docs=pack / "docs.tsv")
     docs = {c.docid: Counter(tokens(c.text)) for r in requests for c in r.candidates}
     collection = Counter()
     for tf in docs.values():
@@ -55,7 +55,7 @@ def dl21(tmp_path_factory):
     for line in lines:
         qid, _, docid, _, score, _ = line.split()
         second[qid][docid] = float(score)
-    return {"pack": pack, "run": run, "bm25": bm25, "second": second, "qrels": load_qrels("dl21")}
+    return {"pack": pack, "run": run, "bm25": bm25, "second": second, "qrels": load_qrels(pack / "qrels.txt")}
 
 
 def label(out: Path, second_run: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -63,7 +63,7 @@ def label(out: Path, second_run: Path, *extra: str) -> subprocess.CompletedProce
            "--second-run", str(second_run), "--teacher", "oracle", "--max-queries", str(QUERIES),
            "--samples-per-query", "4", "--output-dir", str(out), "--tokenizer", "none", "--quiet", *extra]
     return subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "REARANK_DATA": str(data_root())})
 
 
 @pytest.fixture(scope="module")
