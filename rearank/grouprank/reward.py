@@ -18,10 +18,12 @@ lower label first), so constant scores cannot ride on a good presented order.
   ``min(#relevant, k)`` so that an ideal order scores 1.
 * ``R_dist = max(0, 1 - KL(S_gt || S_pred))``: ``S_gt_i ∝ label_i / max_label + eps`` and
   ``S_pred_i ∝ score_i / 10 + eps`` (``max_label``: option, default the group's highest label);
-  epsilon smoothing keeps KL finite and the clip keeps R_dist in [0, 1].
+  epsilon smoothing keeps KL finite and the clip keeps R_dist in [0, 1]. ``dist_floor=False`` gives the
+  paper's unclipped ``1 - KL`` (Eq. 8), as low as ``1 - log(1/eps)``-ish; the floor is the default so that a
+  well-formed answer never scores below the 0 of a broken JSON object (Eq. 10).
 * A group without a relevant (or positive) document gives every order nDCG = recall = 1: any order is ideal.
 
-So R_H lies in [0, recall_weight + rank_weight + dist_weight]. Ground truth is ``{"labels": [...]}``
+So R_H lies in [0, recall_weight + rank_weight + dist_weight] (with ``dist_floor``). Ground truth is ``{"labels": [...]}``
 (graded labels in presented order), decoded like the listwise reward; malformed ground truth scores 0 with
 ``parse_status`` = index of ``bad_ground_truth``. :func:`compute_score` never raises for any completion or
 ground truth; it raises ``ValueError`` only for an invalid option (a configuration error that should stop the run
@@ -51,8 +53,11 @@ PARTS = ("score", "r_recall", "r_rank", "r_dist", "ndcg", "rbo", "kl", "format_t
 
 
 @lru_cache(maxsize=256)
-def _check_options(weights: tuple[Any, ...], k: Any, rbo_p: Any, rel_threshold: Any, eps: Any, max_label: Any) -> None:
+def _check_options(weights: tuple[Any, ...], k: Any, rbo_p: Any, rel_threshold: Any, eps: Any, max_label: Any,
+                   dist_floor: Any = True) -> None:
     """Raise ValueError for an invalid option (checked once per distinct set of options)."""
+    if not isinstance(dist_floor, bool):
+        raise ValueError(f"groupwise reward option dist_floor must be true or false; got {dist_floor!r}")  # noqa: TRY004 - every option error is a ValueError
     numbers = {
         "recall_weight": weights[0], "rank_weight": weights[1], "dist_weight": weights[2],
         "tags_only_score": weights[3], "invalid_score": weights[4], "rel_threshold": rel_threshold, "eps": eps,
@@ -115,6 +120,7 @@ def group_reward_parts(
     rel_threshold: float = 1,
     eps: float = 0.01,
     max_label: float | None = None,
+    dist_floor: bool = True,
 ) -> dict[str, float]:
     """R_recall, R_rank, R_dist and their ingredients for 0-10 ``scores`` against graded ``labels``."""
     truth = _truth(tuple(labels), k, rel_threshold, max_label, eps)
@@ -130,7 +136,7 @@ def group_reward_parts(
     return {
         "r_recall": recall,
         "r_rank": (ndcg + overlap) / 2,
-        "r_dist": max(0.0, 1.0 - kl),
+        "r_dist": max(0.0, 1.0 - kl) if dist_floor else 1.0 - kl,
         "ndcg": ndcg,
         "rbo": overlap,
         "kl": kl,
@@ -153,6 +159,7 @@ def compute_score(
     rel_threshold: float = 1,
     eps: float = 0.01,
     max_label: float | None = None,
+    dist_floor: bool = True,
     **kwargs: Any,
 ) -> dict[str, float]:
     """Score one groupwise completion (verl ``custom_reward_function``); returns ``score`` plus its parts.
@@ -167,11 +174,11 @@ def compute_score(
         raise ValueError(
             f"{', '.join(listwise)}: options of the listwise reward, not the groupwise one; set reward_kwargs to "
             "the groupwise options (recall_weight, rank_weight, dist_weight, k, rbo_p, rel_threshold, eps, max_label, "
-            "tags_only_score, invalid_score)"
+            "dist_floor, tags_only_score, invalid_score)"
         )
     _check_options(
         (recall_weight, rank_weight, dist_weight, tags_only_score, invalid_score), k, rbo_p, rel_threshold, eps,
-        max_label,
+        max_label, dist_floor,
     )
     result = dict.fromkeys(PARTS, 0.0)
     labels = parse_ground_truth(ground_truth)
@@ -189,7 +196,8 @@ def compute_score(
         result["score"] = float(tags_only_score)
         return result
     parts = group_reward_parts(
-        labels, parsed.filled(), k=k, rbo_p=rbo_p, rel_threshold=rel_threshold, eps=eps, max_label=max_label
+        labels, parsed.filled(), k=k, rbo_p=rbo_p, rel_threshold=rel_threshold, eps=eps, max_label=max_label,
+        dist_floor=dist_floor,
     )
     result.update(parts)
     result["score"] = recall_weight * parts["r_recall"] + rank_weight * parts["r_rank"] + dist_weight * parts["r_dist"]

@@ -134,3 +134,20 @@ def test_valid_completions_score_in_range(labels, data):
 @given(st.one_of(st.none(), st.integers(), st.text(), st.lists(st.text()), st.dictionaries(st.text(), st.text())))
 def test_never_raises_on_any_ground_truth(ground_truth):
     assert set(compute_score("d", completion([1, 2]), ground_truth)) == set(PARTS)
+
+
+def test_dist_floor_off_gives_the_papers_unclipped_one_minus_kl():
+    scores = [0, 10, 0, 10, 0, 10, 10, 10, 10, 10, 10, 0, 10, 10, 10, 10, 10, 10, 10, 10]  # mass on the irrelevant
+    gt = [label / 3 + 0.01 for label in LABELS]
+    pred = [s / 10 + 0.01 for s in scores]
+    floored = compute_score("dl21", completion(scores), GT, max_label=3)
+    paper = compute_score("dl21", completion(scores), GT, max_label=3, dist_floor=False)
+    assert entropy(gt, pred) > 1  # Eq. 8 goes below zero here
+    assert paper["r_dist"] == pytest.approx(1 - entropy(gt, pred))
+    assert floored["r_dist"] == 0.0
+    assert paper["score"] - floored["score"] == pytest.approx(0.1 * paper["r_dist"])
+    good = completion(label_scores(LABELS, 3))
+    assert compute_score("d", good, GT, max_label=3, dist_floor=False)["r_dist"] == pytest.approx(
+        compute_score("d", good, GT, max_label=3)["r_dist"])  # above 0 the two forms agree
+    with pytest.raises(ValueError, match="dist_floor"):
+        compute_score("d", good, GT, dist_floor="no")
