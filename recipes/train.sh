@@ -5,8 +5,10 @@
 #
 # RECIPE (default rearank); the verl recipes are recipes/<folder>/<file>.yaml, run by verl.trainer.main_ppo:
 #   rearank, rearank_debug                   recipes/rearank/grpo{,_debug}.yaml        (listwise, Rearank)
-#   grouprank, grouprank_debug               recipes/grouprank/grpo{,_debug}.yaml      (groupwise, GroupRank)
-#   grouprank_sft                            recipes/grouprank/sft.yaml (SFT warm start, when present)
+#   grouprank                                recipes/grouprank/sft.yaml then grpo.yaml (GroupRank: SFT cold start,
+#                                            then GRPO from its last checkpoint, via GROUPRANK_SFT_MODEL)
+#   grouprank_debug                          recipes/grouprank/grpo_debug.yaml
+#   grouprank_sft                            recipes/grouprank/sft.yaml alone (torchrun, N_GPUS processes)
 #   barrag_selector[_debug], barrag_generator[_debug]   recipes/barrag/*.yaml  (one BAR-RAG stage each)
 #   barrag, barrag_debug                     BAR-RAG's three-iteration loop, resumable (recipes/barrag/loop.py;
 #                                            BARRAG_OUT: its folder and state, default runs/barrag)
@@ -22,6 +24,8 @@
 #                    and a rerun with the same experiment resumes from the latest checkpoint (resume_mode=auto)
 #   PYTHON           interpreter of the GPU environment (default python)
 #   DRY_RUN=1        print the commands and exit (works without GPUs)
+#   N_GPUS           GPUs (torchrun processes) of the GroupRank SFT stage (default 8; its SFT checkpoints go to
+#                    CKPT_ROOT/sft/grouprank)
 #   RAY_ADDRESS      an existing Ray cluster to join (recipes/launch_multinode.sh sets it)
 #
 # Examples:
@@ -49,7 +53,8 @@ fi
 
 # recipe name -> the recipe files it runs, in order
 case "$RECIPE" in
-  rearank|grouprank|arena) files=("$RECIPE/grpo") ;;
+  rearank|arena) files=("$RECIPE/grpo") ;;
+  grouprank) files=(grouprank/sft grouprank/grpo) ;;  # the paper's two stages: SFT cold start, then GRPO from it
   rearank_debug|grouprank_debug|arena_debug) files=("${RECIPE%_debug}/grpo_debug") ;;
   grouprank_sft) files=(grouprank/sft) ;;
   barrag_selector|barrag_generator) files=("barrag/${RECIPE#barrag_}_grpo") ;;
@@ -73,7 +78,14 @@ for file in "${files[@]}"; do
     for kv in "$@"; do sets+=(--set "$kv"); done
     cmd=("$PYTHON" -m rearank rag rrpo train --config "$ROOT/recipes/$file.yaml" ${sets[@]+"${sets[@]}"})
   elif [[ "$file" == */sft ]]; then
-    cmd=("$PYTHON" -m verl.trainer.sft_trainer --config-dir "$ROOT/recipes/${file%/*}" --config-name sft "$@")
+    DATA=$(abspath "${REARANK_RL_DATA:-data/rl/dl21-grouprank}")
+    needed+=("$DATA/sft_train.parquet" "$DATA/sft_val.parquet")
+    SFT_DIR="$CKPT_ROOT/sft/${file%/*}"
+    cmd=("$PYTHON" -m torch.distributed.run --standalone --nnodes=1 "--nproc_per_node=${N_GPUS:-8}"
+      -m verl.trainer.sft_trainer --config-dir "$ROOT/recipes/${file%/*}" --config-name sft
+      "data.train_files=$DATA/sft_train.parquet" "data.val_files=$DATA/sft_val.parquet"
+      "trainer.n_gpus_per_node=${N_GPUS:-8}" "trainer.default_local_dir=$SFT_DIR")
+    [[ "$RECIPE" == grouprank_sft ]] && cmd+=("$@")  # in the two-stage run, overrides go to GRPO
   else
     # the data folder as an absolute path (Ray workers need not share this shell's directory): REARANK_RL_DATA,
     # else the recipe's own default (${oc.env:REARANK_RL_DATA,<default>} in the file or the one it extends)
@@ -105,6 +117,13 @@ if [[ "$RECIPE" != rrpo ]] && ! "$PYTHON" -c "import sys, torch; sys.exit(0 if t
     "(pip install 'verl[vllm]==0.9.1' -e .); on CPU run 'make train-cpu RECIPE=$RECIPE' or 'make train-check'." >&2
   exit 2
 fi
-for command in "${commands[@]}"; do
-  eval "$command"
+for i in "${!commands[@]}"; do
+  if [[ "${files[$i]}" == grouprank/grpo && -n "${SFT_DIR:-}" ]]; then
+    # GRPO starts from the SFT stage's last checkpoint (recipes/grouprank/grpo.yaml reads GROUPRANK_SFT_MODEL)
+    step=$(cat "$SFT_DIR/latest_checkpointed_iteration.txt" 2>/dev/null) \
+      || { echo "train.sh: no SFT checkpoint in $SFT_DIR; the SFT stage did not finish" >&2; exit 2; }
+    export GROUPRANK_SFT_MODEL="$SFT_DIR/global_step_$step/huggingface"
+    echo "+ GROUPRANK_SFT_MODEL=$GROUPRANK_SFT_MODEL"
+  fi
+  eval "${commands[$i]}"
 done
