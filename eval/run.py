@@ -52,7 +52,7 @@ from rearank.metrics import evaluate
 
 #: Settings a resumed suite must share with the run it continues, beside :func:`rearank.job.resume_settings`:
 #: how many queries each dataset's metrics count.
-SUITE_RESUME_KEYS = ("max_queries",)
+SUITE_RESUME_KEYS = ("max_queries", "first_stage")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 help="result folder (one sub-folder per dataset)")
     parser.add_argument("--label", help="name of this system in the tables (default: the model, else the backend)")
     parser.add_argument("--max-queries", type=int, help="evaluate only the first N judged queries of each dataset")
+    parser.add_argument("--first-stage", metavar="RUN",
+                        help="TREC run to rerank instead of each pack's BM25 run; {dataset} in the path is replaced "
+                        "by the dataset name (e.g. runs/diver-4b/{dataset}.trec, GroupRank's BRIGHT setting); the "
+                        "tables' first-stage column is then this run")
     parser.add_argument("--resume", action="store_true", help="keep finished datasets and queries in --output-dir")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_model_arguments(parser)
@@ -81,6 +85,7 @@ def settings_of(args: argparse.Namespace) -> dict[str, Any]:
         **method,
         "max_new_tokens": max_new_tokens_for(args), "temperature": args.temperature, "top_p": args.top_p,
         "seed": args.seed, "max_queries": args.max_queries, "batch_size": args.batch_size,
+        "first_stage": getattr(args, "first_stage", None),
     }
 
 
@@ -137,7 +142,11 @@ class SuiteRunner:
         args, folder = self.args, self.out / name
         pack = packs.resolve(name)
         qrels = packs.load_qrels(name)
-        requests = [r for r in packs.load_requests(dataset=name, top_k=args.top_k) if r.query.qid in qrels]
+        first_stage = Path(args.first_stage.format(dataset=name)) if getattr(args, "first_stage", None) else pack.run
+        if not first_stage.is_file():
+            raise MissingDataError(f"dataset {name!r}: --first-stage run {first_stage} not found")
+        requests = [r for r in packs.load_requests(dataset=name, run=first_stage, top_k=args.top_k)
+                    if r.query.qid in qrels]
         requests = requests[: args.max_queries]
         if not requests:
             raise MissingDataError(f"dataset {name!r}: no query of {pack.run} has judgments in {pack.qrels}")
@@ -152,13 +161,14 @@ class SuiteRunner:
             resume=args.resume,
             tag=self.label, progress=not args.no_progress, extra={"dataset": name}, windows=windows)
         rerank = evaluate(judged, read_run(folder / RUN_FILE))
-        bm25 = evaluate(judged, read_run(pack.run))
+        bm25 = evaluate(judged, read_run(first_stage))  # "bm25": the first stage reranked (BM25 by default)
         write_json(folder / METRICS_FILE, {
-            "dataset": name, "queries": len(requests), "judged_queries": len(judged),
+            "dataset": name, "queries": len(requests), "judged_queries": len(judged), "first_stage": str(first_stage),
             "rerank": {"aggregate": rerank.aggregate, "per_query": rerank.per_query},
             "bm25": {"aggregate": bm25.aggregate, "per_query": bm25.per_query},
         })
-        return (f"{name}: nDCG@10 BM25 {bm25.aggregate['ndcg_cut_10']:.4f} -> {rerank.aggregate['ndcg_cut_10']:.4f} "
+        first = "BM25" if first_stage == pack.run else first_stage.name
+        return (f"{name}: nDCG@10 {first} {bm25.aggregate['ndcg_cut_10']:.4f} -> {rerank.aggregate['ndcg_cut_10']:.4f} "
                 f"on {len(judged)} queries; {stats.summary()}")
 
     def close(self) -> None:
