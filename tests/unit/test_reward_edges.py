@@ -8,10 +8,18 @@ import math
 
 import pytest
 
+from rearank import reward
 from rearank.reward import PARSE_STATUSES, compute_score, parse_ground_truth, rank_reward_value, released_permutation
 
 BAD = float(PARSE_STATUSES.index("bad_ground_truth"))
 LOG3 = math.log2(3)
+
+
+@pytest.fixture(autouse=True)
+def decode_afresh():
+    """Each test decodes its ground truths itself: the decoding cache would otherwise answer from whatever ran
+    before in this process (mutmut's workers inherit one filled by the unmutated code)."""
+    reward._truth_from_json.cache_clear()
 
 
 @pytest.mark.parametrize("truth", ["5", '["1", 2]', '{"labels": [1, Infinity]}', "not json", '{"labels": true}'])
