@@ -11,9 +11,12 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
 
 from tqdm import tqdm
 
+from rearank.cache import cache_root
 from rearank.data import java
 from rearank.data.packs import Pack, PackSpec, missing_files, pack_paths, spec_of
 from rearank.errors import RearankError
@@ -95,6 +98,52 @@ def _docs_from_index(spec: PackSpec, docids: set[str]) -> Iterator[tuple[str, tu
         searcher.close()
 
 
+class HFRetrievalDataset:
+    """A Hugging Face dataset in MTEB's BEIR layout (configs ``queries``, ``corpus``, ``qrels``; split ``test``)
+    read through ``datasets.load_dataset``, with the ir_datasets methods :func:`fetch_pack` reads."""
+
+    def __init__(self, name: str, load: Callable | None = None) -> None:
+        if load is None:
+            from datasets import load_dataset as load
+        self.name, self._load = name, load
+
+    def _rows(self, config: str):
+        try:
+            return self._load(self.name, config, split="test")
+        except Exception as err:  # noqa: BLE001 - hub, network and format errors alike: one line naming the dataset
+            raise RearankError(f"could not load {self.name} ({config}) from Hugging Face: {err}") from None
+
+    def queries_iter(self) -> Iterator[SimpleNamespace]:
+        return (SimpleNamespace(query_id=str(r["_id"]), text=r["text"]) for r in self._rows("queries"))
+
+    def qrels_iter(self) -> Iterator[SimpleNamespace]:
+        return (SimpleNamespace(query_id=str(r["query-id"]), doc_id=str(r["corpus-id"]), relevance=int(r["score"]))
+                for r in self._rows("qrels"))
+
+    def docs_count(self) -> int:
+        return len(self._rows("corpus"))
+
+    def docs_iter(self) -> Iterator[SimpleNamespace]:
+        return (SimpleNamespace(doc_id=str(r["_id"]), title=r.get("title") or "", text=r["text"])
+                for r in self._rows("corpus"))
+
+
+def corpus_bm25(dataset, cache: PathLike | None = None) -> BM25:
+    """BM25 over the dataset's own corpus: written once to ``<cache>/corpora/<spec>/corpus.jsonl``, indexed
+    locally (:mod:`rearank.data.bm25`, k1=0.9, b=0.4, title and text as one field)."""
+
+    def run(spec: PackSpec, queries: dict[str, str], top_k: int) -> Run:
+        from rearank.data.bm25 import bm25_run
+
+        corpus = (Path(cache) if cache else cache_root()) / "corpora" / spec.name / "corpus.jsonl"
+        if not corpus.is_file():
+            corpus.parent.mkdir(parents=True, exist_ok=True)
+            beir.write_corpus(corpus, _corpus(dataset))
+        return bm25_run(corpus, queries, k=top_k, remove_self=False)
+
+    return run
+
+
 def _corpus(dataset) -> Iterator[tuple[str, tuple[str, str]]]:
     total = dataset.docs_count()
     for doc in tqdm(dataset.docs_iter(), total=total, desc="corpus", unit="doc"):
@@ -129,6 +178,9 @@ def fetch_pack(
     if not force and not missing_files(pack):
         log.info("%s is already complete at %s", name, pack.dir)
         return pack
+    if dataset is None and spec.hf_dataset is not None:
+        dataset = HFRetrievalDataset(spec.hf_dataset)
+        bm25 = corpus_bm25(dataset) if bm25 is pyserini_bm25 else bm25
     if dataset is None and spec.ir_datasets_id is not None:
         dataset = _load_ir_dataset(spec)
     queries, qrels = _from_ir_datasets(dataset) if dataset is not None else _from_pyserini(spec)

@@ -43,6 +43,9 @@ class PackSpec:
     bm25_index: str  # Pyserini prebuilt Lucene index for the BM25 run
     run_file: str
     pyserini_topics: str | None = None  # Pyserini topics/qrels name, when ir_datasets lacks the dataset
+    #: Hugging Face dataset in MTEB's BEIR layout (configs queries, corpus, qrels; split test), when neither
+    #: ir_datasets nor Pyserini has the benchmark; its BM25 run then comes from a local index of the corpus
+    hf_dataset: str | None = None
 
 
 def _tsv(name: str, version: int, year: int) -> PackSpec:
@@ -65,6 +68,18 @@ def _bright(split: str) -> PackSpec:
                     "run.bm25.top100.trec")
 
 
+def _r2med(task: str, mteb: str) -> PackSpec:
+    return PackSpec(f"r2med-{task}", f"r2med/{task}", "beir", None, "", "run.bm25.top100.trec",
+                    hf_dataset=f"mteb/R2MED{mteb}Retrieval")
+
+
+#: R2MED (Li et al. 2025), GroupRank's medical benchmark: its 8 tasks as MTEB mirrors them on Hugging Face.
+R2MED_TASKS = {
+    "biology": "Biology", "bioinformatics": "Bioinformatics", "medical-sciences": "MedicalSciences",
+    "medxpertqa-exam": "MedXpertQAExam", "medqa-diag": "MedQADiag", "pmc-treatment": "PMCTreatment",
+    "pmc-clinical": "PMCClinical", "iiyi-clinical": "IIYiClinical",
+}
+
 _SPECS = [
     _tsv("dl19", 1, 2019), _tsv("dl20", 1, 2020), _tsv("dl21", 2, 2021), _tsv("dl22", 2, 2022),
     _tsv("dl23", 2, 2023),
@@ -75,6 +90,7 @@ _SPECS = [
         "biology", "earth-science", "economics", "psychology", "robotics", "stackoverflow", "sustainable-living",
         "pony", "leetcode", "aops", "theoremqa-theorems", "theoremqa-questions",
     )),
+    *(_r2med(task, mteb) for task, mteb in R2MED_TASKS.items()),
 ]
 REGISTRY: dict[str, PackSpec] = {spec.name: spec for spec in _SPECS}
 
