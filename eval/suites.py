@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rearank.data.packs import R2MED_TASKS
 from rearank.errors import RearankError
 
 TREC_DL = ("dl19", "dl20")
@@ -39,7 +40,10 @@ BRIGHT = tuple(
     )
 )
 
-SUITES: dict[str, tuple[str, ...]] = {"trec-dl": TREC_DL, "beir": BEIR, "bright": BRIGHT}
+#: R2MED (GroupRank's Table II), its 8 tasks (rearank.data.packs.R2MED_TASKS); not part of ``all``.
+R2MED = tuple(f"r2med-{task}" for task in R2MED_TASKS)
+
+SUITES: dict[str, tuple[str, ...]] = {"trec-dl": TREC_DL, "beir": BEIR, "bright": BRIGHT, "r2med": R2MED}
 SUITES["all"] = TREC_DL + BEIR + BRIGHT
 
 #: Short column labels, as the paper prints them.

@@ -45,3 +45,18 @@ def test_r2med_fetch_builds_a_pack_from_an_hf_layout_dataset(tmp_path):
     ours = evaluate(qrels, read_run(pack.run)).aggregate["ndcg_cut_10"]
     shared = evaluate(qrels, read_run(scifact / "run.bm25-flat.top100.trec")).aggregate["ndcg_cut_10"]
     assert ours == pytest.approx(shared, abs=0.005)
+
+
+def test_r2med_suite_and_the_papers_figures_name_registered_packs():
+    from importlib import resources
+
+    from eval.suites import expand
+
+    assert expand("r2med") == [n for n in REGISTRY if n.startswith("r2med-")]
+    figures = json.loads(resources.files("eval").joinpath("paper_figures_grouprank.json").read_text())
+    for table in figures["tables"].values():
+        assert all(c in REGISTRY for c in table["columns"] if not c.startswith(("avg", "bright-avg")))
+        for row in table["rows"].values():
+            assert len(row) == len(table["columns"])
+    bright = figures["tables"]["table1_bright"]["rows"]["GroupRank-7B"]
+    assert sum(bright[:-1]) / 12 == pytest.approx(bright[-1], abs=0.01)  # the paper's average of its 12 columns
