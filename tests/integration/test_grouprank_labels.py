@@ -12,8 +12,10 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -58,11 +60,14 @@ def dl21(tmp_path_factory):
     return {"pack": pack, "run": run, "bm25": bm25, "second": second, "qrels": load_qrels(pack / "qrels.txt")}
 
 
+def label_cmd(out: Path, second_run: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "rearank", "synth", "--mode", "grouprank-labels", "--dataset", "dl21",
+            "--second-run", str(second_run), "--teacher", "oracle", "--max-queries", str(QUERIES),
+            "--samples-per-query", "4", "--output-dir", str(out), "--tokenizer", "none", "--quiet", *extra]
+
+
 def label(out: Path, second_run: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "rearank", "synth", "--mode", "grouprank-labels", "--dataset", "dl21",
-           "--second-run", str(second_run), "--teacher", "oracle", "--max-queries", str(QUERIES),
-           "--samples-per-query", "4", "--output-dir", str(out), "--tokenizer", "none", "--quiet", *extra]
-    return subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=600,
+    return subprocess.run(label_cmd(out, second_run, *extra), check=False, capture_output=True, text=True, cwd=ROOT, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "REARANK_DATA": str(data_root())})
 
 
@@ -155,3 +160,26 @@ def test_resume_with_other_settings_is_refused(dl21, labelled, tmp_path):
     done = label(tmp_path, dl21["run"], "--fusion-weight", "0.3")
     assert done.returncode != 0
     assert "other settings" in done.stderr
+
+
+def test_sigkilled_run_resumes_to_the_rows_of_an_uninterrupted_one(dl21, tmp_path):
+    """A real SIGKILL while the teachers annotate (all dl21 queries), then a rerun: the rows of a clean run."""
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    assert label(clean, dl21["run"], "--max-queries", "60").returncode == 0
+    cmd = label_cmd(killed, dl21["run"], "--max-queries", "60")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "REARANK_DATA": str(data_root())})
+    traces_file = killed / "teacher_traces.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if traces_file.is_file() and traces_file.read_text().count("\n") >= 4:  # settings + 3 queries
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = traces_file.read_text().count("\n") - 1
+    assert 3 <= finished < len(traces(clean))
+    assert not (killed / "train.parquet").exists()
+    assert label(killed, dl21["run"], "--max-queries", "60").returncode == 0
+    assert rows(killed) == rows(clean)
