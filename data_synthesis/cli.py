@@ -33,7 +33,7 @@ examples:
   rearank synth --dataset dl21,dl22,dl23 --output-dir data/rl/dl21-23   # one split by query across all three
   rearank synth --dataset dl21 --order shuffle --sft --output-dir data/rl/dl21-shuffle
   rearank synth --run run.trec --topics topics.tsv --docs docs.tsv --qrels qrels.txt --output-dir out
-  rearank synth --mode grouprank-labels --dataset dl21 --second-run dense.trec --teacher openai \
+  rearank synth --mode grouprank-labels --dataset dl21 --second-run dense.trec --teacher openai \\
       --teacher-model M --output-dir data/rl/dl21-grouprank     # GroupRank's teacher labels (docs/grouprank.md)
 """
 
