@@ -61,6 +61,7 @@ def test_format_run_lines_names_the_field_and_the_file(args: dict, what: str, ba
     assert str(err.value).startswith(f"out.trec: cannot write {what} {bad!r}: it contains whitespace")
     with pytest.raises(RearankError, match=r"^the run file: cannot write"):
         trec.format_run_lines(fields["qid"], fields["ranked"], fields["tag"])
+    assert trec.format_run_lines("q", [("d", 1.0)]) == "q Q0 d 1 1.0 rearank\n"  # the default tag
 
 
 def test_qrels_writer_names_the_field(tmp_path: Path) -> None:
