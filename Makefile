@@ -51,7 +51,10 @@ test: setup
 	$(BIN)/python -m pytest -q -m "not slow and not vllm" tests
 
 test-slow: setup browser
-	$(BIN)/python -m pytest -q -m "slow" tests
+	$(BIN)/python -m pytest -q -m "slow and not train_all" tests
+
+test-train-all: setup
+	$(BIN)/python -m pytest -q -m "train_all" tests
 
 # Headless Chromium for the `rearank view` browser test (Debian packages; installed once, as root).
 browser:

@@ -38,7 +38,7 @@ def check_stage(folder):
     assert (folder / "export" / "config.json").is_file() and list((folder / "export").glob("*.safetensors"))
 
 
-@pytest.mark.parametrize("recipe", ["rearank", "grouprank"])
+@pytest.mark.parametrize("recipe", ["rearank", pytest.param("grouprank", marks=pytest.mark.train_all)])
 def test_listwise_and_groupwise_recipes_train_resume_export_and_rerank(recipe, tmp_path):
     require_pack("msmarco-v2-passage/dl21")
     require_pack("msmarco-v1-passage/dl19")
@@ -50,6 +50,7 @@ def test_listwise_and_groupwise_recipes_train_resume_export_and_rerank(recipe, t
     assert len({line.split()[0] for line in run}) == 2 and len(run) >= 20  # two dl19 queries, reranked
 
 
+@pytest.mark.train_all
 @pytest.mark.parametrize("recipe, stages", [("barrag", ["barrag_selector", "barrag_generator"]),
                                             ("arena", ["arena"])])
 def test_rag_recipes_train_resume_export_and_answer(recipe, stages, tmp_path):
