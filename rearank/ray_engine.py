@@ -19,6 +19,7 @@ instance.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any
 from rearank.backends.base import ERROR, LENGTH, STOP, Generation, Prompt, SamplingSettings
 from rearank.backends.registry import make_backend
 from rearank.errors import RearankError
+from rearank.grammar import AnswerGrammar
 from rearank.methods import METHODS
 from rearank.models import resolve_model
 
@@ -57,9 +59,10 @@ def actor_pool(concurrency: Any) -> Any:
 
 
 def prompt_rows(items: Sequence[tuple[int, Prompt]]) -> list[dict[str, Any]]:
-    """The Dataset rows of a round: row id, qid, presented docids and the chat messages."""
+    """The Dataset rows of a round: row id, qid, presented docids, the chat messages and the answer grammar (JSON)."""
     return [{"row": row, "qid": p.qid, "docids": list(p.docids),
-             "messages": [{"role": str(m["role"]), "content": str(m["content"])} for m in p.messages]}
+             "messages": [{"role": str(m["role"]), "content": str(m["content"])} for m in p.messages],
+             "answer": "" if p.answer is None else json.dumps(p.answer.to_dict())}
             for row, p in items]
 
 
@@ -144,7 +147,9 @@ class BackendActor:
 
     def __call__(self, batch: Any) -> dict[str, list]:
         rows = batch.to_pylist()
-        prompts = [Prompt(messages=tuple(r["messages"]), qid=r["qid"], docids=tuple(r["docids"])) for r in rows]
+        prompts = [Prompt(messages=tuple(r["messages"]), qid=r["qid"], docids=tuple(r["docids"]),
+                          answer=AnswerGrammar.from_dict(json.loads(r["answer"])) if r["answer"] else None)
+                   for r in rows]
         generations = self.backend.generate(prompts, self.settings)
         if len(generations) != len(prompts):
             raise RearankError(f"backend {self.backend.name!r} returned {len(generations)} generations "
@@ -153,7 +158,9 @@ class BackendActor:
                 "prompt_tokens": [g.prompt_tokens for g in generations],
                 "completion_tokens": [g.completion_tokens for g in generations],
                 "finish_reason": [g.finish_reason for g in generations],
-                "latency_s": [g.latency_s for g in generations]}
+                "latency_s": [g.latency_s for g in generations],
+                "think_tokens": [g.think_tokens for g in generations],
+                "think_budget_hit": [g.think_budget_hit for g in generations]}
 
 
 class RayGenerator:
@@ -194,4 +201,5 @@ class RayGenerator:
                 yield int(row["row"]), Generation(
                     text=row["text"], prompt_tokens=int(row["prompt_tokens"]),
                     completion_tokens=int(row["completion_tokens"]), finish_reason=row["finish_reason"],
-                    latency_s=float(row["latency_s"]))
+                    latency_s=float(row["latency_s"]), think_tokens=None if row["think_tokens"] is None else int(row["think_tokens"]),
+                    think_budget_hit=bool(row["think_budget_hit"]))

@@ -10,7 +10,7 @@ import pytest
 import ray  # a dependency (rearank[train]): missing, the test must fail
 
 from rearank import ray_engine
-from rearank.backends.base import ERROR, SamplingSettings
+from rearank.backends.base import ERROR, Generation, Prompt, SamplingSettings
 from rearank.backends.registry import make_backend
 from rearank.cli import main
 from rearank.methods import METHODS
@@ -149,3 +149,32 @@ def test_an_interrupted_ray_run_resumes_by_round(dl19_env, tmp_path, monkeypatch
     assert out.read_text() == local.read_text() and not journal.exists()
     assert traces_without_latency(tmp_path / "ray.trec.traces.jsonl") == traces_without_latency(
         tmp_path / "local.trec.traces.jsonl")
+
+
+def test_the_answer_grammar_and_think_outcome_cross_the_actor_boundary(monkeypatch):
+    # -O constrain / max_think_tokens act on Prompt.answer: a Ray row must carry it to the actor's backend,
+    # and the actor must hand back the think outcome the traces report
+    import pyarrow as pa
+
+    from rearank.grammar import id_list_answer
+
+    seen = []
+
+    class Recording:
+        def answer_format(self, method):
+            return self
+
+        def generate(self, prompts, settings):
+            seen.extend(prompts)
+            return [Generation(text="[1]", prompt_tokens=3, completion_tokens=1, finish_reason="stop",
+                               latency_s=0.0, think_tokens=7, think_budget_hit=True) for _ in prompts]
+
+    monkeypatch.setattr(ray_engine, "make_backend", lambda *a, **k: Recording())
+    grammar = id_list_answer(3, reasoning=True, tags=True)
+    prompts = [(0, Prompt(messages=({"role": "user", "content": "x"},), qid="q", docids=("a", "b", "c"),
+                          answer=grammar)),
+               (1, Prompt(messages=({"role": "user", "content": "y"},), qid="q", docids=("a",)))]
+    actor = ray_engine.BackendActor("hf", None, {}, SamplingSettings())
+    out = actor(pa.Table.from_pylist(ray_engine.prompt_rows(prompts)))
+    assert [p.answer for p in seen] == [grammar, None]
+    assert out["think_tokens"] == [7, 7] and out["think_budget_hit"] == [True, True]
