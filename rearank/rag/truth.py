@@ -13,8 +13,9 @@ T = TypeVar("T")
 def truth_parser(build: Callable[[Any], T | None], maxsize: int = 8192) -> Callable[[object], T | None]:
     """A parser of verl ground truth for ``build`` (decoded JSON -> record, or None when malformed).
 
-    A ``str`` (or UTF-8 ``bytes``) is JSON, decoded and built once per distinct string (LRU cache); any other
-    object goes to ``build`` as it is. Whatever goes wrong gives None, never an exception.
+    A ``str`` (or UTF-8 ``bytes``) is JSON, decoded and built once per distinct string (LRU cache, emptied by the
+    parser's ``cache_clear()``); any other object goes to ``build`` as it is. Whatever goes wrong gives None, never
+    an exception.
     """
 
     @lru_cache(maxsize=maxsize)
@@ -32,4 +33,5 @@ def truth_parser(build: Callable[[Any], T | None], maxsize: int = 8192) -> Calla
         except Exception:  # noqa: BLE001 -- anything undecodable is malformed data
             return None
 
+    parse.cache_clear = from_json.cache_clear  # type: ignore[attr-defined]
     return parse

@@ -7,9 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rearank.rag.arena.parser import format_arena, parse_arena
-from rearank.rag.arena.reward import PARTS, compute_score, relevance_accuracy
+from rearank.rag.arena.reward import PARTS, compute_score, parse_ground_truth, relevance_accuracy
 
 TRUTH = json.dumps({"answers": ["Claudio Javier López"], "supporting": [1, 5]})
+
+
+@pytest.fixture(autouse=True)
+def _fresh_truth_cache():
+    # decode each test's ground truth afresh: mutation testing forks its runs from a process whose cache is filled
+    parse_ground_truth.cache_clear()
 
 
 def score(text, truth=TRUTH):

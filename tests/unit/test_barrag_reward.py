@@ -27,6 +27,13 @@ TRUTH = json.dumps({
 })
 
 
+@pytest.fixture(autouse=True)
+def _fresh_truth_cache():
+    # decode each test's ground truth afresh: mutation testing forks its runs from a process whose cache is filled
+    reward.parse_answers_truth.cache_clear()
+    reward.parse_selector_truth.cache_clear()
+
+
 def selector(text, truth=TRUTH, **kwargs):
     return asyncio.run(compute_selector_score("d", text, truth, reader_url=DEAD, reader_retries=0, **kwargs))
 
