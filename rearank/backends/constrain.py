@@ -65,12 +65,16 @@ def structured_output(api: str, grammar: AnswerGrammar, *, constrain: bool, max_
 
     A regular expression cannot keep 20 ids distinct: through ``vllm``, ``vllm-guided`` and ``sglang`` a listwise
     answer has the right form and ``n`` in-range ids, and the parser repairs a repeated one (status
-    ``repetition``); ``rearank`` keeps them distinct and also applies ``max_think_tokens``.
+    ``repetition``); ``rearank`` keeps them distinct and also applies ``max_think_tokens``. A regular expression
+    counts characters, not tokens: it bounds the reasoning to the characters that leave room for the longest
+    answer in ``max_new_tokens`` (a token writes at least one character of ASCII text), so that the answer is
+    not cut off.
     """
     if api == "rearank":
         return {"vllm_xargs": request_args(grammar, constrain=constrain, max_think_tokens=max_think_tokens,
                                            max_new_tokens=max_new_tokens, as_text=True)}
-    regex = grammar.regex()
+    budget = think_budget(grammar, constrain, None, max_new_tokens)
+    regex = grammar.regex(None if budget is None else max(budget - len(grammar.think[0]), 0))  # type: ignore[index]
     return {"vllm": {"structured_outputs": {"regex": regex}}, "vllm-guided": {"guided_regex": regex},
             "sglang": {"regex": regex}}[api]
 

@@ -53,7 +53,11 @@ def test_each_server_kind_gets_its_request(stub, api, field):
         assert AnswerGrammar.from_dict(spec["grammar"]) == GRAMMAR and spec["constrain"] is True
     else:
         regex = sent["regex"] if api == "vllm" else sent
-        assert regex == GRAMMAR.regex() and re.fullmatch(regex, GOOD)
+        # the reasoning gets the characters the longest answer leaves of max_new_tokens (one a token at least)
+        room = SETTINGS.max_new_tokens - GRAMMAR.max_answer_chars() - 1 - len("<think>")
+        assert regex == GRAMMAR.regex(room) and re.fullmatch(regex, GOOD)
+        assert re.fullmatch(regex, GOOD.replace("short", "x" * room))
+        assert not re.fullmatch(regex, GOOD.replace("short", "x" * (room + 1)))
 
 
 def test_no_constraint_no_grammar_no_request_field(stub):

