@@ -50,7 +50,7 @@ def test_count_penalty(n, expected):
     assert count_penalty(n) == expected
 
 
-def test_selector_total_at_the_peak():
+def test_selector_parts_at_the_peak():
     # boundary(0.6) = 1; s = 10 -> relevance 10 / (10 + 10) = 0.5, times 0.2 = 0.1; n = 5 -> no penalty: 1.1
     parts = selector_parts(5, [10.0] * 5, 0.6)
     assert parts["score"] == pytest.approx(1.1)

@@ -76,12 +76,6 @@ def relevance_term(scores: Sequence[float], max_rel: float = 1.0, norm: float = 
     return max_rel * s / (s + norm) if s + norm > 0 else 0.0
 
 
-def selector_total(p: float, relevance: float, n: int, *, peak: float = 0.6, relevance_weight: float = 0.2,
-                   bonus: float = 0.0, target: int = 5) -> float:
-    """boundary(p) + relevance_weight * relevance + bonus - count_penalty(n)."""
-    return boundary_term(p, peak) + relevance_weight * relevance + bonus - count_penalty(n, target)
-
-
 def cite_score(cited: frozenset[int]) -> float:
     """1 for exactly 2 distinct cited docs, 0.5 for 1 or 3, else 0."""
     return {2: 1.0, 1: 0.5, 3: 0.5}.get(len(cited), 0.0)
