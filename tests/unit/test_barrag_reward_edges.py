@@ -15,6 +15,7 @@ from rearank.rag.barrag.reward import (
     compute_selector_score,
     relevance_term,
     selector_parts,
+    success_rate,
 )
 from rearank.rag.types import Passage
 
@@ -211,3 +212,10 @@ def test_selector_truth_record():
 ])
 def test_selector_malformed_ground_truth(change):
     assert reward.parse_selector_truth({**TRUTH, **change}) is None
+
+
+def test_success_rate_counts_a_reward_exactly_at_tau():
+    gold = reward.parse_answers_truth({"answers": [NAME]})
+    # EM 1, F1 1, no citation: 0.8 * 1 + 0.2 * 0 = 0.8, which reaches the default tau 0.8
+    assert success_rate([f"<answer>{NAME}</answer>", "<answer>no</answer>"], gold) == 0.5
+    assert success_rate([], gold) == 0.0
