@@ -1,0 +1,186 @@
+"""Run-file job edges found by mutation testing: messages, defaults, what a resume reads and reruns, the stats
+written before any work, the error reported when a run ends badly."""
+
+import json
+
+import pytest
+
+from rearank import job
+from rearank.errors import RearankError
+from rearank.stats import RunStats
+from rearank.types import Candidate, Query, Request, Result
+
+
+def request(qid, n=3):
+    return Request(Query(qid, "what?"), tuple(Candidate(f"d{i}", float(-i)) for i in range(n)))
+
+
+class FakeRanker:
+    """Returns each request in its first-stage order; raises ``error`` after ``ok`` results."""
+
+    def __init__(self, error=None, ok=0):
+        self.error, self.ok, self.closed, self.progress, self.seen = error, ok, False, None, []
+
+    def rerank(self, requests, on_result=None, progress=True):
+        self.progress = progress
+        for i, r in enumerate(requests):
+            if self.error is not None and i >= self.ok:
+                raise self.error
+            self.seen.append(r.query.qid)
+            on_result(Result(r.query, list(r.candidates), []))
+        return []
+
+    def close(self):
+        self.closed = True
+
+
+def run_lines(path):
+    return path.read_text().splitlines()
+
+
+def test_duplicate_qid_is_named():
+    job.check_unique_qids([request("q1"), request("q2")])
+    with pytest.raises(RearankError) as err:
+        job.check_unique_qids([request("q1"), request("q2"), request("q1")])
+    assert str(err.value) == "query 'q1' appears twice in the input; qids must be unique"
+
+
+def test_default_generation_budget():
+    assert job.default_max_new_tokens("hf", "smollm2-135m") == job.EMBEDDED_MAX_NEW_TOKENS == 256
+    assert job.default_max_new_tokens("openai", "smollm2-135m") == job.DEFAULT_MAX_NEW_TOKENS == 2048
+    assert job.default_max_new_tokens("hf", "Qwen/Qwen2.5-7B-Instruct") == 2048
+
+
+def test_earlier_wall_below_one_second(tmp_path):
+    path = tmp_path / "stats.json"
+    path.write_text('{"wall_time_s": 0.5}')
+    assert job.earlier_wall(path) == 0.5
+
+
+def test_resume_settings_of_the_python_face_and_unknown_methods():
+    assert "group_size" in job.resume_settings({"method": "groupwise"})
+    assert list(job.resume_settings({"mode": "pointwise"})) == list(job.RESUME_KEYS)
+
+
+def test_resume_check_skips_a_missing_or_empty_run(tmp_path):
+    output = tmp_path / "run.trec"
+    job.check_resume_settings(output, tmp_path / "none.json", {"mode": "listwise"})  # nothing to continue
+    output.write_text("")
+    job.check_resume_settings(output, tmp_path / "none.json", {"mode": "listwise"})
+    output.write_text("q1 Q0 d0 1 1.0 rearank\n")
+    with pytest.raises(RearankError) as err:
+        job.check_resume_settings(output, tmp_path / "none.json", {"mode": "listwise"})
+    assert str(err.value).endswith("is missing or unreadable, so the run cannot be continued safely; "
+                                   "rerun without --resume")
+
+
+def test_resume_check_names_options_of_either_method(tmp_path):
+    output, stats = tmp_path / "run.trec", tmp_path / "run.trec.stats.json"
+    output.write_text("q1 Q0 d0 1 1.0 rearank\n")
+    stats.write_text(json.dumps({"config": {"mode": "listwise", "window": 20}}))
+    with pytest.raises(RearankError) as err:
+        job.check_resume_settings(output, stats, {"mode": "groupwise", "group_size": 10})
+    message = str(err.value)
+    assert "group_size: None -> 10" in message and "mode: 'listwise' -> 'groupwise'" in message
+    assert "window: 20 -> None" in message
+    assert message.endswith("resume with the same settings, or write to another --output")
+
+
+def test_ndcg_before_is_the_first_stage_order(tmp_path):
+    output = tmp_path / "run.trec"
+    output.write_text("q1 Q0 d2 1 3.0 x\nq1 Q0 d1 2 2.0 x\nq1 Q0 d0 3 1.0 x\n")
+    got = job.ndcg_before_after([request("q1")], {"q1": {"d0": 1}}, output)
+    assert got["before"] == 1.0 and got["after"] == pytest.approx(0.5) and got["queries"] == 1
+
+
+def test_output_folder_refused(tmp_path):
+    with pytest.raises(RearankError) as err:
+        job.rerank_to_files([request("q1")], FakeRanker, output=tmp_path)
+    assert str(err.value) == f"output {tmp_path} is a folder; give a file name"
+
+
+@pytest.mark.parametrize(("kwargs", "names"), [({"traces": "run.trec"}, ("--output", "--traces")),
+                                               ({"stats": "run.trec"}, ("--output", "the stats file")),
+                                               ({"stats": "t.jsonl", "traces": "t.jsonl"},
+                                                ("--traces", "the stats file"))])
+def test_outputs_that_clash_are_named(tmp_path, kwargs, names):
+    kwargs = {k: tmp_path / v for k, v in kwargs.items()}
+    with pytest.raises(RearankError) as err:
+        job.rerank_to_files([request("q1")], FakeRanker, output=tmp_path / "run.trec", **kwargs)
+    assert all(name in str(err.value) for name in names)
+
+
+def test_defaults_tag_progress_closing_and_stats_path(tmp_path):
+    ranker = FakeRanker()
+    output = tmp_path / "run.trec"
+    job.rerank_to_files([request("q1")], lambda: ranker, output=output, stats=tmp_path / "s.json")
+    assert run_lines(output)[0].split()[-1] == "rearank"
+    assert ranker.progress is True and ranker.closed
+    assert (tmp_path / "s.json").is_file() and not (tmp_path / "run.trec.stats.json").exists()
+    kept = FakeRanker()
+    job.rerank_to_files([request("q1")], lambda: kept, output=output, own_ranker=False, progress=False)
+    assert kept.progress is False and not kept.closed
+    assert kept.seen == ["q1"]  # without resume the finished run is made again
+
+
+def test_stats_record_the_settings_before_any_work(tmp_path):
+    output, config = tmp_path / "run.trec", {"mode": "listwise", "model": "m"}
+
+    def make():
+        assert json.loads((tmp_path / "run.trec.stats.json").read_text())["config"] == config
+        return FakeRanker()
+
+    job.rerank_to_files([request("q1")], make, output=output, config=config, progress=False)
+
+
+def test_resume_reruns_a_cut_query_and_carries_earlier_wall(tmp_path, monkeypatch):
+    made = []
+    monkeypatch.setattr(job, "RunStats", lambda **kw: made.append(kw) or RunStats(**kw))
+    output = tmp_path / "run.trec"
+    requests = [request("q1"), request("q2")]
+    job.rerank_to_files(requests, FakeRanker, output=output, resume=True, progress=False)  # nothing to resume yet
+    lines = run_lines(output)
+    output.write_text("\n".join(lines[:-1]) + "\n")  # q2 lost its last line
+    stats = tmp_path / "run.trec.stats.json"
+    stats.write_text(json.dumps({**json.loads(stats.read_text()), "wall_time_s": 1000.0}))
+    ranker = FakeRanker()
+    job.rerank_to_files(requests, lambda: ranker, output=output, resume=True, progress=False)
+    assert ranker.seen == ["q2"] and run_lines(output) == lines
+    job.rerank_to_files(requests, FakeRanker, output=output, progress=False)  # a fresh run starts its clock at 0
+    assert [kw["earlier_s"] for kw in made] == [0.0, 1000.0, 0.0]
+
+
+def test_resume_of_an_empty_run_ignores_an_old_stats_file(tmp_path, monkeypatch):
+    made = []
+    monkeypatch.setattr(job, "RunStats", lambda **kw: made.append(kw) or RunStats(**kw))
+    output = tmp_path / "run.trec"
+    output.write_text("")
+    (tmp_path / "run.trec.stats.json").write_text('{"wall_time_s": 1000.0}')
+    job.rerank_to_files([request("q1")], FakeRanker, output=output, resume=True, progress=False)
+    assert made == [{"earlier_s": 0.0}]
+
+
+def test_interrupt_says_what_was_saved(tmp_path, capsys):
+    output = tmp_path / "run.trec"
+    with pytest.raises(KeyboardInterrupt):
+        job.rerank_to_files([request("q1"), request("q2")], lambda: FakeRanker(KeyboardInterrupt(), ok=1),
+                            output=output, progress=False)
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"interrupted: 1 queries finished in this session are saved in {output}; rerun with --resume to continue")
+
+
+def test_the_error_that_ended_the_run_is_the_one_reported(tmp_path, monkeypatch):
+    writes = []
+
+    def write(self, path, extra=None):
+        writes.append(path)
+        if len(writes) > 1:
+            raise RearankError("stats: disk full")
+
+    monkeypatch.setattr(RunStats, "write", write)
+    with pytest.raises(RearankError, match="^ranker failed$"):
+        job.rerank_to_files([request("q1")], lambda: FakeRanker(RearankError("ranker failed")),
+                            output=tmp_path / "a.trec", progress=False)
+    writes.clear()
+    with pytest.raises(RearankError, match="^stats: disk full$"):  # nothing else went wrong: the stats error
+        job.rerank_to_files([request("q1")], FakeRanker, output=tmp_path / "b.trec", progress=False)
