@@ -117,3 +117,8 @@ def test_texts_and_prompts_use_the_methods_budget_template_and_tokenizer():
     state, [task] = Groupwise(passage_budget="5000c").start(request(2, long))
     assert any(long in message["content"] for message in task.prompt.messages)
     assert task.prompt.answer == scores_grammar(2)
+
+
+def test_oracle_answer_scales_grade_one_to_ten_by_default():
+    # with the default top grade 1, a grade-1 document scores 10 (a top grade of 2 would give it 5)
+    assert '"[1]": 10' in Groupwise().answer_text([1, 0])
