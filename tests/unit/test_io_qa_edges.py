@@ -71,7 +71,9 @@ def test_hotpotqa_and_2wiki_items(tmp_path):
     [item] = load(tmp_path, [wiki])
     assert (item.qid, item.source, item.passages[0].text, item.supporting) == ("w1", "2wiki", "Ann was here.",
                                                                                frozenset())
-    assert load(tmp_path, [{**wiki, "entity_ids": "x"}])[0].source == "2wiki"
+    no_evidences = {k: v for k, v in wiki.items() if k != "evidences"}
+    assert load(tmp_path, [{**no_evidences, "entity_ids": "x"}])[0].source == "2wiki"
+    assert load(tmp_path, [no_evidences])[0].source == "hotpotqa"
     assert load(tmp_path, [{k: v for k, v in wiki.items() if k != "id"}])[0].qid == "0"
 
 
@@ -116,6 +118,14 @@ def test_hotpotqa_and_2wiki_items(tmp_path):
     ({"answer": "a", "question": "q", "context": [], "supporting_facts": [], "_id": None}, "auto",
      "'_id' must be a string, got NoneType"),
     ({"answer": "a", "context": [], "supporting_facts": []}, "auto", "missing field 'question'"),
+    ({"answer": "a", "question": None, "context": [], "supporting_facts": []}, "auto",
+     "'question' must be a string, got NoneType"),
+    ({"answer": [], "question": "q", "context": [], "supporting_facts": []}, "auto",
+     "'answer' must be a string or a non-empty list of strings, got []"),
+    ({"question": "q", "x": 1}, "auto", ("cannot tell the QA format from the keys ['question', 'x']; "
+     "pass fmt= one of ('hotpotqa', '2wiki', 'musique', 'dpr', 'flashrag')")),
+    ({k: 1 for k in "abcdefghi"}, "auto", ("cannot tell the QA format from the keys "
+     "['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']; pass fmt= one of ('hotpotqa', '2wiki', 'musique', 'dpr', 'flashrag')")),
 ])
 def test_malformed_records_name_file_line_and_field(tmp_path, record, fmt, message):
     path = tmp_path / "qa.jsonl"
@@ -171,3 +181,15 @@ def test_a_malformed_value_deep_in_a_record_is_one_line(tmp_path):
     with pytest.raises(FormatError) as err:
         load_qa(path)
     assert str(err.value) == f"{path}:1: ctxs[0].id must be a string, got bool"
+
+
+def test_a_given_format_is_not_sniffed(tmp_path):
+    # keys of both DPR and FlashRAG: fmt="dpr" reads "answers", the sniffer alone would say FlashRAG
+    record = {"question": "q", "answers": ["a"], "golden_answers": ["g"], "ctxs": [{"id": "c"}]}
+    [item] = load(tmp_path, [record], "dpr")
+    assert (item.answers, item.source, item.passages) == (("a",), "dpr", (Passage("c", "", ""),))
+    assert [i.source for i in iter_qa(tmp_path / "qa.jsonl")] == ["flashrag"]
+
+
+def test_context_without_supporting_facts_is_dpr(tmp_path):
+    assert load(tmp_path, [{"question": "q", "answers": ["a"], "context": []}])[0].source == "dpr"
