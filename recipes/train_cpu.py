@@ -59,9 +59,6 @@ class Stage:
     synth: tuple[str, ...]
     prompt_tokens: int
     response_tokens: int
-    #: Warm-start steps: enough that the policy's samples at temperature 1 (verl's rollout draws from the whole
-    #: vocabulary: no top-k) land on a rewarded answer kind often enough that a GRPO group's rewards differ.
-    warmup_steps: int = WARMUP_STEPS
 
 
 STAGES = {
@@ -74,10 +71,7 @@ STAGES = {
     "barrag_selector": Stage("barrag_selector", "barrag/selector_grpo",
                              ("--mode", "barrag-selector", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64),
     "barrag_generator": Stage("barrag_generator", "barrag/generator_grpo",
-                              ("--mode", "barrag-generator", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 2048, 64,
-                              # at 120 steps nearly every full-vocabulary sample was unparseable (reward 0 for all
-                              # 16 samples of a step, so grad_norm 0); at 360, 3 of 16 drawn alike earned 0.2-0.8
-                              warmup_steps=360),
+                              ("--mode", "barrag-generator", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 2048, 64),
     "arena": Stage("arena", "arena/grpo", ("--mode", "arena", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64),
 }
 #: ``--recipe`` names: a recipe runs its stages in order.
@@ -140,7 +134,7 @@ def answer_kinds(stage: Stage, ground_truth: str) -> list[str]:
 
 
 def warm_start(stage: Stage, data: Path, target: Path) -> Path:
-    """The tiny base model trained for ``stage.warmup_steps`` steps to answer the stage's training prompts with one of
+    """The tiny base model trained for :data:`WARMUP_STEPS` steps to answer the stage's training prompts with one of
     :func:`answer_kinds`, drawn at random. A random model writes text every reward scores alike, so all GRPO
     advantages and gradients would be zero; this one's samples differ in reward, so the actor update has a nonzero
     gradient. It checks the mechanics of training, never quality."""
@@ -167,7 +161,7 @@ def warm_start(stage: Stage, data: Path, target: Path) -> Path:
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
-    for _ in range(stage.warmup_steps):  # one right-padded batch of 8 examples a step; loss on the answer tokens
+    for _ in range(WARMUP_STEPS):  # one right-padded batch of 8 examples a step; loss on the answer tokens
         batch = [examples[i] for i in torch.randint(len(examples), (8,), generator=generator).tolist()]
         width = max(len(prompt) + len(answer) for prompt, answer in batch)
         ids = torch.full((len(batch), width), tokenizer.eos_token_id)
