@@ -104,10 +104,11 @@ def test_output_folder_refused(tmp_path):
                                                ({"stats": "t.jsonl", "traces": "t.jsonl"},
                                                 ("--traces", "the stats file"))])
 def test_outputs_that_clash_are_named(tmp_path, kwargs, names):
-    kwargs = {k: tmp_path / v for k, v in kwargs.items()}
+    paths = {k: tmp_path / v for k, v in kwargs.items()}
     with pytest.raises(RearankError) as err:
-        job.rerank_to_files([request("q1")], FakeRanker, output=tmp_path / "run.trec", **kwargs)
-    assert all(name in str(err.value) for name in names)
+        job.rerank_to_files([request("q1")], FakeRanker, output=tmp_path / "run.trec", **paths)
+    same = tmp_path / next(iter(kwargs.values()))
+    assert str(err.value) == f"{names[0]} and {names[1]} are the same file ({same}); give them different names"
 
 
 def test_defaults_tag_progress_closing_and_stats_path(tmp_path):
