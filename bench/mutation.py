@@ -47,7 +47,7 @@ MODULES: dict[str, list[str]] = {
                            "tests/unit/test_io_edges.py", "tests/unit/test_runfiles.py"],
     "rearank/io/beir.py": ["tests/unit/test_io_formats.py", "tests/unit/test_packs.py", "tests/unit/test_beir_edges.py"],
     "rearank/io/qa.py": ["tests/unit/test_io_qa.py", "tests/unit/test_io_qa_edges.py", "tests/integration/test_qa_data.py"],
-    "rearank/runfiles.py": ["tests/unit/test_runfiles.py", "tests/unit/test_job.py"],
+    "rearank/runfiles.py": ["tests/unit/test_runfiles.py", "tests/unit/test_job.py", "tests/unit/test_job_edges.py"],
     "rearank/methods/listwise.py": ["tests/unit/test_engine_listwise.py", "tests/unit/test_engine_in_flight.py",
                                     "tests/unit/test_listwise_method_edges.py"],
     "rearank/methods/groupwise.py": ["tests/unit/test_grouprank_ranker.py", "tests/unit/test_groupwise_method_edges.py"],
