@@ -7,6 +7,8 @@ import pytest
 
 from rearank import job
 from rearank.errors import RearankError
+from rearank.methods.listwise import Listwise
+from rearank.runfiles import RunWriter
 from rearank.stats import RunStats
 from rearank.types import Candidate, Query, Request, Result
 
@@ -185,3 +187,32 @@ def test_the_error_that_ended_the_run_is_the_one_reported(tmp_path, monkeypatch)
     writes.clear()
     with pytest.raises(RearankError, match="^stats: disk full$"):  # nothing else went wrong: the stats error
         job.rerank_to_files([request("q1")], FakeRanker, output=tmp_path / "b.trec", progress=False)
+
+
+def test_resume_reruns_a_query_whose_traces_were_cut(tmp_path):
+    from rearank.backends.oracle import OracleBackend
+    from rearank.runfiles import read_traces
+    from tests.engines import listwise
+    from tests.unit.test_engine_listwise import request as worth_request
+    from tests.unit.test_engine_listwise import shuffled_worths
+
+    requests = [worth_request(f"q{i}", shuffled_worths(12, i)) for i in range(2)]
+    qrels = {r.query.qid: {c.docid: i % 3 for i, c in enumerate(r.candidates)} for r in requests}
+    output, traces = tmp_path / "run.trec", tmp_path / "run.trec.traces.jsonl"
+    engine = lambda: listwise(OracleBackend(qrels), window=4, step=2)
+    windows = {r.query.qid: len(Listwise(window=4, step=2).windows(12)) for r in requests}
+    job.rerank_to_files(requests, engine, output=output, windows=windows, progress=False)
+    full = read_traces(traces)
+    lines = traces.read_text().splitlines()
+    traces.write_text("\n".join(lines[:-1]) + "\n")  # the last query lost its last trace; its run lines are whole
+    job.rerank_to_files(requests, engine, output=output, windows=windows, resume=True, progress=False)
+    again = read_traces(traces)
+    assert {q: len(t) for q, t in again.items()} == {q: len(t) for q, t in full.items()} == windows
+
+
+def test_an_output_that_cannot_be_opened_is_one_line(tmp_path):
+    target = tmp_path / "run.trec"
+    target.mkdir()  # a folder where the run file should go: the OS's reason, not Python's whole error text
+    with pytest.raises(RearankError) as err:
+        RunWriter(target)
+    assert str(err.value) == f"{target}: cannot write output (Is a directory)"
