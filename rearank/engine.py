@@ -118,8 +118,9 @@ class Engine:
             if not query.outstanding:
                 finish(query)
             elapsed = max(time.perf_counter() - started, 1e-9)
+            limit = {"in_flight": self.counts.limits[-1]} if self.counts.limits else {}  # auto's current limit
             bar.set_postfix(windows=self.counts.windows, tok_s=f"{self.counts.completion_tokens / elapsed:.1f}",
-                            refresh=False)
+                            **limit, refresh=False)
             return ready
 
         run = functools.partial(self._in_flight, total=len(requests)) if self.in_flight else self._batches

@@ -116,3 +116,11 @@ def test_an_interrupt_does_not_wait_for_windows_in_flight():
             [request(f"q{i}", [1, 2, 3]) for i in range(4)], on_result=interrupt, progress=False)
     assert finished == []  # returned before any stalled window was answered
     release.set()
+
+
+@pytest.mark.parametrize("concurrency, shown", [("auto", "in_flight=8"), (3, None)])
+def test_the_progress_bar_shows_autos_current_limit(capsys, concurrency, shown):
+    listwise(Jittery(), window=6, step=3, concurrency=concurrency).rerank(requests(4), progress=True)
+    bar = capsys.readouterr().err
+    assert "windows=" in bar
+    assert (shown in bar) if shown else ("in_flight=" not in bar)
