@@ -24,13 +24,14 @@ tokens are the fake server's count (characters / 4); on real servers, wall secon
 (100-2,000 tokens), 43 dl19 queries and 1,000 queries (dl19 repeated with rotated candidates), lockstep rounds
 against windows in flight at the same count (32), and auto; engine occupancy and mean running sequences.
 
-    python bench/bench_throughput.py [--queries 12] [--real-queries 2] [--servers real-prefill real-decode batching]
+    python bench/bench_throughput.py [--queries 12] [--real-queries 2] [--servers real-prefill real-decode batching] [--log]
     python bench/bench_throughput.py --simulate [--sizes 43 1000]
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import socket
 import subprocess
@@ -304,7 +305,11 @@ def main() -> None:
     parser.add_argument("--time-scale", type=float, default=200.0, help="fake servers: simulated s per wall s")
     parser.add_argument("--real-queries", type=int, default=2, help="real server: first N dl19 queries x top-100 (2)")
     parser.add_argument("--real-repeats", type=int, default=2, help="real server: interleaved rounds (2)")
+    parser.add_argument("--log", action="store_true", help="print auto's changes (the rearank.concurrency log) on stderr")
     args = parser.parse_args()
+    if args.log:
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+        logging.getLogger("rearank.concurrency").setLevel(logging.INFO)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     started = time.perf_counter()
     (simulate if args.simulate else side_by_side)(args)
