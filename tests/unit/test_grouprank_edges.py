@@ -8,7 +8,7 @@ import re
 import pytest
 
 from rearank.grammar import Pattern
-from rearank.grouprank.parser import format_scores, label_scores, parse_scores, scores_grammar
+from rearank.grouprank.parser import answer_span, format_scores, label_scores, parse_scores, scores_grammar
 from rearank.grouprank.reward import compute_score, group_reward_parts
 
 
@@ -80,3 +80,18 @@ def test_reward_defaults_are_the_documented_ones():
     assert parts != group_reward_parts(LABELS, SCORES, k=11)
     assert parts != group_reward_parts(LABELS, SCORES, eps=1.01)
     assert parts != group_reward_parts(LABELS, SCORES, max_label=10)
+
+
+def test_several_listwise_options_are_all_named():
+    with pytest.raises(ValueError, match="^rank_reward, answer_weight: options of the listwise reward"):
+        compute_score("d", "", json.dumps([1]), answer_weight=0.1, rank_reward="absolute")
+
+
+@pytest.mark.parametrize("max_label", [0, -1, "3"])
+def test_max_label_option_is_checked(max_label):
+    with pytest.raises(ValueError, match="max_label"):
+        compute_score("d", "", json.dumps([1]), max_label=max_label)
+
+
+def test_an_empty_answer_block_is_an_empty_span():
+    assert answer_span("<reason>x</reason><answer></answer>") == ""
