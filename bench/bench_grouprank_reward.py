@@ -1,4 +1,4 @@
-"""Throughput of the groupwise reward (rearank.grouprank.reward.compute_score) on one core. Target: 20,000/s.
+"""Throughput of the groupwise reward (rearank.methods.groupwise.reward.compute_score) on one core. Target: 20,000/s.
 
 Completions: ~1,500 characters of reasoning that mentions document ids, then a JSON object of 20 scores
 (mostly complete; some with missing ids, out-of-range or float scores, some truncated or without tags).
@@ -14,8 +14,8 @@ import random
 
 from reward_harness import main, reasoning
 
-from rearank.grouprank.parser import format_scores
-from rearank.grouprank.reward import compute_score
+from rearank.methods.groupwise.parser import format_scores
+from rearank.methods.groupwise.reward import compute_score
 
 N_DOCS = 20
 

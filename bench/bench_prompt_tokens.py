@@ -18,8 +18,8 @@ import numpy as np
 
 from data_synthesis.tokens import PromptTokenCounter, load_tokenizer
 from rearank.data.packs import load_requests
+from rearank.methods.listwise.window import schedule
 from rearank.prompts import BUILTINS, build_messages, load_template, render_passages
-from rearank.window import schedule
 
 #: The former defaults, beside each template's declared budget.
 OLD_BUDGETS = ("300 tokens", "300 words")

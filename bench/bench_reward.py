@@ -1,4 +1,4 @@
-"""Throughput of rearank.reward.compute_score on realistic completions (one process, one core).
+"""Throughput of rearank.methods.listwise.reward.compute_score on realistic completions (one process, one core).
 
 Reported per second of the process's CPU time (a single-threaded loop, so one core), and per wall second.
 
@@ -16,8 +16,8 @@ import random
 
 from reward_harness import main, reasoning
 
-from rearank.answer import format_answer
-from rearank.reward import compute_score
+from rearank.methods.listwise.answer import format_answer
+from rearank.methods.listwise.reward import compute_score
 
 N_PASSAGES = 20
 

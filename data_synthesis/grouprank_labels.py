@@ -2,7 +2,7 @@
 
 Per query: the hybrid first stage (the pack's BM25 run and a second run, min-max normalised and fused, Eq. 5)
 keeps the top ``pool_size`` (50); a pointwise teacher scores each of them 0-10 and a listwise teacher orders all
-of them; ``S_gt`` fuses both (Eq. 6, :mod:`rearank.grouprank.labels`). Each query's teacher answers go to
+of them; ``S_gt`` fuses both (Eq. 6, :mod:`rearank.methods.groupwise.labels`). Each query's teacher answers go to
 ``teacher_traces.jsonl`` in the output folder as soon as the query is done (a rerun resumes after the last
 finished query; the settings must match). Then groups are drawn from the pool like the Rearank sets
 (:func:`data_synthesis.sampling.draw_sets`) and written as groupwise verl rows whose ground truth is ``S_gt``,
@@ -24,13 +24,13 @@ from tqdm import tqdm
 
 from data_synthesis.sampling import draw_sets, split_queries
 from data_synthesis.writers import RL_SCHEMA, staged_outputs, write_jsonl, write_parquet, write_text
-from rearank.answer import ideal_answer, parse_answer
 from rearank.backends.base import Backend, Prompt, SamplingSettings
 from rearank.errors import RearankError
-from rearank.grouprank.labels import fused_labels, parse_point_score, point_rationale, top_hybrid
-from rearank.grouprank.parser import format_scores, label_scores
-from rearank.grouprank.prompt import build_group_messages
 from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
+from rearank.methods.groupwise.labels import fused_labels, parse_point_score, point_rationale, top_hybrid
+from rearank.methods.groupwise.parser import format_scores, label_scores
+from rearank.methods.groupwise.prompt import build_group_messages
+from rearank.methods.listwise.answer import ideal_answer, parse_answer
 from rearank.ndcg import ndcg_at_k
 from rearank.prompts import build_messages
 from rearank.types import Candidate, Request

@@ -22,10 +22,10 @@ from data_synthesis.sampling import ORDERS, draw_sets, ideal_permutation, query_
 from data_synthesis.stats import recommended_max_prompt_length, render_markdown, spread, token_summary
 from data_synthesis.tokens import PromptTokenCounter
 from data_synthesis.writers import staged_outputs, write_jsonl, write_parquet, write_text
-from rearank.answer import format_answer
 from rearank.errors import RearankError
-from rearank.grouprank.prompt import load_group_template
-from rearank.grouprank.prompt import sft_target as group_sft_target
+from rearank.methods.groupwise.prompt import load_group_template
+from rearank.methods.groupwise.prompt import sft_target as group_sft_target
+from rearank.methods.listwise.answer import format_answer
 from rearank.prompts import PromptTemplate, as_budget, build_messages, load_template, render_passages
 from rearank.types import Candidate, Request
 

@@ -32,9 +32,9 @@ from eval.plots import plot_length_bins, plot_pass_curves
 from eval.results import MAIN_MEASURE, TRACES_FILE, SuiteResult, load_suite
 from eval.suites import GROUPS
 from eval.tables import MISSING, LengthBin, fmt, group_average, load_paper_figures, markdown_table
-from rearank.answer import apply_permutation
 from rearank.errors import MissingDataError, RearankError
 from rearank.io.files import atomic_write
+from rearank.methods.listwise.answer import apply_permutation
 from rearank.ndcg import ndcg_at_k
 from rearank.runfiles import read_traces
 from rearank.types import WindowTrace

@@ -22,7 +22,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from rearank.cli import main as cli_main
 from rearank.flags import add_renamed
-from rearank.window import schedule
+from rearank.methods.listwise.window import schedule
 
 NOTE = """\
 rearank demo: listwise reasoning reranking of {queries} dl19 queries (BM25 top-{top_k}, windows of {window}, step

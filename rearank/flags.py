@@ -20,9 +20,9 @@ from rearank.backends.options import parse_pairs
 from rearank.backends.registry import rerank_backends
 from rearank.engine import check_batch_size
 from rearank.errors import RearankError
-from rearank.grouprank.presets import preset
 from rearank.job import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS
 from rearank.methods import METHODS, Method, method_options, option_default
+from rearank.methods.groupwise.presets import preset
 
 #: Settings a ``--preset`` may fill, and their parser defaults (a flag still at its default takes the preset's).
 _PRESET_KEYS = ("prompt", "temperature", "top_p", "max_new_tokens", "group_size", "fusion_weight", "fusion",

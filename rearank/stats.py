@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from rearank.answer import STATUSES
 from rearank.io.files import PathLike, atomic_write
+from rearank.methods.listwise.answer import STATUSES
 from rearank.types import Result, WindowTrace
 
 

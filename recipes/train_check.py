@@ -6,7 +6,7 @@
    model's tokenizer, overlong-prompt filter on, and collates into a batch.
 3. verl's reward loop worker (reward manager loaded by ``load_reward_manager`` from the recipe's
    ``reward.custom_reward_function``) scores tokenized completions -- ideal, presented and reversed orders,
-   garbage -- through ``rearank.reward.compute_score``; scores are checked against the reward's definition.
+   garbage -- through ``compute_score`` of ``pkg://rearank.reward``; scores are checked against the reward's definition.
 4. verl's GRPO advantage on those scores has the expected signs (ideal > 0, garbage < 0).
 
     python -m recipes.train_check [--data DIR] [--rows N]
@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rearank.answer import format_answer
 from rearank.errors import RearankError
-from rearank.reward import compute_score, parse_ground_truth
+from rearank.methods.listwise.answer import format_answer
+from rearank.methods.listwise.reward import compute_score, parse_ground_truth
 from recipes import RECIPES_DIR
 from recipes.data import rl_data_dir
 

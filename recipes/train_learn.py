@@ -9,11 +9,11 @@ A CPU benchmark with the embedded SmolLM2-135M-Instruct, built so a 135M model c
    ``--sft-rows`` sets feed SFT, the remaining ones GRPO.
 2. **SFT warm start** (TRL ``SFTTrainer``) on the synthesized SFT rows (``rearank synth --sft``: target = the
    ideal permutation in the ``<think></think><answer>…</answer>`` shape), loss on the completion only.
-3. **GRPO** (TRL ``GRPOTrainer``) from the SFT model, rewarded by ``rearank.reward.compute_score`` (the
+3. **GRPO** (TRL ``GRPOTrainer``) from the SFT model, rewarded by ``rearank.methods.listwise.reward.compute_score`` (the
    reward verl's recipe uses) through the ``make train-smoke`` wrapper.
 
 The base model, the SFT model and the GRPO policy every ``--eval-every`` steps answer the held-out sets greedily;
-each answer is scored by the same reward and read by the same parser (``rearank.answer.parse_answer``):
+each answer is scored by the same reward and read by the same parser (``rearank.methods.listwise.answer.parse_answer``):
 ``mean_reward``, ``format_valid`` (parse status ``ok``), ``ndcg`` (nDCG@10 of the repaired permutation),
 ``kept_order`` (answers that keep the presented order). GRPO's end and SFT's end are compared set by set with a
 paired randomization test (``rearank.significance``). The JSON (settings, evaluations, per-set held-out
@@ -39,10 +39,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rearank.answer import parse_answer
 from rearank.errors import RearankError
 from rearank.io.files import atomic_path, atomic_write, iter_json_lines
-from rearank.reward import compute_score
+from rearank.methods.listwise.answer import parse_answer
+from rearank.methods.listwise.reward import compute_score
 from recipes.train_smoke import rearank_reward
 
 SEED = 0

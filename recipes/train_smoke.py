@@ -1,7 +1,7 @@
 """``make train-smoke``: a few GRPO steps on CPU with TRL, the embedded SmolLM2-135M-Instruct and the Rearank reward.
 
 The rows are verl parquet rows from the data-synthesis pipeline, scored by the same
-``rearank.reward.compute_score`` as the verl recipe (wrapped in TRL's reward-function signature). To keep a
+``compute_score`` of ``rearank.reward`` as the verl recipe (wrapped in TRL's reward-function signature). To keep a
 step short on a laptop CPU the default rows are synthesized from dl21 with 5 passages of at most 24 tokens;
 passage turns are further cut to 8 words and completions to 32 tokens. The default prompt is the answer-only
 ``rankgpt`` template: with the reasoning template SmolLM2-135M writes no passage id within 32 tokens, so every
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rearank.errors import RearankError
-from rearank.reward import compute_score
+from rearank.methods.listwise.reward import compute_score
 from recipes.data import synthesize_small
 
 #: Metrics every logged step must carry, finite (TRL names, plus the reward parts logged by rearank_reward).

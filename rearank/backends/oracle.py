@@ -14,8 +14,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rearank.answer import ideal_answer
 from rearank.backends.base import STOP, BackendBase, Generation, Prompt, SamplingSettings
+from rearank.methods.listwise.answer import ideal_answer
 
 
 def _listwise(labels: Sequence[int], top_grade: int) -> str:

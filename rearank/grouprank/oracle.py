@@ -1,15 +1,7 @@
-"""The groupwise oracle answer: every document of a group scored from its relevance grade."""
+"""Moved to :mod:`rearank.methods.groupwise.oracle`; this path stays an alias of it."""
 
-from __future__ import annotations
+import sys
 
-from collections.abc import Sequence
+from rearank.methods.groupwise import oracle
 
-from rearank.grouprank.parser import format_scores, label_scores
-
-
-def oracle_answer(labels: Sequence[int], top_grade: int) -> str:
-    """The groupwise completion for a group whose documents have these graded ``labels``; ``top_grade`` (the
-    highest grade of the judgments, at least 1) scores 10 (:func:`rearank.grouprank.parser.label_scores`)."""
-    grades = ", ".join(f"[{i + 1}]={label}" for i, label in enumerate(labels))
-    answer = format_scores(label_scores(labels, max(top_grade, 1)))
-    return f"<reason>Relevance judgments: {grades}.</reason>\n<answer>{answer}</answer>"
+sys.modules[__name__] = oracle

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rearank.answer import apply_permutation
 from rearank.io.files import PathLike, atomic_write
+from rearank.methods.listwise.answer import apply_permutation
 from rearank.types import WindowTrace
 
 PAGE = Path(__file__).with_name("page.html")

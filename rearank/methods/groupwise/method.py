@@ -6,7 +6,7 @@ groups it appears in, over ``shuffles`` orderings of the top-k (the first keeps 
 others are random shuffles seeded by ``seed`` and the qid). Groups are independent, so every group of a query
 is ready at its start, and a query's result does not depend on the order its groups are answered in. A group
 whose answer yields no valid score (no JSON object, or none of its ids) scores its documents by the ``fallback``.
-Prompt, parser, oracle answer and reward live in :mod:`rearank.grouprank`.
+Prompt, parser, oracle answer and reward live beside it in :mod:`rearank.methods.groupwise`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any, ClassVar
 
 from rearank.backends.base import ERROR, Generation, Prompt
 from rearank.errors import RearankError
-from rearank.grouprank.oracle import oracle_answer
-from rearank.grouprank.parser import MAX_SCORE, parse_scores, scores_grammar
-from rearank.grouprank.prompt import load_group_template
 from rearank.methods.base import Task
+from rearank.methods.groupwise.oracle import oracle_answer
+from rearank.methods.groupwise.parser import MAX_SCORE, parse_scores, scores_grammar
+from rearank.methods.groupwise.prompt import load_group_template
 from rearank.methods.listwise import check_budget, check_positive
 from rearank.prompts import BudgetLike, PromptTemplate, build_messages, render_passages
 from rearank.prompts.builder import Tokenizer

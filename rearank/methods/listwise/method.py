@@ -2,8 +2,9 @@
 
 Windows of one query depend on each other (each reorders what the previous left), so a query has one task
 ready at a time: its next window. The prompt comes from the template (:mod:`rearank.prompts`), the answer is
-read by the one parser (:func:`rearank.answer.parse_answer`) that the training reward
-(:mod:`rearank.reward`) also uses, and the schedule is :func:`rearank.window.schedule`.
+read by the one parser (:func:`rearank.methods.listwise.answer.parse_answer`) that the training reward
+(:mod:`rearank.methods.listwise.reward`) also uses, and the schedule is
+:func:`rearank.methods.listwise.window.schedule`.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rearank.answer import apply_permutation, ideal_answer, parse_answer
 from rearank.backends.base import ERROR, LENGTH, Generation, Prompt
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar, id_list_answer, template_asks
 from rearank.methods.base import Task
+from rearank.methods.listwise.answer import apply_permutation, ideal_answer, parse_answer
+from rearank.methods.listwise.window import schedule, window_count
 from rearank.prompts import BudgetLike, PromptTemplate, as_budget, build_messages, load_template, render_passages
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace
-from rearank.window import schedule, window_count
 
 
 def check_budget(passage_budget: BudgetLike) -> None:
@@ -148,5 +149,5 @@ class Listwise:
         return Result(state.request.query, head + list(cands[len(state.order):]), state.traces)
 
     def answer_text(self, labels: Sequence[int], top_grade: int = 1) -> str:
-        """The judged order of a window in the reasoning format (:func:`rearank.answer.ideal_answer`)."""
+        """The judged order of a window in the reasoning format (:func:`ideal_answer`)."""
         return ideal_answer(labels)

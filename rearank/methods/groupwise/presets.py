@@ -1,0 +1,34 @@
+"""Named groupwise settings: ``--preset grouprank-released`` reproduces GroupRank's released inference script.
+
+Values (facts from the released script): one user message listing every document as ``[i]. text``, documents
+cut to 3,000 characters, temperature 0.3, top-p 0.8, up to 8,000 new tokens, groups of 20, the candidates
+reshuffled for every repeat (the first too), and final score ``0.6 * score / 10 + 0.4 * retriever score``
+without normalisation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rearank.errors import RearankError
+
+#: Preset name -> rerank CLI settings (attribute names of ``rearank rerank``'s parsed arguments).
+PRESETS: dict[str, dict[str, Any]] = {
+    "grouprank-released": {
+        "prompt": "grouprank-released",
+        "temperature": 0.3,
+        "top_p": 0.8,
+        "max_new_tokens": 8000,
+        "group_size": 20,
+        "fusion_weight": 0.6,
+        "fusion": "raw",
+        "shuffle_all": True,
+    },
+}
+
+
+def preset(name: str) -> dict[str, Any]:
+    """The settings of a preset; :class:`RearankError` naming the known ones for an unknown name."""
+    if name not in PRESETS:
+        raise RearankError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+    return dict(PRESETS[name])
