@@ -11,7 +11,7 @@ mutants' names; modules not run this time keep their earlier entry) and prints a
 docs/testing.md. ``--show NAME`` prints a mutant's diff (run from the module's work folder by mutmut).
 
     python bench/mutation.py                      # every module (about an hour on 2 cores)
-    python bench/mutation.py rearank/window.py    # one module
+    python bench/mutation.py rearank/methods/listwise/window.py    # one module
 """
 
 from __future__ import annotations
@@ -31,26 +31,26 @@ OUT = ROOT / "bench" / "out" / "mutation.json"
 
 #: Module -> the tests that exercise it (fast tier), ranked by the risk of a silent wrong number.
 MODULES: dict[str, list[str]] = {
-    "rearank/answer.py": ["tests/unit/test_answer.py", "tests/unit/test_answer_edges.py", "tests/unit/test_reward.py",
+    "rearank/methods/listwise/answer.py": ["tests/unit/test_answer.py", "tests/unit/test_answer_edges.py", "tests/unit/test_reward.py",
                           "tests/unit/test_reward_released.py"],
-    "rearank/reward.py": ["tests/unit/test_reward.py", "tests/unit/test_reward_released.py",
+    "rearank/methods/listwise/reward.py": ["tests/unit/test_reward.py", "tests/unit/test_reward_released.py",
                           "tests/unit/test_reward_edges.py"],
     "rearank/ndcg.py": ["tests/unit/test_ndcg.py", "tests/unit/test_reward.py"],
     "rearank/metrics.py": ["tests/integration/test_metrics.py", "tests/unit/test_input_errors.py",
                            "tests/unit/test_metrics_edges.py"],
-    "rearank/window.py": ["tests/unit/test_window.py"],
-    "rearank/grouprank/parser.py": ["tests/unit/test_grouprank_parser.py", "tests/unit/test_grouprank_reward.py",
+    "rearank/methods/listwise/window.py": ["tests/unit/test_window.py"],
+    "rearank/methods/groupwise/parser.py": ["tests/unit/test_grouprank_parser.py", "tests/unit/test_grouprank_reward.py",
                                     "tests/unit/test_grouprank_edges.py"],
-    "rearank/grouprank/reward.py": ["tests/unit/test_grouprank_reward.py", "tests/unit/test_grouprank_edges.py"],
+    "rearank/methods/groupwise/reward.py": ["tests/unit/test_grouprank_reward.py", "tests/unit/test_grouprank_edges.py"],
     "rearank/rag/metrics.py": ["tests/unit/test_rag_metrics.py", "tests/unit/test_rag_metrics_edges.py"],
     "rearank/io/trec.py": ["tests/unit/test_io_formats.py", "tests/unit/test_io_files.py",
                            "tests/unit/test_io_edges.py", "tests/unit/test_runfiles.py"],
     "rearank/io/beir.py": ["tests/unit/test_io_formats.py", "tests/unit/test_packs.py", "tests/unit/test_beir_edges.py"],
     "rearank/io/qa.py": ["tests/unit/test_io_qa.py", "tests/unit/test_io_qa_edges.py", "tests/integration/test_qa_data.py"],
     "rearank/runfiles.py": ["tests/unit/test_runfiles.py", "tests/unit/test_job.py", "tests/unit/test_job_edges.py"],
-    "rearank/methods/listwise.py": ["tests/unit/test_engine_listwise.py", "tests/unit/test_engine_in_flight.py",
+    "rearank/methods/listwise/method.py": ["tests/unit/test_engine_listwise.py", "tests/unit/test_engine_in_flight.py",
                                     "tests/unit/test_listwise_method_edges.py"],
-    "rearank/methods/groupwise.py": ["tests/unit/test_grouprank_ranker.py", "tests/unit/test_groupwise_method_edges.py"],
+    "rearank/methods/groupwise/method.py": ["tests/unit/test_grouprank_ranker.py", "tests/unit/test_groupwise_method_edges.py"],
     "rearank/rag/arena/parser.py": ["tests/unit/test_arena_reward.py", "tests/unit/test_rag_format_edges.py",
                                     "tests/unit/test_rag_eval_barrag_arena.py"],
     "rearank/rag/arena/reward.py": ["tests/unit/test_arena_reward.py", "tests/unit/test_rag_format_edges.py"],

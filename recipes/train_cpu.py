@@ -127,9 +127,18 @@ def answer_kinds(stage: Stage, ground_truth: str) -> list[str]:
         return [answer.format(format_scores(label_scores(labels, 3))),
                 answer.format(format_scores(label_scores(labels[::-1], 3))),
                 answer.format(format_scores([5] * len(labels))), "I cannot score these."]
+    if stage.name == "barrag_generator":
+        # Fixed strings only: a 3.2M-parameter model cannot copy a gold answer, and verl's transformers rollout
+        # samples at temperature 1 from the whole vocabulary, so warm-starting on gold copies left every sampled
+        # answer unparseable (0 of 48 rollouts rewarded in 3 steps). These four parse or fail alike for every
+        # item yet score 0.2 (two docs cited, wrong answer), 0.8 or 1.0 (yes/no, right on HotpotQA's
+        # comparison questions) or 0 (no answer).
+        return ["<think>Doc [1] and Doc [2] say so.</think><answer>zzqx</answer>",
+                "<think>Doc [1] and Doc [2] say so.</think><answer>yes</answer>",
+                "<answer>no</answer>", "I cannot tell."]
     from recipes.train_check_rag import KINDS
 
-    mode = {"barrag_selector": "barrag-selector", "barrag_generator": "barrag-generator", "arena": "arena"}
+    mode = {"barrag_selector": "barrag-selector", "arena": "arena"}
     return list(KINDS[mode[stage.name]][0](truth).values())
 
 
