@@ -79,7 +79,7 @@ def _retryable(status: int) -> bool:
 
 
 #: Workers of one ``generate`` call over many prompts when ``concurrency`` is ``auto``; also where the engine's
-#: ``auto`` count starts (:class:`rearank.concurrency.InFlightLimit`).
+#: ``auto`` count starts (:class:`rearank.engine.concurrency.InFlightLimit`).
 POOL_FOR_AUTO = 8
 
 

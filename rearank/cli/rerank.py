@@ -164,7 +164,7 @@ def _make_reranker(args: argparse.Namespace, method: Method | None, qrels: dict[
 
 def _round_engine(args: argparse.Namespace, method: Method, generator: Any) -> Any:
     """The round-by-round engine of ``method`` on a Ray ``generator``, journaled in ``<output>.rounds.jsonl``."""
-    from rearank.rounds import Journal, RoundEngine
+    from rearank.engine.journal import Journal, RoundEngine
 
     config = _config(args)
     journal = Journal(args.output.with_name(args.output.name + ".rounds.jsonl"),

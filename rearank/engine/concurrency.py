@@ -28,7 +28,7 @@ backend: 8), never more than the windows the ready queries can fill (the engine 
   (:attr:`Generation.throttled <rearank.backends.base.Generation.throttled>`), just under the number that was in
   flight when that request was sent. A rate-limited API runs just under its limit.
 
-Every change is logged (``rearank.concurrency``, INFO) with its reason.
+Every change is logged (logger ``rearank.concurrency``, its name from before the move; INFO) with its reason.
 """
 
 from __future__ import annotations

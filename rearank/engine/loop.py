@@ -10,7 +10,7 @@ backend, hands every generation back to the method, and emits each query's resul
 * **in flight** (``concurrent`` backends: a server behind HTTP): up to ``concurrency`` tasks are outstanding at
   all times; a query's next window is sent as soon as its previous one returns, and no request waits for a
   round's slowest window. ``concurrency="auto"`` finds the count while the run goes on
-  (:class:`rearank.concurrency.InFlightLimit`): it starts from the backend's ``auto_start``, is told how many
+  (:class:`rearank.engine.concurrency.InFlightLimit`): it starts from the backend's ``auto_start``, is told how many
   windows the ready queries can fill, reads the server's load every second from the backend's
   ``server_load()`` (vLLM's and SGLang's ``/metrics``) where the server reports one, and the backend's 429/503
   answers as they come (``throttles``, their count, and ``held_at_429``, how many of its requests the server held
@@ -34,7 +34,7 @@ from typing import Any
 from tqdm import tqdm
 
 from rearank.backends.base import AUTO, CONCURRENT, Backend, Generation, SamplingSettings
-from rearank.concurrency import InFlightLimit, Ticket, parse_concurrency
+from rearank.engine.concurrency import InFlightLimit, Ticket, parse_concurrency
 from rearank.errors import RearankError
 from rearank.methods.base import Method, Task
 from rearank.types import Request, Result

@@ -1,5 +1,6 @@
 """Append-only JSON Lines logs that a rerun resumes: ``rag eval``'s ``items.jsonl``, the BAR-RAG filter log, the
-reader response cache and the round journal of ``rearank rerank --engine ray`` (:class:`rearank.rounds.Journal`).
+reader response cache and the round journal of ``rearank rerank --engine ray``
+(:class:`rearank.engine.journal.Journal`).
 
 Records are appended one line at a time and flushed (:class:`JsonlAppender`), so an interrupted run loses at most
 the line it was writing; :func:`read_jsonl_log` drops such a torn last line (with a warning, cutting it from the

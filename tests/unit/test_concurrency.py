@@ -7,7 +7,7 @@ import pytest
 
 from rearank.backends.base import ERROR, Generation
 from rearank.backends.metrics import ServerLoad, parse_load
-from rearank.concurrency import InFlightLimit, parse_concurrency
+from rearank.engine.concurrency import InFlightLimit, parse_concurrency
 from rearank.errors import RearankError
 
 TOKENS = 100  # prompt + completion tokens of a simulated window (a fixed length)

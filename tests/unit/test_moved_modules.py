@@ -1,6 +1,7 @@
-"""Modules moved into their method's folder keep their old import paths: each old path is the moved module
-itself (so ``pkg://rearank.reward`` gives verl the same ``compute_score``, and a patch through the old path
-reaches the code that runs), and a reward loaded by its old file's path finds the same functions."""
+"""Modules moved into their method's folder, the engine's package or the backends keep their old import paths:
+each old path is the moved module itself (so ``pkg://rearank.reward`` gives verl the same ``compute_score``, and a
+patch through the old path reaches the code that runs), and a reward loaded by its old file's path finds the same
+functions."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ MOVED = {
     "rearank.grouprank.presets": "rearank.methods.groupwise.presets",
     "rearank.grouprank.prompt": "rearank.methods.groupwise.prompt",
     "rearank.grouprank.rbo": "rearank.methods.groupwise.rbo",
+    "rearank.concurrency": "rearank.engine.concurrency",
+    "rearank.rounds": "rearank.engine.journal",
 }
 
 
@@ -31,7 +34,7 @@ MOVED = {
 def test_an_old_path_is_the_moved_module(old):
     module = importlib.import_module(old)
     assert module is importlib.import_module(MOVED[old])
-    assert Path(module.__file__).is_relative_to(ROOT / "rearank" / "methods")
+    assert Path(module.__file__) == ROOT.joinpath(*MOVED[old].split(".")).with_suffix(".py")
 
 
 @pytest.mark.parametrize(("old_file", "new"), [("rearank/reward.py", "rearank.methods.listwise.reward"),
@@ -52,3 +55,10 @@ def test_the_old_packages_export_what_they_did():
     assert parse_scores is moved_parse
     assert GROUPRANK_TEMPLATE.is_file() and load_group_template().name
     assert Groupwise.name == "groupwise" and Listwise.name == "listwise" and callable(check_budget)
+
+
+def test_the_engine_package_exports_what_the_engine_module_did():
+    from rearank.engine import STREAM_POLL_S, THROTTLE_CHECK_S, Engine, EngineCounts, check_batch_size, loop
+
+    assert (Engine, EngineCounts, check_batch_size) == (loop.Engine, loop.EngineCounts, loop.check_batch_size)
+    assert (STREAM_POLL_S, THROTTLE_CHECK_S) == (loop.STREAM_POLL_S, loop.THROTTLE_CHECK_S)

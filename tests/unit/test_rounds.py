@@ -6,8 +6,8 @@ from dataclasses import asdict
 import pytest
 
 from rearank.backends.oracle import OracleBackend
+from rearank.engine.journal import Journal, RoundEngine
 from rearank.errors import FormatError, RearankError
-from rearank.rounds import Journal, RoundEngine
 from tests.engines import groupwise, listwise
 from tests.unit.test_engine_listwise import SortingBackend, request, shuffled_worths
 
