@@ -153,7 +153,7 @@ def _make_reranker(args: argparse.Namespace, method: Method | None, qrels: dict[
     settings = SamplingSettings(max_new_tokens=max_new_tokens_for(args), temperature=args.temperature,
                                 top_p=args.top_p, seed=args.seed)
     if args.engine == "ray":
-        from rearank.ray_engine import RayGenerator
+        from rearank.engine.ray import RayGenerator
 
         generator = RayGenerator(args.backend, args.model, options, settings, method=method.name,
                                  batch_size=args.batch_size, progress=not args.no_progress)

@@ -3,7 +3,7 @@
 A *round* holds, for each query still in progress, the windows it can run now: the next window of its
 sliding schedule (listwise: a query's windows depend on each other), or all its groups (groupwise: groups
 are independent, so one round does them all). A generator turns the round's prompts into generations in
-any order (a Ray Dataset in :mod:`rearank.ray_engine`); the round engine applies them in schedule order with
+any order (a Ray Dataset in :mod:`rearank.engine.ray`); the round engine applies them in schedule order with
 the method's own step (:meth:`rearank.methods.base.Method.apply`), so with a deterministic backend the
 results equal those of :class:`rearank.engine.Engine`.
 

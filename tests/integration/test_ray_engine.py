@@ -9,12 +9,12 @@ import json
 import pytest
 import ray  # a dependency (rearank[train]): missing, the test must fail
 
-from rearank import ray_engine
 from rearank.backends.base import ERROR, Generation, Prompt, SamplingSettings
 from rearank.backends.registry import make_backend
 from rearank.cli import main
+from rearank.engine import ray as ray_engine
+from rearank.engine.ray import vllm_generation, vllm_processor
 from rearank.methods import METHODS
-from rearank.ray_engine import vllm_generation, vllm_processor
 
 
 @pytest.fixture(scope="module")

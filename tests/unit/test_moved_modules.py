@@ -27,6 +27,7 @@ MOVED = {
     "rearank.grouprank.rbo": "rearank.methods.groupwise.rbo",
     "rearank.concurrency": "rearank.engine.concurrency",
     "rearank.rounds": "rearank.engine.journal",
+    "rearank.ray_engine": "rearank.engine.ray",
 }
 
 
