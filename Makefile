@@ -51,7 +51,7 @@ test: setup
 	$(BIN)/python -m pytest -q -m "not slow and not vllm" tests
 
 test-slow: setup browser
-	$(BIN)/python -m pytest -q -m "slow and not train_all" tests
+	$(BIN)/python -m pytest -q -m "slow" tests
 
 test-train-all: setup
 	$(BIN)/python -m pytest -q -m "train_all" tests
