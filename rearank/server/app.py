@@ -1,8 +1,8 @@
 """The rerank server's FastAPI app: the Jina, Cohere v2 and chat-completions shapes over one :class:`Reranker`.
 
 Routes: ``POST /v1/rerank`` and ``POST /rerank`` (Jina shape, as vLLM's), ``POST /v2/rerank`` (Cohere v2),
-``POST /v1/chat/completions`` (the chat schema of :mod:`rearank.serve`), ``GET /health``, ``GET /v1/models``.
-Scores and the ``rearank`` extension field are described in docs/serving.md.
+``POST /v1/chat/completions`` (the chat schema of :mod:`rearank.backends.chat_server`), ``GET /health``,
+``GET /v1/models``. Scores and the ``rearank`` extension field are described in docs/serving.md.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rearank.api import Ranking, Reranker, rank_scores
+from rearank.backends.chat_server import chat_completion
 from rearank.errors import RearankError
-from rearank.serve import chat_completion
 from rearank.server.feed import Feed, Overloaded
 from rearank.types import Candidate, Query
 from rearank.types import Request as RerankRequest

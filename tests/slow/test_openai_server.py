@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from rearank.backends.base import Prompt, SamplingSettings
-from rearank.serve import ChatServer
+from rearank.backends.chat_server import ChatServer
 
 pytestmark = pytest.mark.slow
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,7 @@ MOVED = {
     "rearank.concurrency": "rearank.engine.concurrency",
     "rearank.rounds": "rearank.engine.journal",
     "rearank.ray_engine": "rearank.engine.ray",
+    "rearank.serve": "rearank.backends.chat_server",
 }
 
 
@@ -63,3 +66,9 @@ def test_the_engine_package_exports_what_the_engine_module_did():
 
     assert (Engine, EngineCounts, check_batch_size) == (loop.Engine, loop.EngineCounts, loop.check_batch_size)
     assert (STREAM_POLL_S, THROTTLE_CHECK_S) == (loop.STREAM_POLL_S, loop.THROTTLE_CHECK_S)
+
+
+def test_the_chat_server_still_starts_by_its_old_module_path():
+    out = subprocess.run([sys.executable, "-m", "rearank.serve", "--help"], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout
+    assert out.startswith("usage: python -m rearank.serve") and "--backend" in out

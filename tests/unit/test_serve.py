@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.backends.chat_server import ChatServer
 from rearank.backends.openai import OpenAIBackend
-from rearank.serve import ChatServer
 
 
 class Reverser:
