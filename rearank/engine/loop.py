@@ -33,7 +33,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from rearank.backends.base import AUTO, CONCURRENT, Backend, Generation, SamplingSettings
+from rearank.backends.base import AUTO, BATCH, CONCURRENT, Backend, Generation, Prompt, SamplingSettings
 from rearank.engine.concurrency import InFlightLimit, Ticket, parse_concurrency
 from rearank.errors import RearankError
 from rearank.methods.base import Method, Task
@@ -83,18 +83,50 @@ class Engine:
     tokenizer when it has none, and the backend answers in the method's format (the oracles).
     """
 
-    def __init__(self, backend: Backend, method: Method, settings: SamplingSettings | None = None, *,
+    def __init__(self, backend: Backend, method: Method | None = None, settings: SamplingSettings | None = None, *,
                  batch_size: int = 32, in_flight: bool | None = None, concurrency: int | str | None = None) -> None:
         check_batch_size(batch_size)
-        if method.tokenizer is None and backend.tokenizer is not None:
+        if method is not None and method.tokenizer is None and backend.tokenizer is not None:
             method = replace(method, tokenizer=backend.tokenizer)  # type: ignore[type-var]
-        self.method = method
-        self.backend = backend.answer_format(method)
+        self._method = method
+        self.backend = backend.answer_format(method) if method is not None else backend
         self.settings = settings or SamplingSettings()
         self.batch_size = batch_size
-        self.in_flight = backend.calls == CONCURRENT if in_flight is None else in_flight
-        self.concurrency = parse_concurrency(concurrency if concurrency is not None else backend.concurrency)
+        # a backend with only ``generate`` (a reader's duck-typed one) has BackendBase's defaults
+        calls, own = getattr(backend, "calls", BATCH), getattr(backend, "concurrency", AUTO)
+        self.in_flight = calls == CONCURRENT if in_flight is None else in_flight
+        self.concurrency = parse_concurrency(concurrency if concurrency is not None else own)
         self.counts = EngineCounts()
+
+    @property
+    def method(self) -> Method:
+        """The method reranking runs (:meth:`rerank`, :meth:`serve`); an engine built without one only generates."""
+        if self._method is None:
+            raise RearankError("this engine was built without a method: it can only generate (Engine.generate)")
+        return self._method
+
+    def generate(self, prompts: Sequence[Prompt], progress: bool = False, desc: str = "generate") -> list[Generation]:
+        """One generation per prompt, in order, by the same schedule as reranking (``batch_size`` prompts a call
+        on a batch backend, prompts in flight on a concurrent one): how readers, the BAR-RAG selector and the
+        judge call a backend."""
+        out: list[Generation | None] = [None] * len(prompts)
+        bar = tqdm(total=len(prompts), unit="prompt", disable=not progress, desc=desc, dynamic_ncols=True)
+
+        def answered(query: _Query, task: Task, generation: Generation) -> list[Task]:
+            self.counts.add(generation)
+            out[query.slot] = generation
+            bar.update(1)
+            return []
+
+        starts = ((_Query(slot, None, 1), [Task(0, prompt)]) for slot, prompt in enumerate(prompts))
+        try:
+            if self.in_flight:
+                self._in_flight(starts, answered, total=len(prompts))
+            else:
+                self._batches(starts, answered)
+        finally:
+            bar.close()
+        return [g for g in out if g is not None]
 
     def rerank(self, requests: Sequence[Request], on_result: Callable[[Result], None] | None = None,
                progress: bool = True) -> list[Result]:

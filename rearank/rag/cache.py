@@ -13,6 +13,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
@@ -49,11 +50,12 @@ class ResponseCache:
         self.entries.update((str(r["key"]), _generation(r)) for r in records)
 
     def get(self, key: str) -> Generation | None:
-        found = self.entries.get(key)
-        if found is None:
-            self.misses += 1
-        else:
-            self.hits += 1
+        with self._lock:
+            found = self.entries.get(key)
+            if found is None:
+                self.misses += 1
+            else:
+                self.hits += 1
         return found
 
     def put(self, key: str, generation: Generation) -> None:
@@ -72,7 +74,9 @@ class ResponseCache:
 
 
 class CachedBackend:
-    """Wrap a backend: greedy prompts already answered come from ``cache``, the rest go in one batch."""
+    """Wrap a backend: greedy prompts already answered come from ``cache``, the rest go in one batch. Everything
+    else (``calls``, ``concurrency``, ``tokenizer``, a server's load and 429 counts) is the wrapped backend's, so
+    the engine schedules a cached backend as it would the backend itself; calls may come from many threads."""
 
     def __init__(self, backend: Backend, model: str, cache: ResponseCache | None = None) -> None:
         self.backend = backend
@@ -80,10 +84,16 @@ class CachedBackend:
         self.model = model
         self.cache = cache if cache is not None else ResponseCache()
         self.generated = 0  # prompts actually sent to the backend
+        self._count = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "backend":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
+        return getattr(self.backend, name)
 
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
         if settings.temperature > 0:
-            self.generated += len(prompts)
+            self._sent(len(prompts))
             return self._call(list(prompts), settings)
         keys = [cache_key(self.model, p, settings) for p in prompts]
         out: list[Generation | None] = [self.cache.get(k) for k in keys]
@@ -93,13 +103,17 @@ class CachedBackend:
                 todo[key] = i
         if todo:
             fresh = self._call([prompts[i] for i in todo.values()], settings)
-            self.generated += len(todo)
+            self._sent(len(todo))
             made = dict(zip(todo, fresh))
             for key, generation in made.items():
                 if generation.finish_reason != "error":
                     self.cache.put(key, generation)
             out = [made[k] if g is None else g for k, g in zip(keys, out)]
         return [g for g in out if g is not None]
+
+    def _sent(self, n: int) -> None:
+        with self._count:
+            self.generated += n
 
     def _call(self, prompts: list[Prompt], settings: SamplingSettings) -> list[Generation]:
         generations = list(self.backend.generate(prompts, settings))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
+from rearank.engine import Engine
 from rearank.errors import RearankError
 from rearank.prompts import truncate_texts
 from rearank.rag.cache import CachedBackend, ResponseCache
@@ -188,11 +189,9 @@ class LLMReader:
 
 def generate(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSettings,
              batch_size: int) -> list[Generation]:
-    """Generate ``prompts`` through ``backend``, ``batch_size`` a call."""
-    out: list[Generation] = []
-    for start in range(0, len(prompts), batch_size):
-        out.extend(backend.generate(prompts[start:start + batch_size], settings))
-    return out
+    """Generate ``prompts`` through ``backend`` by the engine's schedule (:meth:`rearank.engine.Engine.generate`):
+    ``batch_size`` a call on a batch backend, in flight (``concurrency``, ``auto`` by default) on a server."""
+    return Engine(backend, settings=settings, batch_size=batch_size).generate(prompts)
 
 
 def complete(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSettings, batch_size: int) -> list[str]:

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from rearank.backends.base import BATCH, CONCURRENT
+from rearank.backends.base import BATCH, CONCURRENT, Generation, Prompt
 from rearank.backends.oracle import OracleBackend
+from rearank.engine import Engine
 from rearank.errors import RearankError
 from tests.engines import groupwise, listwise
 from tests.unit.test_engine_listwise import SortingBackend, request, shuffled_worths
@@ -124,3 +125,48 @@ def test_the_progress_bar_shows_autos_current_limit(capsys, concurrency, shown):
     bar = capsys.readouterr().err
     assert "windows=" in bar
     assert (shown in bar) if shown else ("in_flight=" not in bar)
+
+
+class Echo:
+    """Answers each prompt with its qid; records every call's size and the most calls running at once."""
+
+    def __init__(self, calls=BATCH, concurrency="auto"):
+        self.calls, self.concurrency = calls, concurrency
+        self.batches, self.lock, self.running, self.most = [], threading.Lock(), 0, 0
+
+    def generate(self, prompts, settings):
+        with self.lock:
+            self.batches.append(len(prompts))
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(random.Random(prompts[0].qid).uniform(0, 0.004) if self.calls == CONCURRENT else 0)
+        with self.lock:
+            self.running -= 1
+        return [Generation(p.qid, 1, 1) for p in prompts]
+
+
+def prompts(n):
+    return [Prompt(messages=({"role": "user", "content": str(i)},), qid=f"p{i}") for i in range(n)]
+
+
+def test_generate_gives_one_generation_per_prompt_in_order_in_batches():
+    backend = Echo()
+    out = Engine(backend, batch_size=3).generate(prompts(7))
+    assert [g.text for g in out] == [f"p{i}" for i in range(7)]
+    assert backend.batches == [3, 3, 1]
+
+
+def test_generate_on_a_concurrent_backend_sends_prompts_in_flight_and_keeps_their_order():
+    backend = Echo(CONCURRENT, concurrency=3)
+    engine = Engine(backend, batch_size=32)
+    assert engine.in_flight
+    out = engine.generate(prompts(20))
+    assert [g.text for g in out] == [f"p{i}" for i in range(20)]
+    assert backend.batches == [1] * 20 and backend.most <= 3
+    assert engine.counts.windows == 20
+
+
+def test_an_engine_without_a_method_only_generates():
+    engine = Engine(Echo())
+    with pytest.raises(RearankError, match="without a method"):
+        engine.rerank(requests(1), progress=False)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
-from rearank.backends.base import Generation, SamplingSettings
+from rearank.backends.base import CONCURRENT, Generation, SamplingSettings
 from rearank.errors import FormatError, RearankError
 from rearank.rag.cache import CachedBackend, ResponseCache, cache_key
 from rearank.rag.readers import (
@@ -154,3 +155,30 @@ def test_spread_reader_splits_a_batch_over_servers_in_order():
     assert len(shared.entries) == 5
     with pytest.raises(RearankError, match="list of base_url"):
         make_reader("hf", "m", base_url=["http://a/v1"])
+
+
+class ServerLike:
+    """One prompt a call from many threads, as an OpenAI-compatible server takes them: the first two calls wait
+    for each other (so a reader that sent one prompt at a time would fail here), answers are each prompt's qid."""
+
+    name, calls, concurrency = "served", CONCURRENT, 4
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.met = threading.Barrier(2, timeout=10)
+
+    def generate(self, prompts, settings):
+        self.batches.append(len(prompts))
+        if len(self.batches) <= 2:
+            self.met.wait()
+        return [Generation(f"Answer: {p.qid}", 10, 3) for p in prompts]
+
+
+def test_llm_reader_on_a_concurrent_backend_reads_in_flight_through_the_engine():
+    backend = ServerLike()
+    reader = LLMReader(backend, "m", template="plain", batch_size=8)
+    items = [QAItem(f"q{i}", f"Question {i}?", ("x",), PASSAGES) for i in range(8)]
+    out = reader.read([(item, PASSAGES[:1]) for item in items])
+    assert [o.answer for o in out] == [f"q{i}" for i in range(8)]  # in the batch's order
+    assert backend.batches == [1] * 8 and reader.generated == 8
+    assert reader.read([(items[0], PASSAGES[:1])])[0].answer == "q0" and backend.batches == [1] * 8  # cached
