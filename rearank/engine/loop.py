@@ -120,10 +120,7 @@ class Engine:
 
         starts = ((_Query(slot, None, 1), [Task(0, prompt)]) for slot, prompt in enumerate(prompts))
         try:
-            if self.in_flight:
-                self._in_flight(starts, answered, total=len(prompts))
-            else:
-                self._batches(starts, answered)
+            self._run(starts, answered, total=len(prompts))
         finally:
             bar.close()
         return [g for g in out if g is not None]
@@ -143,21 +140,15 @@ class Engine:
             bar.update(1)
 
         def answered(query: _Query, task: Task, generation: Generation) -> list[Task]:
-            self.counts.add(generation)
-            query.outstanding -= 1
-            ready = self.method.apply(query.state, task, generation)
-            query.outstanding += len(ready)
-            if not query.outstanding:
-                finish(query)
+            ready = self._apply(query, task, generation, finish)
             elapsed = max(time.perf_counter() - started, 1e-9)
             limit = {"in_flight": self.counts.limits[-1]} if self.counts.limits else {}  # auto's current limit
             bar.set_postfix(windows=self.counts.windows, tok_s=f"{self.counts.completion_tokens / elapsed:.1f}",
                             **limit, refresh=False)
             return ready
 
-        run = functools.partial(self._in_flight, total=len(requests)) if self.in_flight else self._batches
         try:
-            run(self._starts(enumerate(requests), finish), answered)
+            self._run(self._starts(enumerate(requests), finish), answered, total=len(requests))
         finally:
             bar.close()
         return [r for r in results if r is not None]
@@ -174,18 +165,25 @@ class Engine:
         def finish(query: _Query) -> None:
             on_result(self.method.result(query.state))
 
-        def answered(query: _Query, task: Task, generation: Generation) -> list[Task]:
-            self.counts.add(generation)
-            query.outstanding -= 1
-            ready = self.method.apply(query.state, task, generation)
-            query.outstanding += len(ready)
-            if not query.outstanding:
-                finish(query)
-            return ready
-
         starts = self._starts(((slot, request) for slot, request in enumerate(stream)), finish)
+        self._run(starts, functools.partial(self._apply, finish=finish), total=None)
+
+    def _apply(self, query: _Query, task: Task, generation: Generation,
+               finish: Callable[[_Query], None]) -> list[Task]:
+        """Hand ``generation`` to the method; ``finish`` the query once none of its tasks is outstanding."""
+        self.counts.add(generation)
+        query.outstanding -= 1
+        ready = self.method.apply(query.state, task, generation)
+        query.outstanding += len(ready)
+        if not query.outstanding:
+            finish(query)
+        return ready
+
+    def _run(self, starts: Iterator[tuple[_Query, list[Task]] | None],
+             answered: Callable[[_Query, Task, Generation], list[Task]], total: int | None) -> None:
+        """Send the tasks ``starts`` gives by the engine's schedule: in flight, or in batches."""
         if self.in_flight:
-            self._in_flight(starts, answered, total=None)
+            self._in_flight(starts, answered, total=total)
         else:
             self._batches(starts, answered)
 
