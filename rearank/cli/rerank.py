@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -153,23 +152,16 @@ def _make_reranker(args: argparse.Namespace, method: Method | None, qrels: dict[
     settings = SamplingSettings(max_new_tokens=max_new_tokens_for(args), temperature=args.temperature,
                                 top_p=args.top_p, seed=args.seed)
     if args.engine == "ray":
-        from rearank.engine.ray import RayGenerator
+        from rearank.engine.journal import Journal
+        from rearank.engine.ray import ROUND, RayBackend
 
-        generator = RayGenerator(args.backend, args.model, options, settings, method=method.name,
-                                 batch_size=args.batch_size, progress=not args.no_progress)
-        return _round_engine(args, replace(method, tokenizer=generator.tokenizer), generator)
+        ray = RayBackend(args.backend, args.model, options, settings, method=method.name,
+                         batch_size=args.batch_size, progress=not args.no_progress)
+        journal = Journal(args.output.with_name(args.output.name + ".rounds.jsonl"),
+                          job.resume_settings(_config(args)), resume=args.resume)
+        return Engine(ray, method, settings, batch_size=ROUND, journal=journal)
     backend = registry.make_backend(args.backend, args.model, **options)
     return Engine(backend, method, settings, batch_size=args.batch_size)
-
-
-def _round_engine(args: argparse.Namespace, method: Method, generator: Any) -> Any:
-    """The round-by-round engine of ``method`` on a Ray ``generator``, journaled in ``<output>.rounds.jsonl``."""
-    from rearank.engine.journal import Journal, RoundEngine
-
-    config = _config(args)
-    journal = Journal(args.output.with_name(args.output.name + ".rounds.jsonl"),
-                      job.resume_settings(config), resume=args.resume)
-    return RoundEngine(method, generator, journal)
 
 
 def _config(args: argparse.Namespace) -> dict[str, Any]:

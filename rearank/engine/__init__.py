@@ -1,6 +1,6 @@
-"""The engine: the one reranking loop (:mod:`.loop`, :class:`Engine`), its in-flight count (:mod:`.concurrency`),
-the round-by-round engine with its journal (:mod:`.journal`) and its rounds on a Ray cluster (:mod:`.ray`, imported
-only by ``--engine ray``). The old module paths ``rearank.concurrency``, ``rearank.rounds`` and
+"""The engine: the one loop every method runs on (:mod:`.loop`, :class:`Engine`), its in-flight count
+(:mod:`.concurrency`), its journal for resume window by window (:mod:`.journal`), and a backend that runs its
+rounds on a Ray cluster (:mod:`.ray`, imported only by ``--engine ray``). The old module paths ``rearank.concurrency``, ``rearank.rounds`` and
 ``rearank.ray_engine`` stay aliases of the moved modules.
 """
 

@@ -19,6 +19,11 @@ backend, hands every generation back to the method, and emits each query's resul
 With a deterministic backend both schedules give the same results and traces: a method's state depends only on
 the answers, never on their order (listwise has one window of a query out at a time; groupwise sums in group
 order).
+
+A :class:`rearank.engine.journal.Journal` makes a run resumable window by window: every answer is appended as
+it arrives, an answer already in the journal is replayed instead of sent, and the journal is deleted when the
+run completes. A backend that hands a batch's answers back as they come (``stream``, e.g. Ray,
+:mod:`rearank.engine.ray`) has each one journaled as it arrives, so a kill mid-batch loses none of them.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from tqdm import tqdm
 
 from rearank.backends.base import AUTO, BATCH, CONCURRENT, Backend, Generation, Prompt, SamplingSettings
 from rearank.engine.concurrency import InFlightLimit, Ticket, parse_concurrency
+from rearank.engine.journal import Journal
 from rearank.errors import RearankError
 from rearank.methods.base import Method, Task
 from rearank.types import Request, Result
@@ -79,12 +85,14 @@ class Engine:
     ``batch_size``: tasks per backend call on a batch backend. ``in_flight``: None follows the backend (windows
     in flight on a ``concurrent`` backend, batches otherwise); False forces batches (lockstep rounds of
     ``batch_size`` even on a server), True forces windows in flight. ``concurrency``: tasks in flight, a number
-    or ``"auto"`` (default: the backend's own ``concurrency``, else ``"auto"``). The method gets the backend's
-    tokenizer when it has none, and the backend answers in the method's format (the oracles).
+    or ``"auto"`` (default: the backend's own ``concurrency``, else ``"auto"``). ``journal``: where answers are
+    kept for resume (see the module docstring). The method gets the backend's tokenizer when it has none, and the
+    backend answers in the method's format (the oracles).
     """
 
     def __init__(self, backend: Backend, method: Method | None = None, settings: SamplingSettings | None = None, *,
-                 batch_size: int = 32, in_flight: bool | None = None, concurrency: int | str | None = None) -> None:
+                 batch_size: int = 32, in_flight: bool | None = None, concurrency: int | str | None = None,
+                 journal: Journal | None = None) -> None:
         check_batch_size(batch_size)
         if method is not None and method.tokenizer is None and backend.tokenizer is not None:
             method = replace(method, tokenizer=backend.tokenizer)  # type: ignore[type-var]
@@ -97,6 +105,7 @@ class Engine:
         self.in_flight = calls == CONCURRENT if in_flight is None else in_flight
         self.concurrency = parse_concurrency(concurrency if concurrency is not None else own)
         self.counts = EngineCounts()
+        self.journal = journal
 
     @property
     def method(self) -> Method:
@@ -127,7 +136,8 @@ class Engine:
 
     def rerank(self, requests: Sequence[Request], on_result: Callable[[Result], None] | None = None,
                progress: bool = True) -> list[Result]:
-        """Rerank every request; return results in input order, calling ``on_result`` as each query finishes."""
+        """Rerank every request; return results in input order, calling ``on_result`` as each query finishes.
+        The journal, if any, is closed at the end, and deleted when every request finished."""
         results: list[Result | None] = [None] * len(requests)
         bar = tqdm(total=len(requests), unit="query", disable=not progress, desc=f"rerank {self.method.name}",
                    dynamic_ncols=True)
@@ -147,10 +157,14 @@ class Engine:
                             **limit, refresh=False)
             return ready
 
+        complete = False
         try:
             self._run(self._starts(enumerate(requests), finish), answered, total=len(requests))
+            complete = True
         finally:
             bar.close()
+            if self.journal is not None:
+                self.journal.close(remove=complete)
         return [r for r in results if r is not None]
 
     def serve(self, stream: Iterable[Request | None], on_result: Callable[[Result], None]) -> None:
@@ -255,7 +269,11 @@ class Engine:
                         unstarted -= total is not None
                         queue.extend((started[0], task) for task in started[1])
                     query, task = queue.popleft()
-                    future = pool.submit(self.backend.generate, [task.prompt], self.settings)
+                    known = self._journaled(task)
+                    if known is not None:  # resumed: answered by the journal, not sent
+                        queue.extendleft((query, ready) for ready in reversed(answered(query, task, known)))
+                        continue
+                    future = pool.submit(self._generate, [task])
                     running[future] = (query, task, limit.sent())
                 if not running:
                     finished = True
@@ -277,8 +295,30 @@ class Engine:
             # interrupted: do not wait for requests in flight (closing the backend ends them)
             pool.shutdown(wait=finished, cancel_futures=True)
 
+    def _journaled(self, task: Task) -> Generation | None:
+        """The journal's answer to ``task``, if it has one."""
+        return None if self.journal is None else self.journal.entries.get((task.prompt.qid, task.index))
+
     def _generate(self, tasks: list[Task]) -> list[Generation]:
-        return self._checked(self.backend.generate([t.prompt for t in tasks], self.settings), len(tasks))
+        """Answers to ``tasks`` in order: from the journal where it has them, else from the backend (journaled)."""
+        out = [self._journaled(task) for task in tasks]
+        todo = [i for i, known in enumerate(out) if known is None]
+        if not todo:
+            return out  # type: ignore[return-value]
+        prompts = [tasks[i].prompt for i in todo]
+        stream = getattr(self.backend, "stream", None)
+        answers = (stream(prompts, self.settings) if stream is not None
+                   else enumerate(self._checked(self.backend.generate(prompts, self.settings), len(prompts))))
+        for row, generation in answers:
+            task = tasks[todo[row]]
+            out[todo[row]] = generation
+            if self.journal is not None:
+                self.journal.add(task.prompt.qid, task.index, generation)
+        missing = [tasks[i] for i in todo if out[i] is None]
+        if missing:
+            raise RearankError(f"backend {self.backend.name!r} returned nothing for {len(missing)} windows (first: "
+                               f"query {missing[0].prompt.qid!r}, window {missing[0].index})")
+        return out  # type: ignore[return-value]
 
     def _checked(self, generations: Sequence[Generation], expected: int) -> list[Generation]:
         if len(generations) != expected:

@@ -1,7 +1,9 @@
-"""Ray Data stages that generate one round of windows across a Ray cluster (``rearank rerank --engine ray``).
+"""A backend that generates across a Ray cluster with Ray Data (``rearank rerank --engine ray``).
 
-Each round of :class:`rearank.engine.journal.RoundEngine` becomes a Ray Dataset with one row per window
-(``row``, ``qid``, ``docids``, ``messages``), mapped through:
+:class:`RayBackend` is a batch backend of the one engine (:class:`rearank.engine.Engine`), which hands it a
+*round*: every window the queries have ready (:data:`ROUND`), the next window of each listwise query or all the
+groups of each groupwise one. The round becomes a Ray Dataset with one row per window (``row``, ``qid``,
+``docids``, ``messages``), mapped through:
 
 - ``vllm``: Ray Data LLM (:func:`ray.data.llm.build_processor` with a
   :class:`ray.data.llm.vLLMEngineProcessorConfig`): vLLM engine replicas over the cluster's GPUs, the
@@ -12,9 +14,9 @@ Each round of :class:`rearank.engine.journal.RoundEngine` becomes a Ray Dataset 
   pool, each actor building the backend once (``concurrency``, ``num_cpus``, ``num_gpus``, ``batch_size``
   are Ray's; the other options are the backend's).
 
-The driver (this process) collects the generations, applies them and builds the next round, so
-dependent windows stay correct. Ray connects to ``RAY_ADDRESS`` when it is set, else starts a local
-instance.
+The engine on the driver (this process) gets the generations as they arrive (``stream``, journaled one by one),
+applies them and builds the next round, so dependent windows stay correct. Ray connects to ``RAY_ADDRESS`` when
+it is set, else starts a local instance.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rearank.backends.base import ERROR, LENGTH, STOP, Generation, Prompt, SamplingSettings
+from rearank.backends.base import ERROR, LENGTH, STOP, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.registry import make_backend
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar
@@ -34,6 +36,8 @@ from rearank.models import resolve_model
 
 #: ``map_batches`` options taken from ``-O`` for the non-vLLM backends.
 MAP_OPTIONS = ("concurrency", "num_cpus", "num_gpus", "batch_size")
+#: The engine's ``batch_size`` on Ray: every ready window in one call (a round); Ray splits it into blocks.
+ROUND = 2**31 - 1
 
 
 def _ray() -> Any:
@@ -163,11 +167,11 @@ class BackendActor:
                 "think_budget_hit": [g.think_budget_hit for g in generations]}
 
 
-class RayGenerator:
-    """Generate a round's prompts on a Ray cluster: Ray Data LLM for ``vllm``, ``map_batches`` otherwise.
+class RayBackend(BackendBase):
+    """Generate on a Ray cluster: Ray Data LLM for ``vllm``, ``map_batches`` over ``backend`` otherwise.
 
-    Calling it generates one round for :class:`rearank.engine.journal.RoundEngine`; ``tokenizer`` is what the method
-    cuts passages with on the driver.
+    ``tokenizer`` is what the method cuts passages with on the driver; ``settings`` are fixed when the Ray stage
+    is built (vLLM's sampling parameters are part of it).
     """
 
     name = "ray"
@@ -189,11 +193,11 @@ class RayGenerator:
             self.processor = lambda ds: ds.map_batches(BackendActor, fn_constructor_args=actor_args,
                                                        batch_format="pyarrow", **stage)
 
-    def __call__(self, items: Sequence[tuple[int, Prompt]]) -> Iterator[tuple[int, Generation]]:
-        """One round: a Dataset of ``items`` through the stage; yields generations as they arrive."""
+    def stream(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> Iterator[tuple[int, Generation]]:
+        """A Dataset of ``prompts`` through the stage; yields ``(position, generation)`` as they arrive."""
         import ray
 
-        dataset = self.processor(ray.data.from_items(prompt_rows(items)))
+        dataset = self.processor(ray.data.from_items(prompt_rows(list(enumerate(prompts)))))
         for row in dataset.iter_rows():
             if self.backend == "vllm":
                 yield int(row["row"]), vllm_generation(row, self.settings.max_new_tokens)
@@ -203,3 +207,12 @@ class RayGenerator:
                     completion_tokens=int(row["completion_tokens"]), finish_reason=row["finish_reason"],
                     latency_s=float(row["latency_s"]), think_tokens=None if row["think_tokens"] is None else int(row["think_tokens"]),
                     think_budget_hit=bool(row["think_budget_hit"]))
+
+    def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
+        """The generations of :meth:`stream`, in the order of ``prompts``."""
+        out: list[Generation | None] = [None] * len(prompts)
+        for position, generation in self.stream(prompts, settings):
+            out[position] = generation
+        if any(g is None for g in out):
+            raise RearankError(f"Ray returned {sum(g is None for g in out)} of {len(prompts)} windows empty")
+        return out  # type: ignore[return-value]

@@ -9,7 +9,7 @@ import json
 import pytest
 import ray  # a dependency (rearank[train]): missing, the test must fail
 
-from rearank.backends.base import ERROR, Generation, Prompt, SamplingSettings
+from rearank.backends.base import ERROR, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.registry import make_backend
 from rearank.cli import main
 from rearank.engine import ray as ray_engine
@@ -114,38 +114,38 @@ def test_vllm_rows_go_through_the_real_ray_data_llm_processor(local_ray, tmp_pat
     assert failed.finish_reason == ERROR
 
 
-class InProcess:
-    """Stands in for RayGenerator (same signature) to test the CLI's journal wiring without a cluster.
+class InProcess(BackendBase):
+    """Stands in for RayBackend (same signature) to test the CLI's journal wiring without a cluster.
 
     Generates with the real backend in this process; the ``stop_at``-th round raises KeyboardInterrupt.
     """
 
-    name, tokenizer, calls, stop_at = "ray", None, 0, None
+    name, calls_made, stop_at = "ray", 0, None
 
     def __init__(self, backend, model, options, settings, *, method="listwise", batch_size=32, progress=True):
         self.backend = make_backend(backend, model, **options).answer_format(METHODS[method]())
         self.settings = settings
 
-    def __call__(self, items):
-        InProcess.calls += 1
-        if InProcess.calls == InProcess.stop_at:
+    def stream(self, prompts, settings):
+        InProcess.calls_made += 1
+        if InProcess.calls_made == InProcess.stop_at:
             raise KeyboardInterrupt
-        yield from zip([row for row, _ in items], self.backend.generate([p for _, p in items], self.settings))
+        yield from enumerate(self.backend.generate(prompts, self.settings))
 
 
 def test_an_interrupted_ray_run_resumes_by_round(dl19_env, tmp_path, monkeypatch):
     args = ["rerank", "--dataset", "dl19", "--backend", "oracle", "--max-queries", "3", "--no-progress"]
     local = tmp_path / "local.trec"
     assert main([*args, "--output", str(local)]) == 0
-    monkeypatch.setattr(ray_engine, "RayGenerator", InProcess)
+    monkeypatch.setattr(ray_engine, "RayBackend", InProcess)
     out, journal = tmp_path / "ray.trec", tmp_path / "ray.trec.rounds.jsonl"
-    InProcess.calls, InProcess.stop_at = 0, 5  # rounds 1-4 of 9 done, then a kill
+    InProcess.calls_made, InProcess.stop_at = 0, 5  # rounds 1-4 of 9 done, then a kill
     assert main([*args, "--engine", "ray", "--output", str(out)]) == 130
     assert out.read_text() == "" and len(journal.read_text().splitlines()) == 1 + 4 * 3  # header + 4 rounds x 3
     assert main([*args, "--engine", "ray", "--window", "10", "--output", str(out), "--resume"]) == 2  # other settings
-    InProcess.calls, InProcess.stop_at = 0, None
+    InProcess.calls_made, InProcess.stop_at = 0, None
     assert main([*args, "--engine", "ray", "--output", str(out), "--resume"]) == 0
-    assert InProcess.calls == 9 - 4  # only the rounds not in the journal
+    assert InProcess.calls_made == 9 - 4  # only the rounds not in the journal
     assert out.read_text() == local.read_text() and not journal.exists()
     assert traces_without_latency(tmp_path / "ray.trec.traces.jsonl") == traces_without_latency(
         tmp_path / "local.trec.traces.jsonl")

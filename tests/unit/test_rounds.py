@@ -1,12 +1,16 @@
-"""The round engine (``--engine ray`` without Ray): same results as the local driver, one call per round, resume."""
+"""Rounds on the one engine (``--engine ray`` without Ray): a batch of every ready window per call, a backend
+that streams its answers in any order, the journal that resumes window by window."""
 
 import json
 from dataclasses import asdict
 
 import pytest
 
+from rearank.backends.base import BackendBase
 from rearank.backends.oracle import OracleBackend
-from rearank.engine.journal import Journal, RoundEngine
+from rearank.engine import Engine
+from rearank.engine.journal import Journal
+from rearank.engine.ray import ROUND
 from rearank.errors import FormatError, RearankError
 from tests.engines import groupwise, listwise
 from tests.unit.test_engine_listwise import SortingBackend, request, shuffled_worths
@@ -14,20 +18,22 @@ from tests.unit.test_engine_listwise import SortingBackend, request, shuffled_wo
 CONFIG = {"window": 4, "step": 2}
 
 
-class Rounds:
-    """An in-process generator over a backend: yields each round's rows in reverse order, counts rows and calls.
+class Rounds(BackendBase):
+    """A streaming backend over another: yields each call's answers in reverse order, counts rows and calls.
 
     ``stop_after`` rows in all, it raises KeyboardInterrupt (a kill mid-round).
     """
+
+    name = "rounds"
 
     def __init__(self, backend, stop_after=None):
         self.backend, self.stop_after = backend, stop_after
         self.calls = self.rows = 0
 
-    def __call__(self, items):
+    def stream(self, prompts, settings):
         self.calls += 1
-        generations = self.backend.generate([p for _, p in items], None)
-        for (row, _), generation in reversed(list(zip(items, generations))):
+        generations = self.backend.generate(prompts, settings)
+        for row, generation in reversed(list(enumerate(generations))):
             if self.stop_after is not None and self.rows == self.stop_after:
                 raise KeyboardInterrupt
             self.rows += 1
@@ -43,6 +49,10 @@ def local_engine():
     return listwise(SortingBackend(), window=4, step=2, passage_budget=None)
 
 
+def rounds_engine(backend, journal=None, ranker=local_engine):
+    return Engine(backend, ranker().method, batch_size=ROUND, journal=journal)
+
+
 def same(a, b):
     strip = [(r.query, r.candidates, [t.__class__(**{**t.__dict__, "latency_s": 0}) for t in r.traces]) for r in a]
     return strip == [(r.query, r.candidates, [t.__class__(**{**t.__dict__, "latency_s": 0}) for t in r.traces])
@@ -51,13 +61,12 @@ def same(a, b):
 
 def test_listwise_rounds_equal_the_local_driver_with_one_call_per_round():
     local = local_engine().rerank(requests(), progress=False)
-    generate = Rounds(SortingBackend())
+    backend = Rounds(SortingBackend())
     finished = []
-    results = RoundEngine(local_engine().method, generate).rerank(requests(), on_result=finished.append,
-                                                                 progress=False)
+    results = rounds_engine(backend).rerank(requests(), on_result=finished.append, progress=False)
     assert same(results, local)
     # schedule(10, 4, 2): 4 windows; (7): 3; (4): 1; (1): none -> 4 rounds and 4 + 3 + 1 = 8 rows
-    assert generate.calls == 4 and generate.rows == 8
+    assert backend.calls == 4 and backend.rows == 8
     assert [r.query.qid for r in finished] == ["q3", "q2", "q1", "q0"]  # in the order they finish
 
 
@@ -68,11 +77,11 @@ def test_groupwise_runs_every_group_in_one_round():
         return groupwise(OracleBackend(qrels), group_size=3, passage_budget=None)
 
     local = ranker().rerank(requests(), progress=False)
-    generate = Rounds(ranker().backend)
-    results = RoundEngine(ranker().method, generate).rerank(requests(), progress=False)
+    backend = Rounds(ranker().backend)
+    results = rounds_engine(backend, ranker=ranker).rerank(requests(), progress=False)
     assert same(results, local)
     # partition(10, 3) = 4 groups, (7) = 3, (4) = 2, (1) = none: 9 rows, one call
-    assert generate.calls == 1 and generate.rows == 9
+    assert backend.calls == 1 and backend.rows == 9
 
 
 def test_an_interrupted_run_resumes_from_its_journal(tmp_path):
@@ -80,14 +89,33 @@ def test_an_interrupted_run_resumes_from_its_journal(tmp_path):
     local = local_engine().rerank(requests(), progress=False)
     killed = Rounds(SortingBackend(), stop_after=5)  # round 1 (3 rows) and 2 of the 3 rows of round 2
     with pytest.raises(KeyboardInterrupt):
-        RoundEngine(local_engine().method, killed, Journal(path, CONFIG)).rerank(requests(), progress=False)
+        rounds_engine(killed, Journal(path, CONFIG)).rerank(requests(), progress=False)
     assert len(path.read_text().splitlines()) == 1 + 5  # header + five generations
     again = Rounds(SortingBackend())
-    results = RoundEngine(local_engine().method, again, Journal(path, CONFIG, resume=True)).rerank(
-        requests(), progress=False)
+    results = rounds_engine(again, Journal(path, CONFIG, resume=True)).rerank(requests(), progress=False)
     assert same(results, local)
     assert again.rows == 8 - 5  # only the windows not in the journal
     assert not path.exists()  # complete: the journal is removed
+
+
+@pytest.mark.parametrize("schedule", ["batches", "in flight"])
+def test_any_engine_resumes_from_a_journal_of_another_schedule(tmp_path, schedule):
+    # the journal belongs to the one loop: a run killed on rounds resumes in batches of 2 or with windows in flight
+    path = tmp_path / "run.rounds.jsonl"
+    local = local_engine().rerank(requests(), progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        rounds_engine(Rounds(SortingBackend(), stop_after=4), Journal(path, CONFIG)).rerank(requests(), progress=False)
+    sent = []
+
+    class Counting(SortingBackend):
+        def generate(self, prompts, settings):
+            sent.extend((p.qid, tuple(p.docids)) for p in prompts)
+            return super().generate(prompts, settings)
+
+    engine = Engine(Counting(), local_engine().method, batch_size=2, in_flight=schedule == "in flight",
+                    concurrency=3, journal=Journal(path, CONFIG, resume=True))
+    assert same(engine.rerank(requests(), progress=False), local)
+    assert len(sent) == 8 - 4 and not path.exists()
 
 
 def test_without_resume_the_journal_starts_afresh(tmp_path):
@@ -131,9 +159,10 @@ def test_a_torn_last_line_is_dropped_and_the_rest_kept(tmp_path, caplog):
     assert json.loads(path.read_text().splitlines()[-1])["index"] == 0
 
 
-def test_a_generator_that_drops_rows_is_an_error():
-    def lossy(items):
-        return iter([next(iter(Rounds(SortingBackend())(items)))])
+def test_a_backend_that_drops_rows_is_an_error():
+    class Lossy(Rounds):
+        def stream(self, prompts, settings):
+            return iter([next(iter(super().stream(prompts, settings)))])
 
     with pytest.raises(RearankError, match="returned nothing for 2 windows"):
-        RoundEngine(local_engine().method, lossy).rerank(requests(), progress=False)
+        rounds_engine(Lossy(SortingBackend())).rerank(requests(), progress=False)
