@@ -16,6 +16,7 @@ from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_items
 from rearank.cli.rerank import _HelpFormatter
 from rearank.errors import RearankError
 from rearank.flags import add_renamed, backend_options
+from rearank.rag.readers import RULE_READERS, reader_names
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,8 +58,9 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
                      "window, step, and backend options; barrag: backend, max_new_tokens, batch_size, and backend "
                      "options)")
     rd = p.add_argument_group("reader")
-    rd.add_argument("--reader", default="oracle", choices=("oracle", "noisy-oracle", "hf", "vllm", "openai"),
-                    help="oracle readers for checks; hf/vllm/openai run an LLM")
+    rd.add_argument("--reader", default="oracle", choices=reader_names(),
+                    help="oracle readers for checks; any other is the backend of that name running an LLM "
+                    "(hf, vllm, vllm-async, openai, or a plugin's)")
     rd.add_argument("--reader-model", help="reader model (hub id, folder, .gguf, 'embedded', or the served name)")
     rd.add_argument("--reader-option", "-R", action="append", default=[], metavar="KEY=VALUE",
                     help="reader option, repeatable (oracle: require=any|all; noisy-oracle: p, seed; "
@@ -75,7 +77,7 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     jd = p.add_argument_group("LLM judge (ARENA App. C.3)")
     jd.add_argument("--judge", metavar="MODEL", help="also judge each answer with this model at temperature 0: "
                     "correct when it matches a gold answer or a synonym (column 'LLM judge'; the paper used GPT-4o)")
-    jd.add_argument("--judge-backend", default="openai", choices=("openai", "hf", "vllm"),
+    jd.add_argument("--judge-backend", default="openai", choices=reader_names()[len(RULE_READERS):],
                     help="backend of the judge (default openai: an API model or any OpenAI-compatible server)")
     jd.add_argument("--judge-option", "-J", action="append", default=[], metavar="KEY=VALUE",
                     help="judge backend option, repeatable (e.g. base_url=http://host:8000/v1)")

@@ -271,7 +271,16 @@ class SpreadReader:
         return [output for part in results for output in part]
 
 
-READERS = ("oracle", "noisy-oracle", "hf", "vllm", "openai")
+#: Readers that answer by a rule, for checks; every other reader is an LLM behind a registered backend.
+RULE_READERS = ("oracle", "noisy-oracle")
+
+
+def reader_names() -> list[str]:
+    """The rule readers, then every backend that generates text (:func:`rearank.backends.registry.rerank_backends`,
+    entry points included) but the reranking ``oracle``, whose name the oracle reader takes."""
+    from rearank.backends.registry import rerank_backends
+
+    return [*RULE_READERS, *(name for name in rerank_backends() if name != "oracle")]
 
 
 def make_reader(name: str, model: str | None = None, *, template: str = "plain",
@@ -279,14 +288,15 @@ def make_reader(name: str, model: str | None = None, *, template: str = "plain",
                 batch_size: int = 32, max_passage_tokens: int | None = MAX_PASSAGE_TOKENS,
                 **options: Any) -> Reader:
     """Build a reader: ``oracle`` / ``noisy-oracle`` (``options``: require, p, seed) or an LLM through the backend
-    ``name`` (hf, vllm, openai) for ``model`` (``options`` go to the backend). ``openai`` with a list of
+    ``name`` (hf, vllm, vllm-async, openai, or a plugin's; :func:`reader_names`) for ``model`` (``options`` go to
+    the backend). ``openai`` with a list of
     ``base_url``s spreads each batch over those servers (:class:`SpreadReader`), one response cache for all."""
     if name == "oracle":
         return OracleReader(**options)
     if name == "noisy-oracle":
         return NoisyOracleReader(**options)
-    if name not in READERS:
-        raise RearankError(f"unknown reader {name!r}; choose one of {', '.join(READERS)}")
+    if name not in reader_names():
+        raise RearankError(f"unknown reader {name!r}; choose one of {', '.join(reader_names())}")
     from rearank.backends.registry import make_backend
 
     urls = options.get("base_url")

@@ -18,6 +18,7 @@ from rearank.data import packs
 from rearank.io.trec import read_run
 from rearank.job import ALL_CANDIDATES
 from tests.integration.test_serve_cli import bound_url
+from tests.conftest import require_pack
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "tests" / "fixtures" / "toy_plugin"
@@ -139,3 +140,14 @@ def test_face_runs_the_plugin_and_names_a_broken_one(plugin_env, tmp_path):
     done = rearank(env, "rerank", "--help")
     assert done.returncode == 0 and "toy-sort" in done.stdout
     assert "'broken' (toy_plugin.nowhere:Nothing) failed to load" in done.stderr
+
+
+def test_a_plugin_backend_is_a_rag_reader(plugin_env, tmp_path):
+    # readers are backends of the one registry: a plugin's backend is a `rag eval --reader` with no edit in rearank
+    data = require_pack("qa") / "hotpotqa/dev_distractor.first103.json"
+    done = rearank(plugin_env, "rag", "eval", "--data", str(data), "--limit", "2", "--selector", "oracle", "--reader",
+                   "toy-length", "--reader-model", "any", "--k", "1", "--no-progress", "--output-dir", str(tmp_path / "rag"))
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (tmp_path / "rag" / "items.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all("response" in row["k"]["1"] for row in rows)
+    assert "toy-length" in rearank(plugin_env, "rag", "eval", "--help").stdout
