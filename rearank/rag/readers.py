@@ -25,6 +25,7 @@ from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.engine import Engine
 from rearank.errors import RearankError
 from rearank.prompts import truncate_texts
+from rearank.prompts.builder import numbered
 from rearank.prompts.registry import RAG, names
 from rearank.rag.cache import CachedBackend, ResponseCache
 from rearank.rag.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
@@ -71,10 +72,6 @@ def extract_answer(response: str) -> str:
 # --- templates -------------------------------------------------------------------------------------------------
 
 
-def _passage_line(i: int, passage: Passage, text: str) -> str:
-    return f"[{i}] ({passage.title}) {text}" if passage.title else f"[{i}] {text}"
-
-
 def _with_texts(passages: Sequence[Passage], texts: Sequence[str]) -> list[Passage]:
     return [Passage(p.pid, p.title, t, p.has_answer) for p, t in zip(passages, texts)]
 
@@ -95,11 +92,10 @@ def render(template: str, question: str, passages: Sequence[Passage], texts: Seq
     if spec.answer_format != "plain":
         raise RearankError(f"prompt {template!r} is a {spec.answer_format} prompt, not a reader's")
     if spec.passage:
-        turns = tuple({"role": "user", "content": spec.passage.format(index=i, title=p.title, passage=t)}
-                      for i, (p, t) in enumerate(zip(passages, texts), start=1))
-        return spec.messages(turns, question=question)
-    body = "\n".join(_passage_line(i, p, t) for i, (p, t) in enumerate(zip(passages, texts), start=1))
-    return spec.messages(question=question, passages=body)
+        turns = numbered(texts, spec.passage, [p.title for p in passages])
+        return spec.messages(tuple({"role": "user", "content": turn} for turn in turns), question=question)
+    lines = numbered([f"({p.title}) {t}" if p.title else t for p, t in zip(passages, texts)])  # unlike titled(): "( )"
+    return spec.messages(question=question, passages="\n".join(lines))
 
 
 def render_rrpo(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
