@@ -19,7 +19,7 @@ import numpy as np
 from data_synthesis.tokens import PromptTokenCounter, load_tokenizer
 from rearank.data.packs import load_requests
 from rearank.methods.listwise.window import schedule
-from rearank.prompts import BUILTINS, build_messages, load_template, render_passages
+from rearank.prompts import build_messages, load_template, render_passages
 
 #: The former defaults, beside each template's declared budget.
 OLD_BUDGETS = ("300 tokens", "300 words")
@@ -51,7 +51,7 @@ def main() -> None:
           f"{'tokens/query':>13s}")
     for dataset in args.datasets:
         requests = load_requests(dataset=dataset, top_k=100, max_queries=args.queries)
-        for name in BUILTINS:
+        for name in ("rearank", "rankgpt"):
             template = load_template(name)
             counter = PromptTokenCounter(tokenizer, template)
             declared = str(template.passage_budget)

@@ -23,6 +23,7 @@ from rearank.errors import RearankError
 from rearank.job import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS
 from rearank.methods import METHODS, Method, method_options, option_default
 from rearank.methods.groupwise.presets import preset
+from rearank.prompts.registry import RANKING, names
 
 #: Settings a ``--preset`` may fill, and their parser defaults (a flag still at its default takes the preset's).
 _PRESET_KEYS = ("prompt", "temperature", "top_p", "max_new_tokens", "group_size", "fusion_weight", "fusion",
@@ -76,7 +77,7 @@ def add_method_arguments(parser: argparse.ArgumentParser, extra_modes: tuple[str
                           ", a pointwise scorer (--model: a saved RRPO scorer, a cross-encoder or a causal LM; "
                           "-O kind=, device=, num_layers=)" if "pointwise" in extra_modes else "")
                       + ", or a method an installed package registers (entry points rearank.methods)")
-    rank.add_argument("--prompt", help="builtin template (rearank, rankgpt) or a YAML template file "
+    rank.add_argument("--prompt", help=f"ranking template ({', '.join(names(RANKING))}) or a YAML template file "
                       "(default: rearank; grouprank for --mode groupwise)")
     rank.add_argument("--top-k", type=int, default=100, help="rerank the first K candidates; the rest follow them")
     rank.add_argument("--batch-size", type=int, default=32,

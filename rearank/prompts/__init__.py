@@ -1,4 +1,5 @@
-"""Listwise prompts: YAML templates (builtin ``rearank`` and ``rankgpt``, or a user's file) and the one renderer."""
+"""Ranking prompts: YAML templates (by name from :mod:`rearank.prompts.registry`, or a user's file) and the one
+renderer."""
 
 from rearank.prompts.builder import (
     BudgetLike,
@@ -17,7 +18,6 @@ from rearank.prompts.builder import (
 )
 from rearank.prompts.templates import (
     BUDGET_UNITS,
-    BUILTINS,
     DEFAULT_BUDGET,
     FIELDS,
     PassageBudget,
@@ -27,7 +27,6 @@ from rearank.prompts.templates import (
 
 __all__ = [
     "BUDGET_UNITS",
-    "BUILTINS",
     "DEFAULT_BUDGET",
     "FIELDS",
     "BudgetLike",

@@ -1,7 +1,8 @@
 """The one prompt renderer: a query, its window of passages and a template -> chat messages.
 
 Used by the reranking drivers (listwise and groupwise), data synthesis and ``rearank prompt``, so that
-training and inference prompts match byte for byte.
+training and inference prompts match byte for byte; the RAG prompts (readers, BAR-RAG, ARENA) list their
+passages with the same pieces (:func:`titled`, :func:`clean_passages`, :func:`numbered`).
 
 Passage text (:func:`render_passages`): ``Title: {title} Content: {text}`` when the candidate has a title
 (BEIR), else the text; whitespace collapsed; bracketed numbers such as ``[3]`` become ``(3)`` (unless the
@@ -91,9 +92,23 @@ def clean_passage(text: str, budget: BudgetLike = None, tokenizer: Tokenizer | N
     return clean_passages([text], budget, tokenizer)[0]
 
 
+def titled(title: str, text: str, form: str = "Title: {title} Content: {text}") -> str:
+    """``form`` filled with ``title`` and ``text`` when the title is not blank, else ``text``."""
+    return form.format(title=title, text=text) if title.strip() else text
+
+
+def numbered(texts: Sequence[str], form: str = "[{index}] {passage}", titles: Sequence[str] = (),
+             **values: Any) -> list[str]:
+    """``form`` filled for each passage: ``{index}`` (1-based), ``{passage}``, ``{title}`` (from ``titles``, if
+    given) and ``values``."""
+    titles = titles or [""] * len(texts)
+    return [form.format(index=i, passage=text, title=title, **values)
+            for i, (text, title) in enumerate(zip(texts, titles, strict=True), start=1)]
+
+
 def candidate_text(candidate: Candidate) -> str:
     """``Title: {title} Content: {text}`` when the candidate has a title (BEIR), else its text, uncut."""
-    return f"Title: {candidate.title} Content: {candidate.text}" if candidate.title.strip() else candidate.text
+    return titled(candidate.title, candidate.text)
 
 
 def passage_texts(
@@ -150,7 +165,7 @@ def build_messages(
         messages.append({"role": "user", "content": tpl.prefix_user.format(**values)})
         messages.append({"role": "assistant", "content": tpl.prefix_assistant.format(**values)})
     texts = render_passages(passages, tpl, budget=budget, tokenizer=tokenizer) if clean else list(passages)
-    rendered = [tpl.passage_user.format(index=i, passage=text, **values) for i, text in enumerate(texts, start=1)]
+    rendered = numbered(texts, tpl.passage_user, **values)
     if tpl.layout == "inline":
         values["passages"] = tpl.passage_separator.join(rendered)
     else:

@@ -26,10 +26,9 @@ from pathlib import Path
 
 import yaml
 
-from rearank.errors import FormatError, RearankError
+from rearank.errors import FormatError
+from rearank.prompts.registry import RANKING, resolve
 
-BUILTIN_DIR = Path(__file__).resolve().parent
-BUILTINS = ("rearank", "rankgpt")
 #: Units a passage budget can be declared in.
 BUDGET_UNITS = ("characters", "words", "tokens")
 #: Passage layouts: one chat turn per passage, or all passages inside ``post``.
@@ -129,21 +128,16 @@ class PromptTemplate:
 
 
 def load_template(name_or_path: str | Path | PromptTemplate) -> PromptTemplate:
-    """Load a builtin template by name (``rearank``, ``rankgpt``) or a user's YAML file by path.
+    """Load a ranking template by name (:mod:`rearank.prompts.registry`: ``rearank``, ``rankgpt``, ``grouprank``,
+    ...) or a user's YAML file by path.
 
     A :class:`PromptTemplate` is returned as is. Raises :class:`FormatError` (file and field named)
-    for a malformed file and :class:`RearankError` for an unknown name.
+    for a malformed file and :class:`RearankError` for an unknown name or a name of a RAG prompt file.
     """
     if isinstance(name_or_path, PromptTemplate):
         return name_or_path
-    text = str(name_or_path)
-    path = BUILTIN_DIR / f"{text}.yaml" if text in BUILTINS else Path(text).expanduser()
-    if path.is_file():
-        return _load_file(str(path.resolve()), path.stat().st_mtime_ns)
-    raise RearankError(
-        f"prompt template {text!r}: not a builtin ({', '.join(BUILTINS)}) and no such file; "
-        f"pass a builtin name or the path of a YAML template (copy {BUILTIN_DIR / 'rearank.yaml'} to start)"
-    )
+    path = resolve(name_or_path, RANKING)
+    return _load_file(str(path.resolve()), path.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=32)

@@ -27,7 +27,7 @@ from rearank.rag.arena.evaluate import arena_passages, score_arena
 from rearank.rag.arena.figures import TABLE3 as ARENA_TABLE3
 from rearank.rag.barrag.figures import TABLE1_AVG_EM_QWEN25_7B as BARRAG_TABLE1
 from rearank.rag.metrics import answer_recall, exact_match, hit, support_recall, token_f1
-from rearank.rag.readers import TEMPLATES, Reader, ReaderOutput, answer_format
+from rearank.rag.readers import Reader, ReaderOutput, answer_format
 from rearank.rag.selectors import Selector
 from rearank.rag.types import Passage, QAItem
 from rearank.significance import paired_t_p, randomization_p
@@ -217,8 +217,7 @@ def _pct(value: float) -> str:
 
 def _is_barrag(config: dict[str, Any]) -> bool:
     template = config.get("template")
-    return template == "barrag" or (template is not None and template not in TEMPLATES
-                                    and answer_format(template) == "barrag")
+    return template is not None and answer_format(template) == "barrag"
 
 
 def markdown_table(metrics: dict[str, Any], config: dict[str, Any], sources: Sequence[str] = ()) -> str:

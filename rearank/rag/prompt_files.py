@@ -1,5 +1,6 @@
-"""The RAG prompts as files: ``rearank/rag/templates/*.yaml`` (``plain``, ``rrpo``, ``barrag_selector``,
-``barrag_generator``, ``arena``), or any YAML file of the same shape, so a user can run a paper's exact wording.
+"""The RAG prompts as files: ``rearank/rag/templates/*.yaml``, named in :mod:`rearank.prompts.registry` (``plain``,
+``rrpo``, ``barrag_selector``, ``barrag_generator`` alias ``barrag``, ``arena``, ``judge``), or any YAML file of the
+same shape, so a user can run a paper's exact wording.
 
 A file holds ``answer_format`` (which parser reads the output: ``plain``, ``barrag``, ``barrag-selector``,
 ``arena``), ``system``, ``user``, and for one-turn-per-passage layouts ``passage`` and an optional few-shot
@@ -12,15 +13,13 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import yaml
 
 from rearank.errors import FormatError, RearankError
+from rearank.prompts.registry import RAG, resolve
 from rearank.types import Message
 
-BUILTIN_DIR = Path(__file__).resolve().parent / "templates"
-BUILTINS = ("plain", "rrpo", "barrag_selector", "barrag_generator", "arena", "judge")
 #: answer format -> placeholders allowed in ``system``/``user`` and in ``passage``.
 PLACEHOLDERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "plain": (frozenset({"question", "passages"}), frozenset({"index", "title", "passage"})),
@@ -57,10 +56,9 @@ def _names(text: str, where: str) -> set[str]:
 
 @lru_cache(maxsize=64)
 def load_prompt_file(spec: str) -> PromptFile:
-    """A built-in prompt by name (:data:`BUILTINS`) or a YAML file by path; checked as the module docstring says."""
-    path = BUILTIN_DIR / f"{spec}.yaml" if spec in BUILTINS else Path(spec)
-    if not path.is_file():
-        raise RearankError(f"prompt {spec!r}: neither a built-in ({', '.join(BUILTINS)}) nor a YAML file")
+    """A RAG prompt file by name (:mod:`rearank.prompts.registry`) or by path; checked as the module docstring
+    says."""
+    path = resolve(spec, RAG)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:

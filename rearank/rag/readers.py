@@ -1,10 +1,11 @@
 """Readers: answer a question from a list of passages, through any backend (hf, vllm, openai) or an oracle.
 
-- :class:`LLMReader` renders a reader template, a prompt file (:data:`TEMPLATES`: ``plain``, one user turn with
-  numbered passages; ``rrpo``, RRPO's layout: a system turn, a one-shot example, one user turn per passage, then
-  the question; ``barrag`` and ``arena``, the BAR-RAG and ARENA generator prompts, whose answers are read by their
-  own parsers; or the path of a YAML prompt file, :mod:`rearank.rag.prompt_files`), sends the prompts of many questions per backend call, and caches greedy responses
-  (:mod:`rearank.rag.cache`), so a temperature-0 answer is never generated twice.
+- :class:`LLMReader` renders a reader template, a RAG prompt file named in :mod:`rearank.prompts.registry`
+  (``plain``, one user turn with numbered passages; ``rrpo``, RRPO's layout: a system turn, a one-shot example,
+  one user turn per passage, then the question; ``barrag`` and ``arena``, the BAR-RAG and ARENA generator prompts,
+  whose answers are read by their own parsers) or the path of a YAML prompt file (:mod:`rearank.rag.prompt_files`),
+  sends the prompts of many questions per backend call, and caches greedy responses (:mod:`rearank.rag.cache`), so
+  a temperature-0 answer is never generated twice.
 - :class:`OracleReader` answers the first gold answer when its context holds the evidence (a supporting or
   ``has_answer`` passage; ``require="all"``: every supporting passage; ``require="share"``: right with
   probability = the share of the evidence shown), else :data:`WRONG_ANSWER`. The rule is
@@ -24,6 +25,8 @@ from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.engine import Engine
 from rearank.errors import RearankError
 from rearank.prompts import truncate_texts
+from rearank.prompts.builder import numbered
+from rearank.prompts.registry import RAG, names
 from rearank.rag.cache import CachedBackend, ResponseCache
 from rearank.rag.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
 from rearank.rag.prompt_files import load_prompt_file
@@ -69,10 +72,6 @@ def extract_answer(response: str) -> str:
 # --- templates -------------------------------------------------------------------------------------------------
 
 
-def _passage_line(i: int, passage: Passage, text: str) -> str:
-    return f"[{i}] ({passage.title}) {text}" if passage.title else f"[{i}] {text}"
-
-
 def _with_texts(passages: Sequence[Passage], texts: Sequence[str]) -> list[Passage]:
     return [Passage(p.pid, p.title, t, p.has_answer) for p, t in zip(passages, texts)]
 
@@ -93,11 +92,10 @@ def render(template: str, question: str, passages: Sequence[Passage], texts: Seq
     if spec.answer_format != "plain":
         raise RearankError(f"prompt {template!r} is a {spec.answer_format} prompt, not a reader's")
     if spec.passage:
-        turns = tuple({"role": "user", "content": spec.passage.format(index=i, title=p.title, passage=t)}
-                      for i, (p, t) in enumerate(zip(passages, texts), start=1))
-        return spec.messages(turns, question=question)
-    body = "\n".join(_passage_line(i, p, t) for i, (p, t) in enumerate(zip(passages, texts), start=1))
-    return spec.messages(question=question, passages=body)
+        turns = numbered(texts, spec.passage, [p.title for p in passages])
+        return spec.messages(tuple({"role": "user", "content": turn} for turn in turns), question=question)
+    lines = numbered([f"({p.title}) {t}" if p.title else t for p, t in zip(passages, texts)])  # unlike titled(): "( )"
+    return spec.messages(question=question, passages="\n".join(lines))
 
 
 def render_rrpo(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
@@ -120,22 +118,17 @@ def arena_answer(response: str) -> str:
     return parse_arena(response).answer or ""
 
 
-#: Built-in reader templates (``--template``; a YAML prompt file's path works too): name -> prompt file.
-TEMPLATES = {"plain": "plain", "rrpo": "rrpo", "barrag": "barrag_generator", "arena": "arena"}
 #: answer format -> the answer extractor. ``arena`` makes ``rag eval`` score ARENA's output format.
 EXTRACTORS = {"plain": extract_answer, "barrag": barrag_answer, "arena": arena_answer}
 
 
-def reader_prompt(template: str) -> str:
-    """The prompt file a ``--template`` value names (a built-in name, or a YAML file path)."""
-    return TEMPLATES.get(template, template)
-
-
 def answer_format(template: str) -> str:
     """The answer format of a ``--template`` value (``plain``, ``barrag``, ``arena``); errors say what is wrong."""
-    fmt = load_prompt_file(reader_prompt(template)).answer_format
+    fmt = load_prompt_file(template).answer_format
     if fmt not in EXTRACTORS:
-        raise RearankError(f"--template {template!r} is a {fmt} prompt, not a reader's (plain, barrag or arena)")
+        readers = [name for name in names(RAG) if load_prompt_file(name).answer_format in EXTRACTORS]
+        raise RearankError(f"--template {template!r} is a {fmt} prompt, not a reader's; choose one of: "
+                           f"{', '.join(readers)}, or the path of a YAML prompt file")
     return fmt
 
 
@@ -153,7 +146,7 @@ class LLMReader:
             raise RearankError(f"reader batch_size must be at least 1, got {batch_size}")
         self.name = f"{getattr(backend, 'name', 'llm')}:{model}"
         self.backend = CachedBackend(backend, model, cache)
-        self.template, self.prompt_file = template, reader_prompt(template)
+        self.template = template
         self.extract = EXTRACTORS[fmt]
         self.settings = settings or SamplingSettings(max_new_tokens=READER_MAX_NEW_TOKENS)
         self.batch_size = batch_size
@@ -171,7 +164,7 @@ class LLMReader:
 
     def prompt(self, item: QAItem, passages: Sequence[Passage]) -> Prompt:
         texts = truncate_texts([" ".join(p.text.split()) for p in passages], self.max_passage_tokens, self.tokenizer)
-        messages = render(self.prompt_file, item.question, passages, texts)
+        messages = render(self.template, item.question, passages, texts)
         answer = None
         if self.template == "arena":  # the answer grammar a constraining backend follows (-O constrain=answer)
             from rearank.rag.arena.grammar import arena_grammar

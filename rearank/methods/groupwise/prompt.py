@@ -12,17 +12,12 @@ from rearank.types import Message
 
 #: The builtin groupwise template (usefulness, then relevance; 0-10 scores as JSON in ``<answer>``).
 GROUPRANK_TEMPLATE = Path(__file__).resolve().parent / "grouprank.yaml"
-#: The layout of GroupRank's released inference: one user message listing ``[i]. text``, 3,000 characters each.
-GROUPRANK_RELEASED_TEMPLATE = Path(__file__).resolve().parent / "grouprank-released.yaml"
-GROUP_BUILTINS = {"grouprank": GROUPRANK_TEMPLATE, "grouprank-released": GROUPRANK_RELEASED_TEMPLATE}
 
 
 def load_group_template(template: str | Path | PromptTemplate | None = "grouprank") -> PromptTemplate:
-    """Load a builtin groupwise template (``grouprank``, also for None; ``grouprank-released``), or any template
-    :func:`load_template` accepts."""
-    if template is None:
-        template = "grouprank"
-    return load_template(GROUP_BUILTINS.get(str(template), template))
+    """Load a ranking template as :func:`load_template` does; None is ``grouprank`` (``grouprank-released``: the
+    layout of GroupRank's released inference, one user message listing ``[i]. text``, 3,000 characters each)."""
+    return load_template("grouprank" if template is None else template)
 
 
 def build_group_messages(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rearank.prompts.builder import Tokenizer, clean_passages
+from rearank.prompts.builder import Tokenizer, clean_passages, numbered, titled
 from rearank.rag.prompt_files import load_prompt_file
 from rearank.rag.types import Passage
 from rearank.types import Message
@@ -27,9 +27,8 @@ def n_references(source: str) -> int:
 def render_references(passages: Sequence[Passage], max_passage_tokens: int | None = None,
                       tokenizer: Tokenizer | None = None) -> str:
     """``1. Title: text`` lines, 1-based (``1. text`` when a passage has no title)."""
-    texts = clean_passages([f"{p.title}: {p.text}" if p.title.strip() else p.text for p in passages],
-                           max_passage_tokens, tokenizer)
-    return "\n".join(f"{i}. {text}" for i, text in enumerate(texts, start=1))
+    texts = clean_passages([titled(p.title, p.text, "{title}: {text}") for p in passages], max_passage_tokens, tokenizer)
+    return "\n".join(numbered(texts, "{index}. {passage}"))
 
 
 def arena_messages(question: str, passages: Sequence[Passage], *, max_passage_tokens: int | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rearank.prompts.builder import Tokenizer, clean_passages
+from rearank.prompts.builder import Tokenizer, clean_passages, numbered, titled
 from rearank.rag.prompt_files import load_prompt_file
 from rearank.rag.types import Passage
 from rearank.types import Message
@@ -26,10 +26,8 @@ def render_docs(
     """``Doc [i]: (Title: t) text`` lines, 1-based (no title part when a passage has none)."""
     texts = clean_passages([p.text for p in passages], max_passage_tokens, tokenizer)
     titles = clean_passages([p.title for p in passages])
-    return "\n".join(
-        f"Doc [{i}]: (Title: {title}) {text}" if title else f"Doc [{i}]: {text}"
-        for i, (title, text) in enumerate(zip(titles, texts), start=1)
-    )
+    docs = [titled(title, text, "(Title: {title}) {text}") for title, text in zip(titles, texts)]
+    return "\n".join(numbered(docs, "Doc [{index}]: {passage}"))
 
 
 def selector_messages(
