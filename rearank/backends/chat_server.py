@@ -147,6 +147,18 @@ def error_body(message: str) -> dict[str, Any]:
     return {"error": {"message": message}}
 
 
+def serve_until_interrupted(server: ThreadingHTTPServer, banner: str) -> int:
+    """Print ``banner``, serve until Ctrl-C, close the socket; the exit status 0 (for ``main``)."""
+    print(banner, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serve a backend until interrupted."""
     from rearank.backends.registry import BACKENDS, make_backend
@@ -164,14 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rearank.serve: error: {err}", file=sys.stderr)
         return 2
     server = ChatServer(backend, args.served_name or args.model, args.host, args.port)
-    print(f"serving {args.model!r} at {server.base_url}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve_until_interrupted(server, f"serving {args.model!r} at {server.base_url}")
 
 
 if __name__ == "__main__":

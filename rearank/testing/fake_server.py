@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from rearank.backends.chat_server import JsonHandler, completion_body, error_body, models_body
+from rearank.backends.chat_server import JsonHandler, completion_body, error_body, models_body, serve_until_interrupted
 
 MODELS = ("batching", "flat", "degrading")
 LENGTHS = ("reasoning", "answer")
@@ -372,14 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server = FakeServer(ServiceModel(args.model), time_scale=args.time_scale, lengths=args.lengths,
                         answer=args.answer, max_in_flight=args.max_in_flight, port=args.port)
-    print(f"fake {args.model} server on {server.base_url} (stats: GET /stats)", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve_until_interrupted(server, f"fake {args.model} server on {server.base_url} (stats: GET /stats)")
 
 
 if __name__ == "__main__":
