@@ -54,7 +54,10 @@ class JsonHandler(BaseHTTPRequestHandler):
         """Stay quiet: the client reports failures."""
 
     def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
+        self._send_raw(status, json.dumps(payload).encode(), headers)
+
+    def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+        """Answer ``data`` as the JSON body, as given (a test server may send broken JSON)."""
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
