@@ -5,8 +5,8 @@ One folder per method (``rearank/``, ``grouprank/``, ``barrag/``, ``arena/``, ``
 extend verl's ``ppo_trainer`` config; ``train.sh`` and ``launch_multinode.sh`` run them,
 ``python -m recipes.train_check`` checks everything short of GPU work with the installed verl,
 ``python -m recipes.train_cpu`` runs real verl GRPO steps of every recipe on CPU through the plugin
-``recipes.verl_cpu`` (``make train-cpu``), ``python -m recipes.train_smoke`` runs a few CPU GRPO steps with TRL, ``python -m recipes.export`` turns a
-verl checkpoint into a Hugging Face folder. See docs/training.md.
+``recipes.verl_cpu`` (``make train-cpu``), ``python -m recipes.train_smoke [--family arena]`` runs a few CPU GRPO steps with
+TRL, ``python -m recipes.export`` turns a verl checkpoint into a Hugging Face folder. See docs/training.md.
 """
 
 from pathlib import Path

@@ -18,11 +18,12 @@ present, else a small set synthesized from the dl21 pack into a temporary folder
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,24 +54,25 @@ def compose_recipe(name: str, overrides: Sequence[str] = ()) -> Any:
         return compose(config_name=path.stem, overrides=[f"hydra.searchpath=[{VERL_CONFIG}]", *overrides])
 
 
-def check_config(config: Any) -> str:
-    """Run verl's own config validation and the recipe's invariants; return a one-line summary."""
+def validate_grpo(config: Any, validated: Any = None) -> tuple[Any, int]:
+    """verl's ``validate_config`` (of ``validated``, default ``config``), its dataclass configs and the invariants
+    every GRPO recipe keeps: no critic, a reference policy, batches that split over the GPUs, overlong prompts
+    dropped, a custom reward function. Returns the rollout config and the number of GPUs."""
     from verl.trainer.config import AlgoConfig
     from verl.trainer.ppo.reward import get_custom_reward_fn
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
-    from verl.workers.config import CheckpointEngineConfig, RolloutConfig
+    from verl.workers.config import RolloutConfig
 
+    validated = config if validated is None else validated
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "Disabled critic as adv_estimator != gae": intended
-        use_critic = need_critic(config)
-    use_ref = need_reference_policy(config)
-    validate_config(config, use_reference_policy=use_ref, use_critic=use_critic)
+        use_critic = need_critic(validated)
+    use_ref = need_reference_policy(validated)
+    validate_config(validated, use_reference_policy=use_ref, use_critic=use_critic)
     algo = omega_conf_to_dataclass(config.algorithm)
     rollout = omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
-    engine = omega_conf_to_dataclass(config.actor_rollout_ref.rollout.checkpoint_engine)
     _expect(isinstance(algo, AlgoConfig) and isinstance(rollout, RolloutConfig), "dataclass configs")
-    _expect(isinstance(engine, CheckpointEngineConfig), "checkpoint engine config")
 
     data, actor, trainer = config.data, config.actor_rollout_ref.actor, config.trainer
     _expect(algo.adv_estimator == "grpo" and not use_critic, "GRPO without a critic")
@@ -85,11 +87,24 @@ def check_config(config: Any) -> str:
             f"a mini-batch ({actor.ppo_mini_batch_size} x {rollout.n} responses) splits evenly over {gpus} GPUs")
     _expect(gpus % rollout.tensor_model_parallel_size == 0,
             f"rollout tensor parallel size {rollout.tensor_model_parallel_size} divides {gpus} GPUs")
+    _expect(data.filter_overlong_prompts, "overlong prompts are dropped, not left-truncated")
+    _expect(get_custom_reward_fn(config) is not None, "reward.custom_reward_function.path is set")
+    return rollout, gpus
+
+
+def check_config(config: Any) -> str:
+    """Run verl's own config validation and the recipe's invariants; return a one-line summary."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config import CheckpointEngineConfig
+
+    rollout, gpus = validate_grpo(config)
+    engine = omega_conf_to_dataclass(config.actor_rollout_ref.rollout.checkpoint_engine)
+    _expect(isinstance(engine, CheckpointEngineConfig), "checkpoint engine config")
+    data, actor, trainer = config.data, config.actor_rollout_ref.actor, config.trainer
     _expect(rollout.prompt_length == data.max_prompt_length and rollout.response_length == data.max_response_length,
             "rollout lengths follow data lengths")
-    _expect(data.filter_overlong_prompts, "overlong prompts are dropped, not left-truncated")
     reward_fn = get_custom_reward_fn(config)
-    _expect(reward_fn is not None, "reward.custom_reward_function.path is set")
     reward_fn(data_source="check", solution_str="[1]", ground_truth='{"labels": [1]}')  # raises on a bad option
     updates = data.train_batch_size // actor.ppo_mini_batch_size
     return (f"{gpus} GPU(s), {data.train_batch_size} prompts x {rollout.n} rollouts per step, "
@@ -150,10 +165,12 @@ def expected_score(kind: str, labels: Sequence[float]) -> float | None:
     return {"ideal": 1.0, "presented": 1.0 if presented_is_ideal else 0.2, "garbage": 0.0}.get(kind)
 
 
-def reward_batch(rows: Sequence[dict], tokenizer: Any) -> tuple[Any, list[str], list[str]]:
+def completion_batch(rows: Sequence[dict], tokenizer: Any, make: Callable[[Any], dict[str, str]]) -> tuple[
+        Any, list[str], list[str]]:
     """A DataProto laid out as verl's trainer hands it to the reward loop: [prompt | response] masks, right-padded.
 
-    Every row gets one response per kind; returns the batch, the kind of each item and its completion text.
+    Every row gets one response per kind that ``make`` writes for its decoded ground truth; returns the batch, the
+    kind of each item and its completion text.
     """
     import numpy as np
     import torch
@@ -161,16 +178,15 @@ def reward_batch(rows: Sequence[dict], tokenizer: Any) -> tuple[Any, list[str], 
     from verl import DataProto
     from verl.utils.tokenizer import normalize_token_ids
 
-    prompts, responses, kinds, texts, non_tensor = [], [], [], [], {"data_source": [], "reward_model": [],
-                                                                     "extra_info": [], "uid": []}
+    prompts, responses, kinds, texts = [], [], [], []
+    non_tensor: dict[str, list] = {"data_source": [], "reward_model": [], "extra_info": [], "uid": []}
     for row in rows:
         prompt_ids = normalize_token_ids(tokenizer.apply_chat_template(list(row["raw_prompt"]),
                                                                        add_generation_prompt=True, tokenize=True))
-        labels = parse_ground_truth(row["reward_model"]["ground_truth"])
-        for kind, text in completions_for(labels).items():
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        for kind, text in make(json.loads(row["reward_model"]["ground_truth"])).items():
             prompts.append(torch.tensor(prompt_ids))
-            responses.append(torch.tensor(ids))
+            responses.append(torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"]
+                                          + [tokenizer.eos_token_id]))
             kinds.append(kind)
             texts.append(text)
             non_tensor["data_source"].append(row["data_source"])
@@ -179,24 +195,18 @@ def reward_batch(rows: Sequence[dict], tokenizer: Any) -> tuple[Any, list[str], 
             non_tensor["uid"].append(str(row["extra_info"]["index"]))
 
     def pad(seqs: list) -> tuple[Any, Any]:
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        ids = torch.full((len(seqs), max(map(len, seqs))), tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
         for i, s in enumerate(seqs):
-            ids[i, : len(s)] = s
-            mask[i, : len(s)] = 1
+            ids[i, : len(s)], mask[i, : len(s)] = s, 1
         return ids, mask
 
     prompt_ids, prompt_mask = pad(prompts)
     response_ids, response_mask = pad(responses)
-    batch = TensorDict({
-        "prompts": prompt_ids,
-        "responses": response_ids,
-        "attention_mask": torch.cat([prompt_mask, response_mask], dim=1),
-        "response_mask": response_mask,
-    }, batch_size=len(prompts))
-    arrays = {k: np.array(v, dtype=object) for k, v in non_tensor.items()}
-    return DataProto(batch=batch, non_tensor_batch=arrays), kinds, texts
+    batch = TensorDict({"prompts": prompt_ids, "responses": response_ids, "response_mask": response_mask,
+                        "attention_mask": torch.cat([prompt_mask, response_mask], dim=1)}, batch_size=len(prompts))
+    return (DataProto(batch=batch, non_tensor_batch={k: np.array(v, dtype=object) for k, v in non_tensor.items()}),
+            kinds, texts)
 
 
 def score_with_verl(config: Any, data: Any) -> tuple[list[float], list[dict], Any]:
@@ -224,36 +234,56 @@ def grpo_advantages(config: Any, data: Any, rm_scores: Any) -> Any:
     return out.batch["advantages"][:, 0]
 
 
+def check_scores(config: Any, data: Any, kinds: Sequence[str], texts: Sequence[str], name: str,
+                 direct: Callable[[str, str], dict], expected: Callable[[str, Any], float | None]) -> tuple[
+        list[float], list[dict], Any]:
+    """Score ``data`` through verl's reward loop; each score must equal ``direct(text, ground_truth)`` and, where
+    ``expected(kind, decoded ground truth)`` is a number, that number. Returns the scores, parts and GRPO advantages."""
+    scores, parts, rm_scores = score_with_verl(config, data)
+    for i, (kind, text, score) in enumerate(zip(kinds, texts, scores)):
+        truth = data.non_tensor_batch["reward_model"][i]["ground_truth"]
+        called = direct(text, truth)
+        _expect(abs(score - called["score"]) < 1e-6, f"{name}: verl's score of the tokenized {kind} completion "
+                f"({score:.4f}) equals the reward called on its text ({called['score']:.4f})")
+        _expect(set(parts[i]) == set(called), f"{name}: reward parts reach verl: {sorted(parts[i])}")
+        want = expected(kind, json.loads(truth))
+        if want is not None:
+            _expect(abs(score - want) < 1e-6, f"{name}: {kind} completion scores {want} (got {score:.4f})")
+    return scores, parts, grpo_advantages(config, data, rm_scores)
+
+
+def advantage_groups(data: Any, kinds: Sequence[str], advantages: Any) -> dict[str, dict[str, float]]:
+    """Each prompt's (uid's) GRPO advantage by completion kind."""
+    uids = data.non_tensor_batch["uid"]
+    return {uid: {k: float(a) for k, a, u in zip(kinds, advantages, uids) if u == uid} for uid in dict.fromkeys(uids)}
+
+
+def kind_lines(kinds: Sequence[str], scores: Sequence[float], advantages: Any, width: int,
+               extra: Callable[[list[int]], str] = lambda idx: "") -> list[str]:
+    """A report line a kind: its mean score and mean GRPO advantage (and ``extra`` of its items' indices)."""
+    lines = []
+    for kind in dict.fromkeys(kinds):
+        idx = [i for i, k in enumerate(kinds) if k == kind]
+        lines.append(f"  {kind:<{width}} mean score {sum(scores[i] for i in idx) / len(idx):+.3f}  mean GRPO advantage "
+                     f"{sum(float(advantages[i]) for i in idx) / len(idx):+.3f}{extra(idx)}")
+    return lines
+
+
 def check_reward_and_advantage(config: Any, train: Any, tokenizer: Any, n_rows: int) -> list[str]:
     """Score real completions through verl and check scores and GRPO advantage signs; return report lines."""
     rows = [train[i] for i in range(len(train))]
     rows = [r for r in rows if _presented_not_ideal(r)][:n_rows] or rows[:n_rows]
-    data, kinds, texts = reward_batch(rows, tokenizer)
-    scores, parts, rm_scores = score_with_verl(config, data)
-    for i, (kind, text, score) in enumerate(zip(kinds, texts, scores)):
-        labels = parse_ground_truth(data.non_tensor_batch["reward_model"][i]["ground_truth"])
-        direct = compute_score("check", text, data.non_tensor_batch["reward_model"][i]["ground_truth"],
-                               **config.reward.custom_reward_function.reward_kwargs)
-        _expect(abs(score - direct["score"]) < 1e-6,
-                f"verl's score of the tokenized {kind} completion ({score:.4f}) equals compute_score on its text "
-                f"({direct['score']:.4f})")
-        _expect(set(parts[i]) == set(direct), f"reward parts reach verl: {sorted(parts[i])}")
-        want = expected_score(kind, labels)
-        if want is not None:
-            _expect(abs(score - want) < 1e-6, f"{kind} completion scores {want} (got {score:.4f})")
-    advantages = grpo_advantages(config, data, rm_scores)
-    uids = data.non_tensor_batch["uid"]
-    for uid in dict.fromkeys(uids):
-        group = {k: float(a) for k, a, u in zip(kinds, advantages, uids) if u == uid}
+    data, kinds, texts = completion_batch(rows, tokenizer, lambda truth: completions_for(parse_ground_truth(truth)))
+    reward_kwargs = config.reward.custom_reward_function.reward_kwargs
+    scores, _, advantages = check_scores(
+        config, data, kinds, texts, "rearank/grpo", lambda text, truth: compute_score("check", text, truth,
+                                                                                     **reward_kwargs),
+        lambda kind, truth: expected_score(kind, parse_ground_truth(truth)))
+    for uid, group in advantage_groups(data, kinds, advantages).items():
         _expect(group["ideal"] > 0 > group["garbage"], f"GRPO advantage signs in group {uid}: {group}")
-    lines = [(f"{len(rows)} prompts x {len(KINDS)} tokenized completions scored by verl's "
-              f"'{config.reward.reward_manager.name}' reward manager through rearank.reward.compute_score")]
-    for kind in KINDS:
-        idx = [i for i, k in enumerate(kinds) if k == kind]
-        mean_score = sum(scores[i] for i in idx) / len(idx)
-        mean_adv = sum(float(advantages[i]) for i in idx) / len(idx)
-        lines.append(f"  {kind:<9} mean score {mean_score:+.3f}  mean GRPO advantage {mean_adv:+.3f}")
-    return lines
+    return [(f"{len(rows)} prompts x {len(KINDS)} tokenized completions scored by verl's "
+             f"'{config.reward.reward_manager.name}' reward manager through rearank.reward.compute_score"),
+            *kind_lines(kinds, scores, advantages, 9)]
 
 
 def _presented_not_ideal(row: dict) -> bool:

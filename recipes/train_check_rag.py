@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import socket
 import subprocess
@@ -29,7 +28,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,11 +36,15 @@ from rearank.errors import RearankError
 from recipes.train_check import (
     CheckFailed,
     _expect,
+    advantage_groups,
+    check_scores,
+    completion_batch,
     compose_recipe,
     first_batch,
-    grpo_advantages,
+    kind_lines,
     load_datasets,
     score_with_verl,
+    validate_grpo,
 )
 
 #: recipe -> (synth mode, reward module, reward function name)
@@ -71,11 +73,6 @@ def qa_root() -> Path:
 def check_rag_config(config: Any) -> str:
     """verl's validation (LoRA rank checked here, not through vLLM) and the recipe's invariants; a summary line."""
     from omegaconf import open_dict
-    from verl.trainer.config import AlgoConfig
-    from verl.trainer.ppo.reward import get_custom_reward_fn
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import omega_conf_to_dataclass, validate_config
-    from verl.workers.config import RolloutConfig
 
     lora_rank = int(config.actor_rollout_ref.model.get("lora_rank", 0))
     if lora_rank:
@@ -83,24 +80,8 @@ def check_rag_config(config: Any) -> str:
     checked = config.copy()
     with open_dict(checked):
         checked.actor_rollout_ref.model.lora_rank = 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        use_critic = need_critic(checked)
-    use_ref = need_reference_policy(checked)
-    validate_config(checked, use_reference_policy=use_ref, use_critic=use_critic)
-    algo = omega_conf_to_dataclass(config.algorithm)
-    rollout = omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
-    _expect(isinstance(algo, AlgoConfig) and isinstance(rollout, RolloutConfig), "dataclass configs")
-    data, actor, trainer = config.data, config.actor_rollout_ref.actor, config.trainer
-    _expect(algo.adv_estimator == "grpo" and not use_critic and use_ref, "GRPO with a reference policy, no critic")
-    longest = data.max_prompt_length + data.max_response_length
-    _expect(actor.ppo_max_token_len_per_gpu >= longest, f"ppo_max_token_len_per_gpu >= prompt + response ({longest})")
-    gpus = trainer.n_gpus_per_node * trainer.nnodes
-    _expect(data.train_batch_size % actor.ppo_mini_batch_size == 0, "train_batch_size is whole mini-batches")
-    _expect(actor.ppo_mini_batch_size * rollout.n % gpus == 0, f"a mini-batch's responses split over {gpus} GPUs")
-    _expect(gpus % rollout.tensor_model_parallel_size == 0, "rollout TP divides the GPUs")
-    _expect(data.filter_overlong_prompts, "overlong prompts are dropped, not cut")
-    _expect(get_custom_reward_fn(config) is not None, "a custom reward function")
+    rollout, gpus = validate_grpo(config, checked)
+    data, actor = config.data, config.actor_rollout_ref.actor
     lora = f", LoRA {lora_rank}/{config.actor_rollout_ref.model.lora_alpha}" if lora_rank else ", full fine-tuning"
     return (f"{gpus} GPU(s), {data.train_batch_size} prompts x {rollout.n} rollouts, lr {actor.optim.lr}, "
             f"KL {actor.kl_loss_type} {actor.kl_loss_coef}{lora}, prompt {data.max_prompt_length} + response "
@@ -121,10 +102,6 @@ def synthesize(mode: str, out: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------- completions
-
-
-def _gold(row: dict) -> dict:
-    return json.loads(row["reward_model"]["ground_truth"])
 
 
 def arena_completions(truth: dict) -> dict[str, str]:
@@ -181,46 +158,6 @@ KINDS: dict[str, tuple[Callable, Callable, str]] = {
 }
 
 
-def completion_batch(rows: Sequence[dict], tokenizer: Any, make: Callable[[dict], dict[str, str]]) -> tuple[
-        Any, list[str], list[str]]:
-    """A DataProto as verl's trainer hands it to the reward loop (left-aligned prompt | response masks)."""
-    import numpy as np
-    import torch
-    from tensordict import TensorDict
-    from verl import DataProto
-    from verl.utils.tokenizer import normalize_token_ids
-
-    prompts, responses, kinds, texts = [], [], [], []
-    non_tensor: dict[str, list] = {"data_source": [], "reward_model": [], "extra_info": [], "uid": []}
-    for row in rows:
-        prompt_ids = normalize_token_ids(tokenizer.apply_chat_template(list(row["raw_prompt"]),
-                                                                       add_generation_prompt=True, tokenize=True))
-        for kind, text in make(_gold(row)).items():
-            prompts.append(torch.tensor(prompt_ids))
-            responses.append(torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"]
-                                          + [tokenizer.eos_token_id]))
-            kinds.append(kind)
-            texts.append(text)
-            non_tensor["data_source"].append(row["data_source"])
-            non_tensor["reward_model"].append(dict(row["reward_model"]))
-            non_tensor["extra_info"].append(dict(row["extra_info"]))
-            non_tensor["uid"].append(str(row["extra_info"]["index"]))
-
-    def pad(seqs: list) -> tuple[Any, Any]:
-        ids = torch.full((len(seqs), max(map(len, seqs))), tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, s in enumerate(seqs):
-            ids[i, : len(s)], mask[i, : len(s)] = s, 1
-        return ids, mask
-
-    prompt_ids, prompt_mask = pad(prompts)
-    response_ids, response_mask = pad(responses)
-    batch = TensorDict({"prompts": prompt_ids, "responses": response_ids, "response_mask": response_mask,
-                        "attention_mask": torch.cat([prompt_mask, response_mask], dim=1)}, batch_size=len(prompts))
-    return (DataProto(batch=batch, non_tensor_batch={k: np.array(v, dtype=object) for k, v in non_tensor.items()}),
-            kinds, texts)
-
-
 def direct_score(config: Any, text: str, ground_truth: str) -> dict:
     """The reward function called directly with the recipe's reward_kwargs (awaited when async)."""
     from verl.trainer.ppo.reward import get_custom_reward_fn
@@ -233,32 +170,18 @@ def check_rewards(config: Any, mode: str, rows: Sequence[dict], tokenizer: Any) 
     """Score known completions through verl's reward loop; check against direct calls, fixed values, advantages."""
     make, expected, best = KINDS[mode]
     data, kinds, texts = completion_batch(rows, tokenizer, make)
-    scores, parts, rm_scores = score_with_verl(config, data)
-    for i, (kind, text, score) in enumerate(zip(kinds, texts, scores)):
-        truth = data.non_tensor_batch["reward_model"][i]["ground_truth"]
-        direct = direct_score(config, text, truth)
-        _expect(abs(score - direct["score"]) < 1e-9, f"{mode} {kind}: verl's score {score} = direct {direct['score']}")
-        _expect(set(parts[i]) == set(direct), f"{mode}: reward parts reach verl ({sorted(parts[i])})")
-        want = expected(kind, json.loads(truth))
-        if want is not None:
-            _expect(abs(score - want) < 1e-9, f"{mode} {kind} scores {want} (got {score})")
-    advantages = grpo_advantages(config, data, rm_scores)
-    uids = data.non_tensor_batch["uid"]
-    for uid in dict.fromkeys(uids):
-        group = {k: float(a) for k, a, u in zip(kinds, advantages, uids) if u == uid}
+    scores, parts, advantages = check_scores(config, data, kinds, texts, mode,
+                                             lambda text, truth: direct_score(config, text, truth), expected)
+    for uid, group in advantage_groups(data, kinds, advantages).items():
         _expect(group["garbage"] < 0, f"{mode}: garbage has a negative GRPO advantage in group {uid}: {group}")
         if mode != "barrag-selector":
             _expect(group[best] > 0, f"{mode}: {best} has a positive GRPO advantage in group {uid}: {group}")
-    lines = [(f"verl's reward loop scored {len(rows)} prompts x {len(set(kinds))} completions through "
-              f"{config.reward.custom_reward_function.name}")]
-    for kind in dict.fromkeys(kinds):
-        idx = [i for i, k in enumerate(kinds) if k == kind]
-        extra = ""
-        if mode == "barrag-selector":
-            extra = f"  mean p {sum(parts[i]['p'] for i in idx) / len(idx):.2f}"
-        lines.append(f"  {kind:<13} mean score {sum(scores[i] for i in idx) / len(idx):+.3f}  mean GRPO advantage "
-                     f"{sum(float(advantages[i]) for i in idx) / len(idx):+.3f}{extra}")
-    return lines
+
+    def mean_p(idx: list[int]) -> str:
+        return f"  mean p {sum(parts[i]['p'] for i in idx) / len(idx):.2f}" if mode == "barrag-selector" else ""
+
+    return [(f"verl's reward loop scored {len(rows)} prompts x {len(set(kinds))} completions through "
+             f"{config.reward.custom_reward_function.name}"), *kind_lines(kinds, scores, advantages, 13, mean_p)]
 
 
 # ---------------------------------------------------------------------------------------- reader server

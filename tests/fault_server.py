@@ -20,8 +20,9 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
+
+from rearank.backends.chat_server import JsonHandler
 
 #: Every fault the server can inject (``ok``: a good answer).
 FAULTS = ("ok", "500", "429", "hang", "close_mid_body", "invalid_json", "empty_choices", "null_content",
@@ -95,12 +96,9 @@ class FaultServer(ThreadingHTTPServer):
         return number, fault
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: FaultServer
     protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet."""
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
@@ -117,9 +115,9 @@ class _Handler(BaseHTTPRequestHandler):
                             for i, t in enumerate(texts)],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}
         if fault == "500":
-            self._send(500, b'{"error": {"message": "internal"}}')
+            self._send_raw(500, b'{"error": {"message": "internal"}}')
         elif fault == "429":
-            self._send(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "0.01"})
+            self._send_raw(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "0.01"})
         elif fault == "hang":
             self.server.stopping.wait(self.server.hang_s)
             self.close_connection = True
@@ -133,14 +131,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
         elif fault == "invalid_json":
-            self._send(200, b'{"choices": [')
+            self._send_raw(200, b'{"choices": [')
         elif fault == "empty_choices":
-            self._send(200, b'{"choices": []}')
+            self._send_raw(200, b'{"choices": []}')
         elif fault == "null_content":
-            self._send(200, json.dumps({"choices": [{"message": {"content": None}, "finish_reason": "stop"}]}).encode())
+            self._send_raw(200, json.dumps({"choices": [{"message": {"content": None}, "finish_reason": "stop"}]}).encode())
         elif fault == "oversized":
             filler = "x" * self.server.oversized_bytes
-            self._send(200, json.dumps({**good, "padding": filler}).encode())
+            self._send_raw(200, json.dumps({**good, "padding": filler}).encode())
         elif fault == "trickle":
             data = json.dumps(good).encode()
             self.send_response(200)
@@ -159,18 +157,12 @@ class _Handler(BaseHTTPRequestHandler):
             echoed = {**good, "choices": [{"index": 0, "message": {"role": "assistant",
                                                                    "content": f"{text} key={self.server.echo}"},
                                            "finish_reason": "stop"}]}
-            self._send(200, json.dumps(echoed).encode())
+            self._send_raw(200, json.dumps(echoed).encode())
         else:
-            self._send(200, json.dumps(good).encode())
+            self._send_raw(200, json.dumps(good).encode())
 
-    def _send(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+    def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
         try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
+            super()._send_raw(status, data, headers)
         except OSError:
             self.close_connection = True

@@ -47,36 +47,45 @@ class ChatServer(ThreadingHTTPServer):
         return f"http://{host}:{port}/v1"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: ChatServer
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet handler answering JSON: the base of this server's handler and of the test fake server's."""
 
     def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: the client reports failures."""
 
+    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        self._send_raw(status, json.dumps(payload).encode(), headers)
+
+    def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+        """Answer ``data`` as the JSON body, as given (a test server may send broken JSON)."""
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Handler(JsonHandler):
+    server: ChatServer
+
     def do_GET(self) -> None:
         if self.path.rstrip("/") != "/v1/models":
-            self._send(404, _error(f"no route {self.path}"))
+            self._send(404, error_body(f"no route {self.path}"))
             return
-        self._send(200, {"object": "list", "data": [{"id": self.server.model_name, "object": "model"}]})
+        self._send(200, models_body(self.server.model_name))
 
     def do_POST(self) -> None:
         if self.path.rstrip("/") != "/v1/chat/completions":
-            self._send(404, _error(f"no route {self.path}"))
+            self._send(404, error_body(f"no route {self.path}"))
             return
         try:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         except ValueError as err:
-            self._send(400, _error(f"bad request: {err}"))
+            self._send(400, error_body(f"bad request: {err}"))
             return
         self._send(*chat_completion(self.server.backend, self.server.model_name, body, self.server.lock))
-
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
 
 def chat_completion(backend: Backend, model_name: str, body: Any, lock: threading.Lock) -> tuple[int, dict[str, Any]]:
@@ -89,26 +98,37 @@ def chat_completion(backend: Backend, model_name: str, body: Any, lock: threadin
             raise TypeError("the body must be a JSON object")
         prompt, settings = _parse_request(body)
     except (ValueError, TypeError, KeyError) as err:
-        return 400, _error(f"bad request: {err}")
+        return 400, error_body(f"bad request: {err}")
     if body.get("model") != model_name:
-        return 404, _error(f"the model {body.get('model')!r} does not exist; this server serves {model_name!r}")
+        return 404, error_body(f"the model {body.get('model')!r} does not exist; this server serves {model_name!r}")
     n = body.get("n", 1)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
-        return 400, _error(f"bad request: 'n' must be an integer in [1, {MAX_N}]")
+        return 400, error_body(f"bad request: 'n' must be an integer in [1, {MAX_N}]")
     with lock:
         generations = backend.generate([prompt] * n, settings)
     if any(g.finish_reason == "error" for g in generations):
-        return 500, _error("generation failed")
-    prompt_tokens = generations[0].prompt_tokens
-    completion_tokens = sum(g.completion_tokens for g in generations)
-    return 200, {
+        return 500, error_body("generation failed")
+    choices = [(g.text, g.finish_reason) for g in generations]
+    return 200, completion_body(model_name, choices, generations[0].prompt_tokens,
+                                sum(g.completion_tokens for g in generations))
+
+
+def completion_body(model: Any, choices: list[tuple[str, str]], prompt_tokens: int,
+                    completion_tokens: int) -> dict[str, Any]:
+    """A ``chat.completion`` payload: one choice a ``(text, finish_reason)``, with the usage counts."""
+    return {
         "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-        "model": model_name,
-        "choices": [{"index": i, "message": {"role": "assistant", "content": g.text},
-                     "finish_reason": g.finish_reason} for i, g in enumerate(generations)],
+        "model": model,
+        "choices": [{"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": reason}
+                    for i, (text, reason) in enumerate(choices)],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
     }
+
+
+def models_body(model: str) -> dict[str, Any]:
+    """The ``GET /v1/models`` payload listing one model."""
+    return {"object": "list", "data": [{"id": model, "object": "model"}]}
 
 
 def _parse_request(body: dict[str, Any]) -> tuple[Prompt, SamplingSettings]:
@@ -125,8 +145,21 @@ def _parse_request(body: dict[str, Any]) -> tuple[Prompt, SamplingSettings]:
     return Prompt(messages=tuple({"role": m["role"], "content": m.get("content") or ""} for m in messages)), settings
 
 
-def _error(message: str) -> dict[str, Any]:
+def error_body(message: str) -> dict[str, Any]:
+    """An OpenAI-style error payload."""
     return {"error": {"message": message}}
+
+
+def serve_until_interrupted(server: ThreadingHTTPServer, banner: str) -> int:
+    """Print ``banner``, serve until Ctrl-C, close the socket; the exit status 0 (for ``main``)."""
+    print(banner, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,14 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rearank.serve: error: {err}", file=sys.stderr)
         return 2
     server = ChatServer(backend, args.served_name or args.model, args.host, args.port)
-    print(f"serving {args.model!r} at {server.base_url}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve_until_interrupted(server, f"serving {args.model!r} at {server.base_url}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ passage, highest first (ties in presented order), so tests can tell a correct ra
 are the ``[i] text`` user turns (or ``[i] text`` lines of one turn for inline layouts).
 
 Routes: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /stats`` (:meth:`EngineStats.to_dict`),
-``POST /stats/reset``.
+``POST /stats/reset``. The JSON handling and payload shapes are those of :mod:`rearank.backends.chat_server`.
 
     python -m rearank.testing.fake_server --model batching --time-scale 200 --port 8001
 """
@@ -38,11 +38,12 @@ import random
 import re
 import threading
 import time
-import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from rearank.backends.chat_server import JsonHandler, completion_body, error_body, models_body, serve_until_interrupted
 
 MODELS = ("batching", "flat", "degrading")
 LENGTHS = ("reasoning", "answer")
@@ -288,10 +289,10 @@ class FakeServer(ThreadingHTTPServer):
         """Serve one chat-completions body; returns status, JSON payload and extra headers."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            return 400, {"error": {"message": "messages must be a list of objects"}}, {}
+            return 400, error_body("messages must be a list of objects"), {}
         max_tokens = body.get("max_tokens") or 2048
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            return 400, {"error": {"message": "max_tokens must be a positive integer"}}, {}
+            return 400, error_body("max_tokens must be a positive integer"), {}
         texts = passages(messages)
         key = json.dumps(messages, sort_keys=True).encode()
         want = completion_length(self.lengths, key, len(texts), self.seed)
@@ -299,7 +300,7 @@ class FakeServer(ThreadingHTTPServer):
         with self.cond:
             if self.max_in_flight is not None and self.in_flight >= self.max_in_flight:
                 self.engine.stats.rejected += 1
-                return 429, {"error": {"message": "rate limit"}}, {"Retry-After": f"{self.retry_after_s:g}"}
+                return 429, error_body("rate limit"), {"Retry-After": f"{self.retry_after_s:g}"}
             self.in_flight += 1
             self.engine.submit(seq, self.sim_now())
             self.cond.notify_all()
@@ -311,11 +312,7 @@ class FakeServer(ThreadingHTTPServer):
         else:
             order = " > ".join(f"[{i}]" for i in ranking(texts, self.answer))
             text, reason = f"<think>{want} simulated reasoning tokens.</think>\n<answer>{order}</answer>", "stop"
-        usage = {"prompt_tokens": seq.prompt_tokens, "completion_tokens": seq.tokens,
-                 "total_tokens": seq.prompt_tokens + seq.tokens}
-        return 200, {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "model": body.get("model"),
-                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                  "finish_reason": reason}], "usage": usage}, {}
+        return 200, completion_body(body.get("model"), [(text, reason)], seq.prompt_tokens, seq.tokens), {}
 
     def stats(self) -> dict[str, Any]:
         with self.cond:
@@ -323,21 +320,18 @@ class FakeServer(ThreadingHTTPServer):
             return {**self.engine.stats.to_dict(), "model": self.model.kind, "time_scale": self.time_scale}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: FakeServer
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body are two writes: avoid the 40 ms delayed-ACK stall
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/stats":
             self._send(200, self.server.stats())
         elif self.path.rstrip("/") == "/v1/models":
-            self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+            self._send(200, models_body("fake"))
         else:
-            self._send(404, {"error": {"message": f"no route {self.path}"}})
+            self._send(404, error_body(f"no route {self.path}"))
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -347,27 +341,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"reset": True})
             return
         if not self.path.rstrip("/").endswith("/chat/completions"):
-            self._send(404, {"error": {"message": f"no route {self.path}"}})
+            self._send(404, error_body(f"no route {self.path}"))
             return
         try:
             body = json.loads(raw)
         except ValueError:
-            self._send(400, {"error": {"message": "body is not JSON"}})
+            self._send(400, error_body("body is not JSON"))
             return
         if not isinstance(body, dict):
-            self._send(400, {"error": {"message": "body must be a JSON object"}})
+            self._send(400, error_body("body must be a JSON object"))
             return
         self._send(*self.server.complete(body))
-
-    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
 
 
 def start(model: ServiceModel | str = "batching", **kwargs: Any) -> FakeServer:
@@ -388,14 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server = FakeServer(ServiceModel(args.model), time_scale=args.time_scale, lengths=args.lengths,
                         answer=args.answer, max_in_flight=args.max_in_flight, port=args.port)
-    print(f"fake {args.model} server on {server.base_url} (stats: GET /stats)", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve_until_interrupted(server, f"fake {args.model} server on {server.base_url} (stats: GET /stats)")
 
 
 if __name__ == "__main__":

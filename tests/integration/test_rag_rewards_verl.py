@@ -18,10 +18,9 @@ from rearank.io.qa import load_qa
 from rearank.models import embedded_model_path
 from rearank.rag.barrag.prompt import selector_messages
 from rearank.rag.barrag.reward import compute_selector_score
-from recipes.train_check import compose_recipe, score_with_verl
+from recipes.train_check import completion_batch, compose_recipe, score_with_verl
 from recipes.train_check_rag import (
     arena_completions,
-    completion_batch,
     generator_completions,
     reader_server,
     run_checks,

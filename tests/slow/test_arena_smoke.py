@@ -15,10 +15,10 @@ def test_arena_grpo_smoke_logs_finite_metrics(tmp_path):
     require("trl", "TRL is in the `train` extra")
     require_pack("qa")
     os.environ.setdefault("REARANK_DATA", str(data_root()))
-    from recipes.train_smoke_arena import main
+    from recipes.train_smoke import main
 
     metrics = tmp_path / "metrics.json"
-    assert main(["--steps", "2", "--metrics", str(metrics)]) == 0
+    assert main(["--family", "arena", "--steps", "2", "--metrics", str(metrics)]) == 0
     logs = json.loads(metrics.read_text())
     assert [entry["step"] for entry in logs] == [1, 2]
     for entry in logs:

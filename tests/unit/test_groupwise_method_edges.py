@@ -7,13 +7,7 @@ from rearank.backends.base import Generation
 from rearank.errors import RearankError
 from rearank.grouprank.parser import scores_grammar
 from rearank.methods.groupwise import Groupwise, check_group_settings, min_max, sliding_groups
-from rearank.types import Candidate, Query, Request
-
-
-def request(n=None, text="passage {i}", scores=None):
-    scores = scores if scores is not None else [float(-i) for i in range(n)]
-    return Request(Query("q1", "what?"),
-                   tuple(Candidate(f"d{i}", s, text.format(i=i)) for i, s in enumerate(scores)))
+from tests.methods import CharTokenizer, request
 
 
 def answer(*scores):
@@ -26,14 +20,6 @@ def ranked(method, req, answers):
     for task in tasks:
         method.apply(state, task, Generation(answers[task.index], 1, 1))
     return [c.docid for c in method.result(state).candidates]
-
-
-class CharTokenizer:
-    def __call__(self, texts, add_special_tokens=False):
-        return {"input_ids": [[ord(c) for c in t] for t in texts]}
-
-    def decode(self, ids, skip_special_tokens=True):
-        return "".join(map(chr, ids))
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -9,21 +9,7 @@ from rearank.errors import RearankError
 from rearank.grammar import id_list_answer
 from rearank.methods.groupwise import Groupwise
 from rearank.methods.listwise import Listwise
-from rearank.types import Candidate, Query, Request
-
-
-def request(n, text="passage {i}"):
-    return Request(Query("q1", "what?"), tuple(Candidate(f"d{i}", float(-i), text.format(i=i)) for i in range(n)))
-
-
-class CharTokenizer:
-    """One token per character (what truncation needs from a tokenizer)."""
-
-    def __call__(self, texts, add_special_tokens=False):
-        return {"input_ids": [[ord(c) for c in t] for t in texts]}
-
-    def decode(self, ids, skip_special_tokens=True):
-        return "".join(map(chr, ids))
+from tests.methods import CharTokenizer, request
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

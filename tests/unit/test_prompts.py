@@ -17,6 +17,7 @@ from rearank.prompts import (
     truncate_texts,
 )
 from rearank.types import Candidate
+from tests.methods import CharTokenizer
 
 PASSAGES = ["Fleas live up to a year [3] in warm homes.", "Dogs   bark\n\na lot.", "Cats [ 12 ] sleep."]
 
@@ -73,20 +74,6 @@ def test_whitespace_collapsed_and_beir_title_rendered():
     titled = Candidate("d1", 1.0, text="Body text.", title="My Title")
     assert passage_text(titled) == "Title: My Title Content: Body text."
     assert passage_text(Candidate("d2", 1.0, text="Only body.")) == "Only body."
-
-
-class CharTokenizer:
-    """One token per character: enough to check token-budget truncation."""
-
-    def __init__(self):
-        self.seen = []
-
-    def __call__(self, texts, add_special_tokens=False):
-        self.seen.extend(texts)
-        return {"input_ids": [[ord(c) for c in text] for text in texts]}
-
-    def decode(self, ids, skip_special_tokens=True):
-        return "".join(chr(i) for i in ids)
 
 
 def test_truncation_by_words_and_by_tokenizer():

@@ -144,6 +144,10 @@ def group_reward_parts(
     }
 
 
+#: :func:`group_reward_parts`' options and their defaults, in the order :func:`_check_options` takes them.
+_PART_DEFAULTS: dict[str, Any] = dict(group_reward_parts.__kwdefaults__)
+
+
 def compute_score(
     data_source: object,
     solution_str: object,
@@ -155,19 +159,15 @@ def compute_score(
     dist_weight: float = 0.1,
     tags_only_score: float = 0.0,
     invalid_score: float = -1.0,
-    k: int = 10,
-    rbo_p: float = 0.9,
-    rel_threshold: float = 1,
-    eps: float = 0.01,
-    max_label: float | None = None,
-    dist_floor: bool = True,
     **kwargs: Any,
 ) -> dict[str, float]:
     """Score one groupwise completion (verl ``custom_reward_function``); returns ``score`` plus its parts.
 
     Keys (:data:`PARTS`): score, r_recall, r_rank, r_dist, ndcg, rbo, kl, format_tags, format_json,
     parse_status (index into :data:`PARSE_STATUSES`); the parts are 0 unless tags and JSON are valid.
-    ``data_source``, ``extra_info`` and extra keyword arguments verl passes are unused; the listwise reward's
+    Besides the weights and scores above it takes :func:`group_reward_parts`' options (k, rbo_p, rel_threshold,
+    eps, max_label, dist_floor), with the same defaults.
+    ``data_source``, ``extra_info`` and other keyword arguments verl passes are unused; the listwise reward's
     options (:data:`LISTWISE_OPTIONS`) raise ValueError, since they mean the wrong reward_kwargs were given.
     """
     listwise = [name for name in LISTWISE_OPTIONS if name in kwargs]
@@ -177,10 +177,8 @@ def compute_score(
             "the groupwise options (recall_weight, rank_weight, dist_weight, k, rbo_p, rel_threshold, eps, max_label, "
             "dist_floor, tags_only_score, invalid_score)"
         )
-    _check_options(
-        (recall_weight, rank_weight, dist_weight, tags_only_score, invalid_score), k, rbo_p, rel_threshold, eps,
-        max_label, dist_floor,
-    )
+    options = {name: kwargs.get(name, default) for name, default in _PART_DEFAULTS.items()}
+    _check_options((recall_weight, rank_weight, dist_weight, tags_only_score, invalid_score), *options.values())
     result = dict.fromkeys(PARTS, 0.0)
     labels = parse_ground_truth(ground_truth)
     if labels is None:
@@ -196,10 +194,7 @@ def compute_score(
     if not parsed.json_ok:
         result["score"] = float(tags_only_score)
         return result
-    parts = group_reward_parts(
-        labels, parsed.filled(), k=k, rbo_p=rbo_p, rel_threshold=rel_threshold, eps=eps, max_label=max_label,
-        dist_floor=dist_floor,
-    )
+    parts = group_reward_parts(labels, parsed.filled(), **options)
     result.update(parts)
     result["score"] = recall_weight * parts["r_recall"] + rank_weight * parts["r_rank"] + dist_weight * parts["r_dist"]
     return result
