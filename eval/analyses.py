@@ -33,6 +33,7 @@ from eval.results import MAIN_MEASURE, TRACES_FILE, SuiteResult, load_suite
 from eval.suites import GROUPS
 from eval.tables import MISSING, LengthBin, fmt, group_average, load_paper_figures, markdown_table
 from rearank.errors import MissingDataError, RearankError
+from rearank.flags import apply_defaults
 from rearank.io.files import atomic_write
 from rearank.methods.listwise.answer import apply_permutation
 from rearank.ndcg import ndcg_at_k
@@ -242,6 +243,7 @@ def _write(path: Path, text: str) -> Path:
 
 def run_reasoning(args: argparse.Namespace) -> list[Path]:
     """Run the suite with both prompts and write the comparison."""
+    apply_defaults(args)
     base = args.label or args.model or args.backend
     switch = uses_thinking_switch(args)
     suites = {}

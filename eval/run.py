@@ -39,7 +39,7 @@ from rearank.flags import (
     add_method_arguments,
     add_model_arguments,
     add_renamed,
-    apply_preset,
+    apply_defaults,
     backend_options,
     check_sampling_args,
     max_new_tokens_for,
@@ -49,11 +49,6 @@ from rearank.io.outputs import exclusive
 from rearank.io.trec import read_run
 from rearank.methods import method_options, option_default
 from rearank.metrics import evaluate
-
-#: Settings a resumed suite must share with the run it continues, beside :func:`rearank.job.resume_settings`:
-#: how many queries each dataset's metrics count.
-SUITE_RESUME_KEYS = ("max_queries", "first_stage")
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite runner's options (shared by ``python -m eval.run``, ``rearank benchmark`` and the analyses); the
@@ -110,8 +105,7 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
     if not resume:
         raise RearankError(f"{out} already holds suite results; pass --resume to continue them or choose another --output-dir")
     old = read_json(previous)
-    ours = {**job.resume_settings(config), **{k: config.get(k) for k in SUITE_RESUME_KEYS}}
-    theirs = {**job.resume_settings(old), **{k: old.get(k) for k in SUITE_RESUME_KEYS}}
+    ours, theirs = job.resume_settings(config, suite=True), job.resume_settings(old, suite=True)
     changed = [f"{k}: {theirs.get(k)!r} -> {ours.get(k)!r}" for k in {**theirs, **ours} if theirs.get(k) != ours.get(k)]
     if changed:
         raise RearankError(f"cannot resume {out} with other settings ({'; '.join(changed)}); use another --output-dir")
@@ -184,7 +178,7 @@ class SuiteRunner:
 def run_suite(args: argparse.Namespace) -> SuiteResult:
     """Run the suite of ``args`` into ``args.out`` and write its report; return the loaded results."""
     check_sampling_args(args)
-    apply_preset(args)
+    apply_defaults(args)
     method_from_args(args)  # bad settings or templates fail before any data or model is loaded
     config = settings_of(args)
     out: Path = args.out

@@ -4,7 +4,7 @@ One spelling per idea: ``--output FILE`` for a file, ``--output-dir DIR`` for a 
 otherwise keeps its old spelling as a hidden alias (:func:`add_renamed`). One declaration per flag: the model and
 sampling flags (:func:`add_model_arguments`), the method flags
 (:func:`add_method_arguments`), and the method, backend options and generation budget they give
-(:func:`method_from_args`, :func:`backend_options`, :func:`max_new_tokens_for`, :func:`apply_preset`).
+(:func:`method_from_args`, :func:`backend_options`, :func:`max_new_tokens_for`, :func:`apply_defaults`).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ def add_renamed(container: Any, names: Sequence[str], old: Sequence[str], **kwar
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """``--backend --model -O --max-new-tokens --temperature --top-p --seed``."""
     model = parser.add_argument_group("model")
-    model.add_argument("--backend", choices=rerank_backends(), default="hf",
-                       help="generation backend (or one an installed package registers: entry points "
-                       "rearank.backends)")
+    model.add_argument("--backend", choices=rerank_backends(),
+                       help="generation backend (default: hf; scorer with --mode pointwise), or one an installed "
+                       "package registers (entry points rearank.backends)")
     model.add_argument("--model", help="model: hub id, local folder, .gguf file or 'embedded' "
                        "(default: the embedded SmolLM2-135M-Instruct for hf)")
     model.add_argument("--backend-option", "-O", action="append", default=[], metavar="KEY=VALUE",
@@ -67,16 +67,15 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 _SHARED_OPTIONS = ("prompt", "top_k", "passage_budget", "seed")
 
 
-def add_method_arguments(parser: argparse.ArgumentParser, extra_modes: tuple[str, ...] = ()) -> None:
-    """``--mode`` (a method of :data:`rearank.methods.METHODS`, or one of ``extra_modes``), the options methods
-    share, each method's own flags (its ``FLAGS``; an option it does not describe gets ``--name`` typed from its
+def add_method_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--mode`` (a method of :data:`rearank.methods.METHODS`), the options methods share, each method's own flags (its ``FLAGS``; an option it does not describe gets ``--name`` typed from its
     default) and ``--preset``."""
     rank = parser.add_argument_group("reranking")
     mode = rank.add_argument("--mode", default="listwise",
-                      help="listwise sliding windows, groupwise scoring (GroupRank)" + (
-                          ", a pointwise scorer (--model: a saved RRPO scorer, a cross-encoder or a causal LM; "
-                          "-O kind=, device=, num_layers=)" if "pointwise" in extra_modes else "")
-                      + ", or a method an installed package registers (entry points rearank.methods)")
+                      help="listwise sliding windows, groupwise scoring (GroupRank), pointwise scores (with "
+                      "--backend scorer, the default for it: --model a saved RRPO scorer, a cross-encoder or a causal "
+                      "LM; -O kind=, device=, num_layers=), or a method an installed package registers (entry points "
+                      "rearank.methods)")
     rank.add_argument("--prompt", help=f"ranking template ({', '.join(names(RANKING))}) or a YAML template file "
                       "(default: rearank; grouprank for --mode groupwise)")
     rank.add_argument("--top-k", type=int, default=100, help="rerank the first K candidates; the rest follow them")
@@ -93,7 +92,7 @@ def add_method_arguments(parser: argparse.ArgumentParser, extra_modes: tuple[str
             warnings.warn(f"{err}; --mode {name} is not available", stacklevel=2)
             continue
         modes.append(name)
-    mode.choices = [*modes, *extra_modes]
+    mode.choices = modes
     rank.add_argument(
         "--preset", choices=("grouprank-released",),
         help="groupwise only; grouprank-released: GroupRank's released inference (one user message of [i]. text, "
@@ -184,8 +183,11 @@ def max_new_tokens_for(args: argparse.Namespace) -> int:
     return job.default_max_new_tokens(args.backend, args.model)
 
 
-def apply_preset(args: argparse.Namespace) -> None:
-    """Fill the settings of ``--preset`` that were left at their defaults (groupwise only)."""
+def apply_defaults(args: argparse.Namespace) -> None:
+    """Fill the defaults that hang on other flags: ``--backend`` (``scorer`` for ``--mode pointwise``, else ``hf``)
+    and the settings of ``--preset`` left at their defaults (groupwise only)."""
+    if args.backend is None:
+        args.backend = "scorer" if args.mode == "pointwise" else "hf"
     if not getattr(args, "preset", None):
         return
     if args.mode != "groupwise":

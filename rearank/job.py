@@ -36,14 +36,19 @@ ALL_CANDIDATES = sys.maxsize
 RESUME_KEYS = ("dataset", "run", "requests", "topics", "docs", "skip_missing", "tag", "backend", "model",
                "backend_options", "mode", "method", "prompt", "top_k", "passage_budget", "max_new_tokens",
                "temperature", "top_p", "seed")
+#: What a resumed ``rearank benchmark`` suite must also share: how many queries each dataset's metrics count,
+#: and the first stage they rerank.
+SUITE_RESUME_KEYS = ("max_queries", "first_stage")
 
 
-def resume_settings(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings of ``config`` (a run's recorded settings) that a resume must match: :data:`RESUME_KEYS` and
-    the options of its method (``mode``, or ``method`` for the face; :func:`rearank.methods.method_options`)."""
+def resume_settings(config: Mapping[str, Any], suite: bool = False) -> dict[str, Any]:
+    """The settings of ``config`` (a run's recorded settings) that a resume must match: :data:`RESUME_KEYS`, the
+    options of its method (``mode``, or ``method`` for the face; :func:`rearank.methods.method_options`) and, for a
+    benchmark suite, :data:`SUITE_RESUME_KEYS`."""
     method = config.get("mode") or config.get("method")
     own = method_options(method) if method in METHODS else []
-    return {key: config.get(key) for key in dict.fromkeys((*RESUME_KEYS, *own))}
+    keys = (*RESUME_KEYS, *own, *(SUITE_RESUME_KEYS if suite else ()))
+    return {key: config.get(key) for key in dict.fromkeys(keys)}
 
 
 class Ranker(Protocol):

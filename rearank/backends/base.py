@@ -38,8 +38,9 @@ class SamplingSettings:
 class Prompt:
     """One window to generate for: the chat messages, plus what a non-LLM backend may need.
 
-    ``qid`` and ``docids`` (in presented order) let the oracle backend judge the window;
-    LLM backends use ``messages`` (and ``answer`` when asked to constrain or to cap the reasoning).
+    ``qid`` and ``docids`` (in presented order) let the oracle backend judge the window; ``pair`` (a pointwise
+    prompt's query, passage title and passage text) is what a scorer backend scores; LLM backends use ``messages``
+    (and ``answer`` when asked to constrain or to cap the reasoning).
     """
 
     messages: tuple[Message, ...]
@@ -48,6 +49,7 @@ class Prompt:
     #: What the answer may look like (the method's :class:`rearank.grammar.AnswerGrammar`): what
     #: ``-O constrain=answer`` and ``-O max_think_tokens=N`` work with; None: the backend leaves the text free.
     answer: AnswerGrammar | None = None
+    pair: tuple[str, str, str] | None = None
 
 
 #: Finish reasons of a :class:`Generation`: the model stopped, hit ``max_new_tokens``, or the backend failed

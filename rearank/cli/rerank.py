@@ -20,7 +20,7 @@ from rearank.flags import (
     add_engine_argument,
     add_method_arguments,
     add_model_arguments,
-    apply_preset,
+    apply_defaults,
     backend_options,
     check_sampling_args,
     max_new_tokens_for,
@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--skip-missing", action="store_true", help="drop candidates without text instead of failing")
 
     add_model_arguments(p)
-    add_method_arguments(p, extra_modes=("pointwise",))
+    add_method_arguments(p)
     add_engine_argument(p)
 
     out = p.add_argument_group("output")
@@ -81,9 +81,9 @@ def run(args: argparse.Namespace) -> int:
     from rearank.data import packs
 
     _check_args(args)
-    apply_preset(args)
+    apply_defaults(args)
     # bad settings or templates fail before any data or model is loaded
-    method = None if args.mode == "pointwise" else method_from_args(args)
+    method = method_from_args(args)
     if args.requests is not None:
         requests = packs.read_request_file(args.requests, max_queries=args.max_queries)
     else:
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backend == "oracle" and qrels is None:
         raise RearankError("the oracle backend ranks by relevance judgments: pass --qrels (or a --dataset with qrels)")
 
-    windows = {} if method is None else {r.query.qid: method.task_count(len(r.candidates)) for r in requests}
+    windows = {r.query.qid: method.task_count(len(r.candidates)) for r in requests}
 
     def make_reranker() -> Any:
         return _make_reranker(args, method, qrels)
@@ -140,12 +140,7 @@ def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int
     return None
 
 
-def _make_reranker(args: argparse.Namespace, method: Method | None, qrels: dict[str, dict[str, int]] | None) -> Any:
-    if method is None:
-        from rearank.methods.pointwise import PointwiseReranker, PointwiseScorer
-
-        scorer = PointwiseScorer.from_options(args.model or "embedded", backend_options(args.backend_option))
-        return PointwiseReranker(scorer, top_k=args.top_k)
+def _make_reranker(args: argparse.Namespace, method: Method, qrels: dict[str, dict[str, int]] | None) -> Any:
     options = backend_options(args.backend_option)
     if args.backend == "oracle":
         options["qrels"] = qrels

@@ -63,10 +63,11 @@ def actor_pool(concurrency: Any) -> Any:
 
 
 def prompt_rows(items: Sequence[tuple[int, Prompt]]) -> list[dict[str, Any]]:
-    """The Dataset rows of a round: row id, qid, presented docids, the chat messages and the answer grammar (JSON)."""
+    """The Dataset rows of a round: row id, qid, presented docids, the chat messages, the answer grammar (JSON) and
+    a pointwise prompt's pair (query, title, text; empty otherwise)."""
     return [{"row": row, "qid": p.qid, "docids": list(p.docids),
              "messages": [{"role": str(m["role"]), "content": str(m["content"])} for m in p.messages],
-             "answer": "" if p.answer is None else json.dumps(p.answer.to_dict())}
+             "answer": "" if p.answer is None else json.dumps(p.answer.to_dict()), "pair": list(p.pair or ())}
             for row, p in items]
 
 
@@ -152,7 +153,8 @@ class BackendActor:
     def __call__(self, batch: Any) -> dict[str, list]:
         rows = batch.to_pylist()
         prompts = [Prompt(messages=tuple(r["messages"]), qid=r["qid"], docids=tuple(r["docids"]),
-                          answer=AnswerGrammar.from_dict(json.loads(r["answer"])) if r["answer"] else None)
+                          answer=AnswerGrammar.from_dict(json.loads(r["answer"])) if r["answer"] else None,
+                          pair=tuple(r["pair"]) if r.get("pair") else None)
                    for r in rows]
         generations = self.backend.generate(prompts, self.settings)
         if len(generations) != len(prompts):

@@ -3,8 +3,8 @@ runs any of them.
 
 :data:`METHODS` names the ones that rerank with a chat LLM: rearank's ``listwise`` (sliding windows,
 Rearank/RankGPT) and ``groupwise`` (GroupRank), and those other packages register under the entry-point group
-``rearank.methods`` (:mod:`rearank.plugins`). :mod:`rearank.methods.pointwise` scores each passage with a small
-model (RRPO's policy); it needs torch and is not imported here.
+``rearank.methods`` (:mod:`rearank.plugins`), and ``pointwise`` (:mod:`rearank.methods.pointwise`: each passage
+scored on its own, by the ``scorer`` backend or an LLM's yes/no).
 
 A method is a frozen dataclass; its fields but ``tokenizer`` are its options (:func:`method_options`), given by
 keyword to the face and as flags on the command line (:mod:`rearank.flags`, which reads a method's ``FLAGS``).
@@ -16,10 +16,12 @@ from typing import Any
 from rearank.methods.base import Method, Task
 from rearank.methods.groupwise import Groupwise
 from rearank.methods.listwise import Listwise
+from rearank.methods.pointwise.method import Pointwise
 from rearank.plugins import Registry
 
 #: Method name -> class; ``METHODS[name](**settings)`` builds one (settings are checked then).
-METHODS = Registry("rearank.methods", "method", {"listwise": lambda: Listwise, "groupwise": lambda: Groupwise})
+METHODS = Registry("rearank.methods", "method", {"listwise": lambda: Listwise, "groupwise": lambda: Groupwise,
+                                                   "pointwise": lambda: Pointwise})
 
 
 def method_options(method: str) -> list[str]:
@@ -36,4 +38,4 @@ def option_default(method: str, option: str) -> Any:
     return None if field.default is MISSING else field.default
 
 
-__all__ = ["METHODS", "Groupwise", "Listwise", "Method", "Task", "method_options", "option_default"]
+__all__ = ["METHODS", "Groupwise", "Listwise", "Method", "Pointwise", "Task", "method_options", "option_default"]

@@ -114,11 +114,13 @@ class RequestSelector:
 
 def pointwise_selector(arg: str | None, **options: Any) -> RequestSelector:
     """``pointwise:MODEL``: a saved scorer, hub id, local folder or ``embedded`` (options: kind, device,
-    num_layers, max_passage_tokens, batch_size)."""
-    from rearank.methods.pointwise import PointwiseReranker, PointwiseScorer
+    num_layers, max_passage_tokens, batch_size), on the engine through the scorer backend."""
+    from rearank.backends.registry import make_backend
+    from rearank.engine import Engine
+    from rearank.methods import Pointwise
 
-    scorer = PointwiseScorer.from_options(arg or "embedded", options)
-    return RequestSelector(f"pointwise:{arg or 'embedded'}", PointwiseReranker(scorer))
+    reranker = Engine(make_backend("scorer", arg, **options), Pointwise(), batch_size=256)
+    return RequestSelector(f"pointwise:{arg or 'embedded'}", reranker)
 
 
 def listwise_selector(

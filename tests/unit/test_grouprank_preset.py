@@ -5,7 +5,7 @@ import pytest
 from rearank.backends.base import BackendBase, Generation
 from rearank.cli import build_parser
 from rearank.errors import RearankError
-from rearank.flags import apply_preset
+from rearank.flags import apply_defaults
 from rearank.grouprank import load_group_template
 from rearank.grouprank.parser import format_scores
 from rearank.prompts import build_messages
@@ -66,10 +66,10 @@ def test_preset_fills_settings_left_at_their_defaults():
     parser = build_parser()
     args = parser.parse_args(["rerank", "--dataset", "dl19", "--mode", "groupwise", "--preset", "grouprank-released",
                               "--top-p", "0.5", "-o", "x.trec"])
-    apply_preset(args)
+    apply_defaults(args)
     assert (args.prompt, args.temperature, args.max_new_tokens, args.fusion_weight, args.fusion, args.shuffle_all) == (
         "grouprank-released", 0.3, 8000, 0.6, "raw", True)
     assert args.top_p == 0.5  # given on the command line: kept
     listwise = parser.parse_args(["rerank", "--dataset", "dl19", "--preset", "grouprank-released", "-o", "x.trec"])
     with pytest.raises(RearankError, match="--mode groupwise"):
-        apply_preset(listwise)
+        apply_defaults(listwise)

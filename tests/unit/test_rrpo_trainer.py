@@ -13,7 +13,8 @@ import yaml
 from rearank.cli import main
 from rearank.errors import RearankError
 from rearank.io.requests_jsonl import write_requests
-from rearank.methods.pointwise import PointwiseReranker, PointwiseScorer
+from rearank.backends.registry import make_backend
+from rearank.methods.pointwise import PointwiseScorer
 from rearank.rag.readers import OracleReader
 from rearank.rag.rrpo.trainer import RRPOConfig, build_trainer
 
@@ -130,8 +131,27 @@ def test_scorer_kinds_and_load(tiny_model):
     assert scores.shape == (3,) and scores.requires_grad
     one = scorer.scores("who wrote it ?", [("beta", "city")]).detach()
     assert float(one[0]) == pytest.approx(float(scores[1].detach()), abs=1e-5)  # left padding does not change a score
-    with pytest.raises(RearankError, match="unknown pointwise scorer options"):
-        PointwiseScorer.from_options(tiny_model, {"colour": "red"})
+    with pytest.raises(RearankError, match="bad options for the scorer backend"):
+        make_backend("scorer", tiny_model, colour="red")
+
+
+def test_scorer_backend_ranks_pointwise_on_the_engine(tiny_model):
+    from rearank.engine import Engine
+    from rearank.methods import Listwise, Pointwise
+    from rearank.types import Candidate, Query, Request
+
+    backend = make_backend("scorer", tiny_model, device="cpu")
+    docs = [("alpha", "river"), ("beta", "city"), ("", "book"), ("gamma", "song"), ("delta", "answer")]
+    req = Request(Query("q", "who wrote it ?"), tuple(Candidate(f"d{i}", 0.0, text, title)
+                                                     for i, (title, text) in enumerate(docs)))
+    with torch.inference_mode():
+        scores = backend.scorer.scores("who wrote it ?", docs[:4]).tolist()
+    result = Engine(backend, Pointwise(top_k=4), batch_size=3).rerank([req], progress=False)[0]
+    assert [c.docid for c in result.candidates] == [f"d{i}" for i in sorted(range(4), key=lambda i: -scores[i])] + [
+        "d4"]
+    assert [float(t.raw_output) for t in result.traces] == pytest.approx(scores, abs=1e-5)
+    with pytest.raises(RearankError, match="--mode pointwise"):
+        Engine(backend, Listwise())
 
 
 def test_training_logs_caches_baseline_and_saves(tmp_path, tiny_model):
@@ -209,7 +229,10 @@ def test_cli_train_then_eval_and_rerank_with_the_scorer(tmp_path, tiny_model, ca
     from rearank.io.qa import load_qa
 
     first = load_qa(cfg.data)[0]
-    assert rows[0]["ranking"] == [first.passages[i].pid for i in PointwiseReranker(scorer).order(first.to_request())]
+    with torch.inference_mode():
+        scores = scorer.scores(first.question, [(p.title, p.text) for p in first.passages]).tolist()
+    by_score = sorted(range(len(scores)), key=lambda i: -scores[i])
+    assert rows[0]["ranking"] == [first.passages[i].pid for i in by_score]
     requests = tmp_path / "requests.jsonl"
     write_requests(requests, [i.to_request() for i in load_qa(cfg.data)])
     run = tmp_path / "pointwise.run"

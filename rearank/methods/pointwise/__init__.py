@@ -1,6 +1,7 @@
-"""Pointwise reranking: a scorer f(query, passage) -> score (the RRPO policy) and a reranker sorting by it."""
+"""Pointwise reranking (:class:`Pointwise`): every top-k passage scored on its own, by a scorer backend
+(``--backend scorer``: RRPO's policy, a cross-encoder) or an LLM answering yes/no; sorted by score."""
 
-from rearank.methods.pointwise.ranker import PointwiseReranker
+from rearank.methods.pointwise.method import Pointwise, parse_score
 from rearank.methods.pointwise.scorer import KINDS, PointwiseScorer
 
-__all__ = ["KINDS", "PointwiseReranker", "PointwiseScorer"]
+__all__ = ["KINDS", "Pointwise", "PointwiseScorer", "parse_score"]

@@ -16,12 +16,12 @@ from typing import Any
 
 from rearank.errors import RearankError
 from rearank.io.files import atomic_folder
+from rearank.methods.pointwise.method import passage_text, relevance_text
 from rearank.models import is_embedded, resolve_model
 from rearank.prompts import truncate_texts
 
 KINDS = ("seqcls", "causal-yes")
 META_FILE = "rearank_scorer.json"
-CAUSAL_QUESTION = "Is the document relevant to the query? Answer yes or no."
 
 #: Tokens kept of each passage (words when there is no tokenizer).
 MAX_PASSAGE_TOKENS = 300
@@ -97,18 +97,9 @@ class PointwiseScorer:
         budget = max_passage_tokens or meta.get("max_passage_tokens") or MAX_PASSAGE_TOKENS
         return cls(model, tokenizer, kind, max_passage_tokens=budget, batch_size=batch_size)
 
-    @classmethod
-    def from_options(cls, name: str | os.PathLike | None, options: dict[str, Any]) -> PointwiseScorer:
-        """:meth:`load` with user-given ``KEY=VALUE`` options; an unknown key is a :class:`RearankError`."""
-        accepted = ("kind", "device", "num_layers", "max_passage_tokens", "batch_size", "trust_remote_code")
-        unknown = sorted(set(options) - set(accepted))
-        if unknown:
-            raise RearankError(f"unknown pointwise scorer options {unknown}; accepted: {', '.join(accepted)}")
-        return cls.load(name, **options)
-
     def _encode(self, query: str, docs: Sequence[tuple[str, str]]) -> Any:
         texts = truncate_texts([" ".join(text.split()) for _, text in docs], self.max_passage_tokens, self.tokenizer)
-        passages = [f"{title}: {text}" if title else text for (title, _), text in zip(docs, texts)]
+        passages = [passage_text(title, text) for (title, _), text in zip(docs, texts)]
         if self.kind == "seqcls":
             return self.tokenizer([query] * len(passages), passages, padding=True, truncation="only_second",
                                   max_length=min(512, self.max_passage_tokens + 128), return_tensors="pt")
@@ -116,7 +107,7 @@ class PointwiseScorer:
         return self.tokenizer(prompts, padding=True, add_special_tokens=False, return_tensors="pt")
 
     def _causal_prompt(self, query: str, passage: str) -> str:
-        content = f"Query: {query}\nDocument: {passage}\n{CAUSAL_QUESTION}"
+        content = relevance_text(query, passage)
         if self.tokenizer.chat_template:
             return self.tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                                       add_generation_prompt=True)

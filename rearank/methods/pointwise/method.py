@@ -1,0 +1,111 @@
+"""Pointwise reranking: one prompt per passage of the top-k, answered with a relevance score; sorted by it.
+
+Each prompt carries its ``(query, title, text)`` pair (:attr:`rearank.backends.base.Prompt.pair`) for a scorer
+backend (:mod:`rearank.methods.pointwise.backend`: a cross-encoder or RRPO's policy, answering the score as
+text), and a yes/no relevance question as chat messages for an LLM backend. :func:`parse_score` reads either
+answer: a number is the score, a leading ``yes``/``no`` scores 1/0. A passage whose answer is neither (or failed)
+goes after the scored ones, in its first-stage order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from rearank.backends.base import ERROR, Generation, Prompt
+from rearank.methods.base import Task
+from rearank.methods.listwise import check_positive
+from rearank.prompts.builder import titled
+from rearank.types import Request, Result, WindowTrace
+
+#: The relevance question asked after the query and the document (the causal-yes scorer asks it too).
+QUESTION = "Is the document relevant to the query? Answer yes or no."
+#: Trace statuses: a score was read, or the answer (or the backend) gave none.
+OK, NO_SCORE = "ok", "no_score"
+
+_NUMBER = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+_YES_NO = re.compile(r"\W*(yes|no)\b", re.IGNORECASE)
+
+
+def passage_text(title: str, text: str) -> str:
+    """A passage as the pointwise prompt and the scorers show it: ``title: text`` (the text alone without a title)."""
+    return titled(title, text, "{title}: {text}")
+
+
+def relevance_text(query: str, passage: str) -> str:
+    """The pointwise question about ``passage`` (already titled) for ``query``."""
+    return f"Query: {query}\nDocument: {passage}\n{QUESTION}"
+
+
+def parse_score(text: str) -> float | None:
+    """A generation's score: the number it is, 1.0 / 0.0 for a leading yes / no, else None."""
+    number = _NUMBER.match(text)
+    if number:
+        value = float(number.group(1))
+        return value if math.isfinite(value) else None
+    word = _YES_NO.match(text)
+    return None if word is None else float(word.group(1).lower() == "yes")
+
+
+@dataclass
+class PointState:
+    """A query in progress: its request and one score slot per top-k passage (None until answered or unreadable)."""
+
+    request: Request
+    scores: list[float | None]
+    traces: dict[int, WindowTrace] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class Pointwise:
+    """Score each of the first ``top_k`` candidates on its own; sort them by score (ties and unscored passages keep
+    their first-stage order); the rest follow. Every passage of a query is ready at its start."""
+
+    top_k: int = 100
+    tokenizer: Any = None
+    name: ClassVar[str] = "pointwise"
+    FLAGS: ClassVar[dict[str, Any]] = {}
+
+    def __post_init__(self) -> None:
+        check_positive(top_k=self.top_k)
+
+    def task_count(self, n_candidates: int) -> int:
+        """One task per top-k passage (none for fewer than 2 candidates: nothing to sort)."""
+        n = min(n_candidates, self.top_k)
+        return n if n >= 2 else 0
+
+    def start(self, request: Request) -> tuple[PointState, list[Task]]:
+        n = self.task_count(len(request.candidates))
+        query = request.query.text
+        tasks = []
+        for i, cand in enumerate(request.candidates[:n]):
+            message = {"role": "user", "content": relevance_text(query, passage_text(cand.title, cand.text))}
+            tasks.append(Task(i, Prompt(messages=(message,), qid=request.query.qid, docids=(cand.docid,),
+                                        pair=(query, cand.title, cand.text))))
+        return PointState(request, [None] * n), tasks
+
+    def apply(self, state: PointState, task: Task, generation: Generation) -> list[Task]:
+        """Read the score of passage ``task.index``; nothing becomes ready (passages are independent)."""
+        score = None if generation.finish_reason == ERROR else parse_score(generation.text)
+        state.scores[task.index] = score
+        state.traces[task.index] = WindowTrace(
+            qid=state.request.query.qid, start=task.index, end=task.index + 1, pass_index=0,
+            prompt_tokens=generation.prompt_tokens, completion_tokens=generation.completion_tokens,
+            raw_output=generation.text, permutation=(0,), status=OK if score is not None else NO_SCORE,
+            latency_s=generation.latency_s)
+        return []
+
+    def result(self, state: PointState) -> Result:
+        scored = [i for i, s in enumerate(state.scores) if s is not None]
+        scored.sort(key=lambda i: -state.scores[i])  # type: ignore[operator]
+        head = scored + [i for i, s in enumerate(state.scores) if s is None]
+        cands = state.request.candidates
+        order = [cands[i] for i in head] + list(cands[len(state.scores):])
+        return Result(state.request.query, tuple(order), tuple(state.traces[i] for i in sorted(state.traces)))
+
+    def answer_text(self, labels: Sequence[int], top_grade: int = 1) -> str:
+        """The judged grade of the prompt's one passage, as its score."""
+        return str(labels[0])
