@@ -62,7 +62,7 @@ def test_windows_of_many_queries_share_backend_calls():
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"method": "pointwise"}, "unknown method 'pointwise'"),
+    ({"method": "pairwise"}, "unknown method 'pairwise'"),
     ({"backend": "tgi"}, "unknown backend 'tgi'"),
     ({"window": 1}, "window must be at least 2"),
     ({"step": 30}, "step (30) must not exceed window (20)"),

@@ -14,7 +14,7 @@ from rearank.errors import RearankError
 
 
 def test_the_table_is_explicit():
-    assert set(BACKENDS) == {"hf", "vllm", "vllm-async", "openai", "oracle", "qa-oracle"}
+    assert set(BACKENDS) == {"hf", "vllm", "vllm-async", "openai", "oracle", "scorer", "qa-oracle"}
 
 
 @pytest.mark.parametrize("name", ["transformers", "HF", "hf-gpu", "openai-compatible", "vllm_cpu", "qwen", ""])
