@@ -22,7 +22,7 @@ from rearank.backends.oracle import OracleBackend
 from rearank.data.packs import load_qrels, load_requests
 from rearank.engine import Engine
 from rearank.methods import Listwise
-from rearank.stats import RunStats
+from rearank.run.stats import RunStats
 from rearank.types import Request, Result
 
 

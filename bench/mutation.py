@@ -47,7 +47,7 @@ MODULES: dict[str, list[str]] = {
                            "tests/unit/test_io_edges.py", "tests/unit/test_runfiles.py"],
     "rearank/io/beir.py": ["tests/unit/test_io_formats.py", "tests/unit/test_packs.py", "tests/unit/test_beir_edges.py"],
     "rearank/io/qa.py": ["tests/unit/test_io_qa.py", "tests/unit/test_io_qa_edges.py", "tests/integration/test_qa_data.py"],
-    "rearank/runfiles.py": ["tests/unit/test_runfiles.py", "tests/unit/test_job.py", "tests/unit/test_job_edges.py"],
+    "rearank/run/files.py": ["tests/unit/test_runfiles.py", "tests/unit/test_job.py", "tests/unit/test_job_edges.py"],
     "rearank/methods/listwise/method.py": ["tests/unit/test_engine_listwise.py", "tests/unit/test_engine_in_flight.py",
                                     "tests/unit/test_listwise_method_edges.py"],
     "rearank/methods/groupwise/method.py": ["tests/unit/test_grouprank_ranker.py", "tests/unit/test_groupwise_method_edges.py"],
@@ -58,7 +58,7 @@ MODULES: dict[str, list[str]] = {
                                      "tests/unit/test_rag_eval_barrag_arena.py"],
     "rearank/rag/barrag/reward.py": ["tests/unit/test_barrag_reward.py", "tests/unit/test_barrag_reward_edges.py"],
     "rearank/rag/rrpo/objective.py": ["tests/unit/test_rrpo_objective.py", "tests/unit/test_rrpo_objective_edges.py"],
-    "rearank/job.py": ["tests/unit/test_job.py", "tests/unit/test_job_edges.py", "tests/integration/test_rerank_cli.py",
+    "rearank/run/job.py": ["tests/unit/test_job.py", "tests/unit/test_job_edges.py", "tests/integration/test_rerank_cli.py",
                        "tests/integration/test_rerank_safety.py"],
 }
 #: mutmut's exit codes by outcome (mutmut.stats.status_by_exit_code, read here so a new mutmut cannot shift them).

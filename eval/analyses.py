@@ -37,7 +37,7 @@ from rearank.flags import apply_defaults
 from rearank.io.files import atomic_write
 from rearank.methods.listwise.answer import apply_permutation
 from rearank.ndcg import ndcg_at_k
-from rearank.runfiles import read_traces
+from rearank.run.files import read_traces
 from rearank.types import WindowTrace
 
 LENGTH_REPORT = "reasoning_length"

@@ -29,26 +29,16 @@ from eval.results import (
     write_json,
 )
 from eval.suites import SUITES, expand
-from rearank import job
-from rearank.backends import registry
-from rearank.backends.base import Backend, SamplingSettings
+from rearank.backends.base import Backend
 from rearank.data import packs
-from rearank.engine import Engine
 from rearank.errors import MissingDataError, RearankError
-from rearank.flags import (
-    add_method_arguments,
-    add_model_arguments,
-    add_renamed,
-    apply_defaults,
-    backend_options,
-    check_sampling_args,
-    max_new_tokens_for,
-    method_from_args,
-)
+from rearank.flags import add_method_arguments, add_model_arguments, add_renamed, run_config
 from rearank.io.outputs import exclusive
 from rearank.io.trec import read_run
-from rearank.methods import method_options, option_default
 from rearank.metrics import evaluate
+from rearank.run import job
+from rearank.run.config import RunConfig, resume_settings
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The suite runner's options (shared by ``python -m eval.run``, ``rearank benchmark`` and the analyses); the
@@ -69,19 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_method_arguments(parser)
 
 
-def settings_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The run's settings as recorded in ``suite.json`` (the method's settings under their flag names)."""
-    method = {key: getattr(args, key) for key in method_options(args.mode)}
-    if "prompt" in method:
-        method["prompt"] = args.prompt or option_default(args.mode, "prompt")
-    return {
-        "suite": args.suite, "datasets": expand(args.suite), "backend": args.backend, "model": args.model,
-        "backend_options": backend_options(args.backend_option), "label": _label(args), "mode": args.mode,
-        **method,
-        "max_new_tokens": max_new_tokens_for(args), "temperature": args.temperature, "top_p": args.top_p,
-        "seed": args.seed, "max_queries": args.max_queries, "batch_size": args.batch_size,
-        "first_stage": getattr(args, "first_stage", None),
-    }
+def settings_of(args: argparse.Namespace, run: RunConfig) -> dict[str, Any]:
+    """The suite's settings as recorded in ``suite.json``: what it runs, its label, how many queries of which first
+    stage, and the run configuration (:meth:`RunConfig.record`: the method's settings under their flag names)."""
+    return {"suite": args.suite, "datasets": expand(args.suite), "label": _label(args), **run.record(),
+            "top_k": args.top_k, "max_queries": args.max_queries, "first_stage": getattr(args, "first_stage", None)}
 
 
 def _label(args: argparse.Namespace) -> str:
@@ -105,7 +87,7 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
     if not resume:
         raise RearankError(f"{out} already holds suite results; pass --resume to continue them or choose another --output-dir")
     old = read_json(previous)
-    ours, theirs = job.resume_settings(config, suite=True), job.resume_settings(old, suite=True)
+    ours, theirs = resume_settings(config, suite=True), resume_settings(old, suite=True)
     changed = [f"{k}: {theirs.get(k)!r} -> {ours.get(k)!r}" for k in {**theirs, **ours} if theirs.get(k) != ours.get(k)]
     if changed:
         raise RearankError(f"cannot resume {out} with other settings ({'; '.join(changed)}); use another --output-dir")
@@ -114,46 +96,43 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
 class SuiteRunner:
     """Runs one dataset after another into a result folder, building the LLM backend once, on first need."""
 
-    def __init__(self, args: argparse.Namespace, config: dict[str, Any]) -> None:
-        self.args, self.config = args, config
-        self.method = method_from_args(args)
-        self.out: Path = args.out
+    def __init__(self, run: RunConfig, config: dict[str, Any], out: Path, resume: bool = False,
+                 progress: bool = True) -> None:
+        self.run, self.config, self.out = run, config, out
+        self.resume, self.progress = resume, progress
+        self.method = run.ranking_method
         self._backend: Backend | None = None
 
     def backend(self, qrels: dict[str, dict[str, int]]) -> Backend:
         """The backend for a dataset: the oracle judges with this dataset's qrels; others are built once."""
-        options = dict(self.config["backend_options"])
-        if self.args.backend == "oracle":
-            return registry.make_backend("oracle", self.args.model, qrels=qrels, **options)
+        if self.run.backend == "oracle":
+            return self.run.make_backend(qrels)
         if self._backend is None:
-            self._backend = registry.make_backend(self.args.backend, self.args.model, **options)
+            self._backend = self.run.make_backend()
         return self._backend
 
     def run_dataset(self, name: str) -> str:
         """Rerank and evaluate one dataset; return the line to print (MissingDataError if its pack is absent).
 
-        The rerank is a job (:func:`rearank.job.rerank_to_files`), resumable per query like ``rearank rerank``."""
-        args, folder = self.args, self.out / name
+        The rerank is a job (:func:`rearank.run.job.rerank_to_files`), resumable per query like ``rearank rerank``."""
+        config, folder = self.config, self.out / name
         pack = packs.resolve(name)
         qrels = packs.load_qrels(name)
-        first_stage = Path(args.first_stage.format(dataset=name)) if getattr(args, "first_stage", None) else pack.run
+        first_stage = Path(config["first_stage"].format(dataset=name)) if config.get("first_stage") else pack.run
         if not first_stage.is_file():
             raise MissingDataError(f"dataset {name!r}: --first-stage run {first_stage} not found")
-        requests = [r for r in packs.load_requests(dataset=name, run=first_stage, top_k=args.top_k)
+        requests = [r for r in packs.load_requests(dataset=name, run=first_stage, top_k=config["top_k"])
                     if r.query.qid in qrels]
-        requests = requests[: args.max_queries]
+        requests = requests[: config["max_queries"]]
         if not requests:
             raise MissingDataError(f"dataset {name!r}: no query of {pack.run} has judgments in {pack.qrels}")
-        judged = {r.query.qid: qrels[r.query.qid] for r in requests} if args.max_queries else qrels
+        judged = {r.query.qid: qrels[r.query.qid] for r in requests} if config["max_queries"] else qrels
         folder.mkdir(parents=True, exist_ok=True)
-        settings = SamplingSettings(max_new_tokens=self.config["max_new_tokens"], temperature=args.temperature,
-                                    top_p=args.top_p, seed=args.seed)
         windows = {r.query.qid: self.method.task_count(len(r.candidates)) for r in requests}
         stats, _ = job.rerank_to_files(
-            requests, lambda: Engine(self.backend(qrels), self.method, settings, batch_size=args.batch_size),
+            requests, lambda: self.run.engine(self.backend(qrels)),
             own_ranker=False, output=folder / RUN_FILE, traces=folder / TRACES_FILE, stats=folder / STATS_FILE,
-            resume=args.resume,
-            tag=self.label, progress=not args.no_progress, extra={"dataset": name}, windows=windows)
+            resume=self.resume, tag=self.label, progress=self.progress, extra={"dataset": name}, windows=windows)
         rerank = evaluate(judged, read_run(folder / RUN_FILE))
         bm25 = evaluate(judged, read_run(first_stage))  # "bm25": the first stage reranked (BM25 by default)
         write_json(folder / METRICS_FILE, {
@@ -177,23 +156,21 @@ class SuiteRunner:
 
 def run_suite(args: argparse.Namespace) -> SuiteResult:
     """Run the suite of ``args`` into ``args.out`` and write its report; return the loaded results."""
-    check_sampling_args(args)
-    apply_defaults(args)
-    method_from_args(args)  # bad settings or templates fail before any data or model is loaded
-    config = settings_of(args)
+    run = run_config(args)  # bad settings or templates fail before any data or model is loaded
+    config = settings_of(args, run)
     out: Path = args.out
     with exclusive(out):  # one process writes a result folder at a time
-        return _run_suite(args, config, out)
+        return _run_suite(SuiteRunner(run, config, out, resume=args.resume, progress=not args.no_progress))
 
 
-def _run_suite(args: argparse.Namespace, config: dict[str, Any], out: Path) -> SuiteResult:
-    _prepare(out, config, args.resume)
+def _run_suite(runner: SuiteRunner) -> SuiteResult:
+    config, out = runner.config, runner.out
+    _prepare(out, config, runner.resume)
     out.mkdir(parents=True, exist_ok=True)
     config["skipped"] = {}
     write_json(out / SUITE_FILE, config)
-    runner = SuiteRunner(args, config)
     try:
-        _run_datasets(args, config, out, runner)
+        _run_datasets(runner)
     finally:
         runner.close()
     suite = load_suite(out)
@@ -201,9 +178,10 @@ def _run_suite(args: argparse.Namespace, config: dict[str, Any], out: Path) -> S
     return suite
 
 
-def _run_datasets(args: argparse.Namespace, config: dict[str, Any], out: Path, runner: SuiteRunner) -> None:
+def _run_datasets(runner: SuiteRunner) -> None:
+    config, out = runner.config, runner.out
     for name in config["datasets"]:
-        if args.resume and (out / name / METRICS_FILE).is_file():
+        if runner.resume and (out / name / METRICS_FILE).is_file():
             print(f"{name}: done earlier, kept ({out / name / METRICS_FILE})", file=sys.stderr)
             continue
         try:

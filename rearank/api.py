@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rearank import job
 from rearank.backends.base import ERROR, Backend, SamplingSettings
 from rearank.backends.registry import BACKENDS, backend_class
 from rearank.data import packs
 from rearank.engine import Engine, check_batch_size
 from rearank.errors import RearankError
 from rearank.methods import METHODS, method_options
+from rearank.run import job
+from rearank.run.config import default_max_new_tokens
 from rearank.types import Candidate, Query, Request, Result, WindowTrace
 
 #: A passage as the face takes it.
@@ -154,7 +155,7 @@ class Reranker:
         own: dict[str, Any] = {}
         engine = dict(_ENGINE)
         defaults = SamplingSettings()
-        sampling = {"max_new_tokens": job.default_max_new_tokens(backend, model) if backend != "oracle"
+        sampling = {"max_new_tokens": default_max_new_tokens(backend, model) if backend != "oracle"
                     else defaults.max_new_tokens, "temperature": defaults.temperature, "top_p": defaults.top_p,
                     "seed": defaults.seed}
         backend_options: dict[str, Any] = {}

@@ -4,7 +4,8 @@ One spelling per idea: ``--output FILE`` for a file, ``--output-dir DIR`` for a 
 otherwise keeps its old spelling as a hidden alias (:func:`add_renamed`). One declaration per flag: the model and
 sampling flags (:func:`add_model_arguments`), the method flags
 (:func:`add_method_arguments`), and the method, backend options and generation budget they give
-(:func:`method_from_args`, :func:`backend_options`, :func:`max_new_tokens_for`, :func:`apply_defaults`).
+(:func:`run_config`: the typed :class:`~rearank.run.config.RunConfig` the command hands on, after
+:func:`apply_defaults`; :func:`backend_options`).
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from rearank import job
+from rearank.backends.base import SamplingSettings
 from rearank.backends.options import parse_pairs
 from rearank.backends.registry import rerank_backends
 from rearank.engine import check_batch_size
 from rearank.errors import RearankError
-from rearank.job import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS
-from rearank.methods import METHODS, Method, method_options, option_default
+from rearank.methods import METHODS, method_options, option_default
 from rearank.methods.groupwise.presets import preset
 from rearank.prompts.registry import RANKING, names
+from rearank.run.config import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS, RunConfig, default_max_new_tokens
 
 #: Settings a ``--preset`` may fill, and their parser defaults (a flag still at its default takes the preset's).
 _PRESET_KEYS = ("prompt", "temperature", "top_p", "max_new_tokens", "group_size", "fusion_weight", "fusion",
@@ -157,15 +158,17 @@ def check_sampling_args(args: argparse.Namespace) -> None:
     check_batch_size(args.batch_size, "--batch-size")
 
 
-def method_from_args(args: argparse.Namespace) -> Method:
-    """The method ``--mode`` names, built from its flags (checked now: before any model loads); an option left
-    unset (None) takes the method's default."""
-    cls = METHODS.get_or_raise(args.mode)
-    given = {("template" if key == "prompt" else key): getattr(args, key) for key in method_options(args.mode)}
-    try:
-        return cls(**{key: value for key, value in given.items() if value is not None})
-    except TypeError as err:
-        raise RearankError(f"bad {args.mode} option ({err})") from None
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The typed configuration of the model, method and sampling flags (checked now: before any data or model
+    loads); an option left unset (None) takes the method's default."""
+    check_sampling_args(args)
+    apply_defaults(args)
+    sampling = SamplingSettings(max_new_tokens=max_new_tokens_for(args), temperature=args.temperature,
+                                top_p=args.top_p, seed=args.seed)
+    return RunConfig(backend=args.backend, model=args.model, method=args.mode,
+                     options={key: getattr(args, key) for key in method_options(args.mode)},
+                     backend_options=backend_options(args.backend_option), sampling=sampling,
+                     batch_size=args.batch_size)
 
 
 def backend_options(pairs: list[str]) -> dict[str, Any]:
@@ -180,7 +183,7 @@ def max_new_tokens_for(args: argparse.Namespace) -> int:
     """``--max-new-tokens``, else the default for the chosen model (smaller for the embedded one)."""
     if args.max_new_tokens is not None:
         return args.max_new_tokens
-    return job.default_max_new_tokens(args.backend, args.model)
+    return default_max_new_tokens(args.backend, args.model)
 
 
 def apply_defaults(args: argparse.Namespace) -> None:

@@ -11,23 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rearank import job
-from rearank.backends import registry
-from rearank.backends.base import SamplingSettings
 from rearank.engine import Engine
 from rearank.errors import RearankError
-from rearank.flags import (
-    add_engine_argument,
-    add_method_arguments,
-    add_model_arguments,
-    apply_defaults,
-    backend_options,
-    check_sampling_args,
-    max_new_tokens_for,
-    method_from_args,
-)
-from rearank.job import ALL_CANDIDATES
-from rearank.methods import Method
+from rearank.flags import add_engine_argument, add_method_arguments, add_model_arguments, run_config
+from rearank.run import job
+from rearank.run.config import RunConfig, resume_settings
+from rearank.run.job import ALL_CANDIDATES
 from rearank.types import Request
 
 
@@ -81,9 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from rearank.data import packs
 
     _check_args(args)
-    apply_defaults(args)
-    # bad settings or templates fail before any data or model is loaded
-    method = method_from_args(args)
+    config = run_config(args)  # bad settings or templates fail before any data or model is loaded
     if args.requests is not None:
         requests = packs.read_request_file(args.requests, max_queries=args.max_queries)
     else:
@@ -95,17 +82,20 @@ def run(args: argparse.Namespace) -> int:
         raise RearankError(f"{args.run or args.requests or args.dataset}: no query to rerank (the input is empty)")
     job.check_unique_qids(requests)
     qrels = _load_qrels(args, packs)
-    if args.backend == "oracle" and qrels is None:
+    if config.backend == "oracle" and qrels is None:
         raise RearankError("the oracle backend ranks by relevance judgments: pass --qrels (or a --dataset with qrels)")
 
-    windows = {r.query.qid: method.task_count(len(r.candidates)) for r in requests}
+    windows = {r.query.qid: config.ranking_method.task_count(len(r.candidates)) for r in requests}
+    record = _record(args, config)
 
-    def make_reranker() -> Any:
-        return _make_reranker(args, method, qrels)
+    def make_reranker() -> Engine:
+        if args.engine == "ray":
+            return _ray_engine(config, qrels, args.output, record, resume=args.resume, progress=not args.no_progress)
+        return config.engine(config.make_backend(qrels))
 
     stats, extra = job.rerank_to_files(requests, make_reranker, output=args.output, traces=args.traces,
                                        resume=args.resume, tag=args.tag, progress=not args.no_progress,
-                                       config=_config(args), windows=windows, inputs=_inputs(args))
+                                       config=record, windows=windows, inputs=_inputs(args))
     traces, stats_path = job.output_paths(args.output, args.traces)
     print(f"reranked {stats.summary()}")
     if qrels is not None:
@@ -120,7 +110,6 @@ def _check_args(args: argparse.Namespace) -> None:
         raise RearankError("--requests files hold query and passage texts; --topics/--docs apply to --run only")
     if args.run is not None and not (args.topics and args.docs):
         raise RearankError("--run needs --topics and --docs (or use --dataset, or --requests with texts)")
-    check_sampling_args(args)
     if args.output.is_dir():
         raise RearankError(f"--output {args.output} is a folder; give a file name")
 
@@ -140,30 +129,27 @@ def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int
     return None
 
 
-def _make_reranker(args: argparse.Namespace, method: Method, qrels: dict[str, dict[str, int]] | None) -> Any:
-    options = backend_options(args.backend_option)
-    if args.backend == "oracle":
+def _ray_engine(config: RunConfig, qrels: dict[str, dict[str, int]] | None, output: Path, record: dict[str, Any],
+                resume: bool, progress: bool) -> Engine:
+    """The one loop on a Ray cluster: each round of windows one Ray Dataset, journaled beside ``output``."""
+    from rearank.engine.journal import Journal
+    from rearank.engine.ray import ROUND, RayBackend
+
+    options = dict(config.backend_options)
+    if config.backend == "oracle":
         options["qrels"] = qrels
-    settings = SamplingSettings(max_new_tokens=max_new_tokens_for(args), temperature=args.temperature,
-                                top_p=args.top_p, seed=args.seed)
-    if args.engine == "ray":
-        from rearank.engine.journal import Journal
-        from rearank.engine.ray import ROUND, RayBackend
-
-        ray = RayBackend(args.backend, args.model, options, settings, method=method.name,
-                         batch_size=args.batch_size, progress=not args.no_progress)
-        journal = Journal(args.output.with_name(args.output.name + ".rounds.jsonl"),
-                          job.resume_settings(_config(args)), resume=args.resume)
-        return Engine(ray, method, settings, batch_size=ROUND, journal=journal)
-    backend = registry.make_backend(args.backend, args.model, **options)
-    return Engine(backend, method, settings, batch_size=args.batch_size)
+    ray = RayBackend(config.backend, config.model, options, config.sampling, method=config.method,
+                     batch_size=config.batch_size, progress=progress)
+    journal = Journal(output.with_name(output.name + ".rounds.jsonl"), resume_settings(record), resume=resume)
+    return Engine(ray, config.ranking_method, config.sampling, batch_size=ROUND, journal=journal)
 
 
-def _config(args: argparse.Namespace) -> dict[str, Any]:
+def _record(args: argparse.Namespace, config: RunConfig) -> dict[str, Any]:
+    """The run's settings as the stats record them: every flag, with the generation budget it ran with."""
     skip = {"func", "command", "backend_option"}
-    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in skip}
-    config["max_new_tokens"] = max_new_tokens_for(args)
-    return config
+    record = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in skip}
+    record["max_new_tokens"] = config.sampling.max_new_tokens
+    return record
 
 
 def _report_ndcg(requests: list[Request], qrels: dict[str, dict[str, int]], output: Path) -> dict[str, float]:

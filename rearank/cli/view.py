@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``rearank view``; returns the exit code."""
     from rearank.data import packs
     from rearank.io.trec import read_run
-    from rearank.runfiles import read_traces
+    from rearank.run.files import read_traces
     from rearank.view import ViewInput, undo_windows, write_view
 
     if args.top < 1 or (args.max_queries is not None and args.max_queries < 1):

@@ -68,7 +68,7 @@ class _Query:
 @dataclass
 class EngineCounts:
     """For the progress bar and benchmarks: windows answered, completion tokens, in-flight limits used (auto).
-    The run's statistics are :class:`rearank.stats.RunStats`, counted from the traces."""
+    The run's statistics are :class:`rearank.run.stats.RunStats`, counted from the traces."""
 
     windows: int = 0
     completion_tokens: int = 0

@@ -10,7 +10,7 @@ from rearank.backends.oracle import OracleBackend
 from rearank.data.packs import load_qrels, load_requests
 from rearank.io.trec import read_qrels, read_run
 from rearank.metrics import evaluate
-from rearank.runfiles import ranked_pairs
+from rearank.run.files import ranked_pairs
 from tests.conftest import ROOT
 from tests.engines import listwise
 

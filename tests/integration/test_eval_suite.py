@@ -15,7 +15,7 @@ from rearank.backends.oracle import OracleBackend
 from rearank.cli import main as rearank_main
 from rearank.data.packs import load_qrels
 from rearank.io.trec import read_run
-from rearank.runfiles import read_traces
+from rearank.run.files import read_traces
 from tests.unit.test_eval_report import parse_tables
 
 TABLE1 = "Table 1: TREC-DL and BEIR (nDCG@10)"

@@ -15,7 +15,7 @@ from rearank.grouprank.reward import compute_score
 from rearank.io.trec import read_run
 from rearank.methods import Groupwise
 from rearank.metrics import evaluate
-from rearank.stats import RunStats
+from rearank.run.stats import RunStats
 from tests.engines import groupwise
 
 BM25_NDCG10 = 0.5058

@@ -8,7 +8,7 @@ from rearank.data.packs import load_requests
 from rearank.io.trec import read_qrels
 from rearank.metrics import evaluate
 from rearank.ndcg import ideal_dcg_at_k, ndcg_at_k
-from rearank.runfiles import ranked_pairs
+from rearank.run.files import ranked_pairs
 from tests.engines import listwise
 
 

@@ -16,9 +16,9 @@ import tomllib
 
 from rearank.data import packs
 from rearank.io.trec import read_run
-from rearank.job import ALL_CANDIDATES
-from tests.integration.test_serve_cli import bound_url
+from rearank.run.job import ALL_CANDIDATES
 from tests.conftest import require_pack
+from tests.integration.test_serve_cli import bound_url
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "tests" / "fixtures" / "toy_plugin"

@@ -25,7 +25,7 @@ LAYERS = {
     "rearank.rag.barrag.reward": 4, "rearank.rag.arena.reward": 3, "rearank.rag.barrag.filtering": 3,
     "rearank.backends": 4, "rearank.models": 4, "rearank.methods": 4,
     "rearank.engine": 5, "rearank.concurrency": 5, "rearank.rounds": 5, "rearank.ray_engine": 5,
-    "rearank.job": 6, "rearank.runfiles": 6, "rearank.stats": 6, "rearank.flags": 6,
+    "rearank.run": 6, "rearank.job": 6, "rearank.runfiles": 6, "rearank.stats": 6, "rearank.flags": 6,
     "rearank.api": 7, "rearank.server": 7, "rearank.serve": 7, "rearank.backends.chat_server": 7,
     "rearank.pyterrier": 7, "rearank.view": 7, "rearank.rag": 7, "rearank.testing": 7, "rearank.rag.barrag.reader": 4,
     "rearank.cli": 8, "rearank.demo": 8, "rearank.__main__": 8, "eval": 8, "data_synthesis": 8, "recipes": 8,

@@ -7,8 +7,8 @@ import pytest
 from rearank.backends.base import ERROR, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
 from rearank.prompts import build_messages
-from rearank.runfiles import RunWriter, ranked_pairs, recover
-from rearank.stats import RunStats
+from rearank.run.files import RunWriter, ranked_pairs, recover
+from rearank.run.stats import RunStats
 from rearank.types import Candidate, Query, Request
 from rearank.window import schedule
 from tests.engines import listwise

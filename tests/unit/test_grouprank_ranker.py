@@ -12,7 +12,7 @@ from rearank.grouprank import build_group_messages, load_group_template, parse_s
 from rearank.grouprank.parser import format_scores
 from rearank.grouprank.prompt import sft_target
 from rearank.methods.groupwise import fallback_scores, min_max, partition, sliding_groups
-from rearank.stats import RunStats
+from rearank.run.stats import RunStats
 from rearank.types import Candidate, Query, Request
 from tests.engines import groupwise
 

@@ -2,9 +2,9 @@
 
 import json
 
-from rearank import job
 from rearank.backends.oracle import OracleBackend
-from rearank.runfiles import read_traces
+from rearank.run import job
+from rearank.run.files import read_traces
 from tests.engines import listwise
 from tests.unit.test_engine_listwise import request, shuffled_worths
 

@@ -5,11 +5,12 @@ import json
 
 import pytest
 
-from rearank import job
 from rearank.errors import RearankError
 from rearank.methods.listwise import Listwise
-from rearank.runfiles import RunWriter
-from rearank.stats import RunStats
+from rearank.run import config as runconfig
+from rearank.run import job
+from rearank.run.files import RunWriter
+from rearank.run.stats import RunStats
 from rearank.types import Candidate, Query, Request, Result
 
 
@@ -48,9 +49,9 @@ def test_duplicate_qid_is_named():
 
 
 def test_default_generation_budget():
-    assert job.default_max_new_tokens("hf", "smollm2-135m") == job.EMBEDDED_MAX_NEW_TOKENS == 256
-    assert job.default_max_new_tokens("openai", "smollm2-135m") == job.DEFAULT_MAX_NEW_TOKENS == 2048
-    assert job.default_max_new_tokens("hf", "Qwen/Qwen2.5-7B-Instruct") == 2048
+    assert runconfig.default_max_new_tokens("hf", "smollm2-135m") == runconfig.EMBEDDED_MAX_NEW_TOKENS == 256
+    assert runconfig.default_max_new_tokens("openai", "smollm2-135m") == runconfig.DEFAULT_MAX_NEW_TOKENS == 2048
+    assert runconfig.default_max_new_tokens("hf", "Qwen/Qwen2.5-7B-Instruct") == 2048
 
 
 def test_earlier_wall_below_one_second(tmp_path):
@@ -60,8 +61,10 @@ def test_earlier_wall_below_one_second(tmp_path):
 
 
 def test_resume_settings_of_the_python_face_and_unknown_methods():
-    assert "group_size" in job.resume_settings({"method": "groupwise"})
-    assert list(job.resume_settings({"mode": "pointwise"})) == list(job.RESUME_KEYS)
+    assert "group_size" in runconfig.resume_settings({"method": "groupwise"})
+    assert list(runconfig.resume_settings({"mode": "pointwise"})) == list(runconfig.RESUME_KEYS)
+    assert list(runconfig.resume_settings({"mode": "pointwise"}, suite=True)) == [*runconfig.RESUME_KEYS,
+                                                                            *runconfig.SUITE_RESUME_KEYS]
 
 
 def test_resume_check_skips_a_missing_or_empty_run(tmp_path):
@@ -191,7 +194,7 @@ def test_the_error_that_ended_the_run_is_the_one_reported(tmp_path, monkeypatch)
 
 def test_resume_reruns_a_query_whose_traces_were_cut(tmp_path):
     from rearank.backends.oracle import OracleBackend
-    from rearank.runfiles import read_traces
+    from rearank.run.files import read_traces
     from tests.engines import listwise
     from tests.unit.test_engine_listwise import request as worth_request
     from tests.unit.test_engine_listwise import shuffled_worths

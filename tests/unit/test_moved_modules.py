@@ -1,4 +1,4 @@
-"""Modules moved into their method's folder, the engine's package or the backends keep their old import paths:
+"""Modules moved into their method's folder, the engine's, run's or backends' package keep their old import paths:
 each old path is the moved module itself (so ``pkg://rearank.reward`` gives verl the same ``compute_score``, and a
 patch through the old path reaches the code that runs), and a reward loaded by its old file's path finds the same
 functions."""
@@ -31,6 +31,9 @@ MOVED = {
     "rearank.rounds": "rearank.engine.journal",
     "rearank.ray_engine": "rearank.engine.ray",
     "rearank.serve": "rearank.backends.chat_server",
+    "rearank.job": "rearank.run.job",
+    "rearank.runfiles": "rearank.run.files",
+    "rearank.stats": "rearank.run.stats",
 }
 
 

@@ -1,4 +1,4 @@
-"""rearank.runfiles: the incremental run and traces files, and what a resume keeps of an interrupted run."""
+"""rearank.run.files: the incremental run and traces files, and what a resume keeps of an interrupted run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from rearank.errors import FormatError, RearankError
-from rearank.runfiles import RunWriter, ranked_pairs, read_traces, recover, trace_record
+from rearank.run.files import RunWriter, ranked_pairs, read_traces, recover, trace_record
 from rearank.types import Candidate, Query, Result, WindowTrace
 
 
@@ -110,7 +110,7 @@ def test_recover_keeps_whole_well_formed_queries(tmp_path, caplog):
              run_line("f", "d1", 1, 1.0),  # not in expected: any count is whole
              run_line("g", "d1", 1, 1.0)]  # the last line, cut short (no newline)
     run.write_text("\n".join(lines))
-    with caplog.at_level(logging.WARNING, logger="rearank.runfiles"):
+    with caplog.at_level(logging.WARNING, logger="rearank.run.files"):
         done = recover(run, None, {"a": 2, "b": 2, "c": 1, "d": 1, "e": 1, "g": 1})
     assert done == {"a", "f"}
     assert run.read_text().splitlines() == [*lines[:2], lines[6]]
@@ -175,7 +175,7 @@ def test_recover_counts_traces_only_for_the_queries_it_expects_them_of(tmp_path)
 def test_recover_names_the_file_and_the_first_ten_dropped_queries(tmp_path, caplog):
     run = tmp_path / "run.trec"
     run.write_text("".join(run_line(f"q{i:02d}", "d1", 1, 1.0) + "\n" for i in range(12)))
-    with caplog.at_level(logging.WARNING, logger="rearank.runfiles"):
+    with caplog.at_level(logging.WARNING, logger="rearank.run.files"):
         assert recover(run, None, dict.fromkeys((f"q{i:02d}" for i in range(12)), 2)) == set()
     listed = ", ".join(f"q{i:02d}" for i in range(10))
     assert f"{run}: 12 incomplete queries dropped, they will be reranked: {listed}\n" in caplog.text + "\n"

@@ -1,0 +1,84 @@
+"""Run statistics of a reranking run: LLM calls, tokens, parse statuses, wall time; written as JSON."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from rearank.io.files import PathLike, atomic_write
+from rearank.methods.listwise.answer import STATUSES
+from rearank.types import Result, WindowTrace
+
+
+@dataclass
+class RunStats:
+    """Counts over the results seen so far; wall time runs from creation (or :meth:`restart`), plus
+    ``earlier_s``, the wall time of the sessions a resumed run continues."""
+
+    queries: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    think_budget_hits: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    earlier_s: float = 0.0
+
+    def restart(self) -> None:
+        """Restart the wall clock (e.g. after loading a model, so load time is not counted)."""
+        self.started = time.perf_counter()
+
+    def add(self, result: Result) -> None:
+        """Count one finished query: one LLM call per window."""
+        self.add_traces(result.traces)
+
+    def add_traces(self, traces: Iterable[WindowTrace]) -> None:
+        """Count one finished query from its window traces (as ``--resume`` does for the queries already done)."""
+        traces = list(traces)
+        self.queries += 1
+        self.calls += len(traces)
+        for trace in traces:
+            self.prompt_tokens += trace.prompt_tokens
+            self.completion_tokens += trace.completion_tokens
+            self.statuses[trace.status] += 1
+            self.think_budget_hits += trace.think_budget_hit
+
+    def to_dict(self) -> dict:
+        """The figures as a JSON-ready dict (every parse status listed, zero when unseen)."""
+        wall = time.perf_counter() - self.started + self.earlier_s
+        per_query = max(self.queries, 1)
+        known = set(STATUSES)
+        return {
+            "queries": self.queries,
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "calls_per_query": self.calls / per_query,
+            "prompt_tokens_per_query": self.prompt_tokens / per_query,
+            "completion_tokens_per_query": self.completion_tokens / per_query,
+            "status_counts": {s: self.statuses.get(s, 0) for s in (*STATUSES, *sorted(set(self.statuses) - known))},
+            "think_budget_hits": self.think_budget_hits,
+            "wall_time_s": wall,
+            "queries_per_s": self.queries / wall if wall > 0 else 0.0,
+            "completion_tokens_per_s": self.completion_tokens / wall if wall > 0 else 0.0,
+        }
+
+    def summary(self) -> str:
+        """One line for the terminal."""
+        d = self.to_dict()
+        bad = {s: n for s, n in d["status_counts"].items() if s != "ok" and n}
+        return (
+            f"{d['queries']} queries, {d['calls']} LLM calls, {d['prompt_tokens']} prompt + "
+            f"{d['completion_tokens']} completion tokens, {d['wall_time_s']:.1f}s "
+            f"({d['queries_per_s']:.3f} queries/s); parse: {d['status_counts'].get('ok', 0)} ok"
+            + "".join(f", {n} {s}" for s, n in bad.items())
+        )
+
+    def write(self, path: PathLike, extra: dict | None = None) -> None:
+        """Write :meth:`to_dict` (plus ``extra`` entries, e.g. the run's configuration) as JSON, write-then-rename."""
+        with atomic_write(path) as handle:
+            json.dump({**self.to_dict(), **(extra or {})}, handle, indent=2)
+            handle.write("\n")
