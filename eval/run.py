@@ -1,6 +1,6 @@
 """Run a reranker over a benchmark suite and write everything a paper table needs.
 
-``python -m eval.run --suite trec-dl|beir|bright|all|NAME,NAME --model M --backend B --prompt rearank|rankgpt
+``python -m eval.run --suite trec-dl|beir|bright|all|NAME,NAME --model M --backend B --template rearank|rankgpt
 --output-dir results/NAME/`` (the same parser as ``rearank benchmark``). Per dataset it writes the reranked run, the
 window traces, metrics JSON (reranked and BM25, aggregate and per query) and efficiency stats; then the
 suite report (markdown tables beside the paper's rows) and a bar chart. A dataset whose pack is missing is

@@ -50,7 +50,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """``--backend --model -O --max-new-tokens --temperature --top-p --seed``."""
     model = parser.add_argument_group("model")
     model.add_argument("--backend", choices=rerank_backends(),
-                       help="generation backend (default: hf; scorer with --mode pointwise), or one an installed "
+                       help="generation backend (default: hf; scorer with --method pointwise), or one an installed "
                        "package registers (entry points rearank.backends)")
     model.add_argument("--model", help="model: hub id, local folder, .gguf file or 'embedded' "
                        "(default: the embedded SmolLM2-135M-Instruct for hf)")
@@ -69,16 +69,19 @@ _SHARED_OPTIONS = ("prompt", "top_k", "passage_budget", "seed")
 
 
 def add_method_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--mode`` (a method of :data:`rearank.methods.METHODS`), the options methods share, each method's own flags (its ``FLAGS``; an option it does not describe gets ``--name`` typed from its
-    default) and ``--preset``."""
+    """``--method`` (a method of :data:`rearank.methods.METHODS`; ``--mode``, its former spelling, hidden), the
+    options methods share (``--template``, formerly ``--prompt``), each method's own flags (its ``FLAGS``; an option
+    it does not describe gets ``--name`` typed from its default) and ``--preset``."""
     rank = parser.add_argument_group("reranking")
-    mode = rank.add_argument("--mode", default="listwise",
-                      help="listwise sliding windows, groupwise scoring (GroupRank), pointwise scores (with "
-                      "--backend scorer, the default for it: --model a saved RRPO scorer, a cross-encoder or a causal "
-                      "LM; -O kind=, device=, num_layers=), or a method an installed package registers (entry points "
-                      "rearank.methods)")
-    rank.add_argument("--prompt", help=f"ranking template ({', '.join(names(RANKING))}) or a YAML template file "
-                      "(default: rearank; grouprank for --mode groupwise)")
+    method = rank.add_argument("--method", dest="mode", default="listwise",
+                               help="listwise sliding windows, groupwise scoring (GroupRank), pointwise scores (with "
+                               "--backend scorer, the default for it: --model a saved RRPO scorer, a cross-encoder or "
+                               "a causal LM; -O kind=, device=, num_layers=), or a method an installed package "
+                               "registers (entry points rearank.methods)")
+    former = rank.add_argument("--mode", dest="mode", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    add_renamed(rank, ["--template"], ["--prompt"], dest="prompt", metavar="NAME|FILE",
+                help=f"ranking template ({', '.join(names(RANKING))}) or a YAML template file "
+                "(default: rearank; grouprank for --method groupwise)")
     rank.add_argument("--top-k", type=int, default=100, help="rerank the first K candidates; the rest follow them")
     rank.add_argument("--batch-size", type=int, default=32,
                       help="windows (from as many queries) per backend call on hf, vllm and the oracle; openai and "
@@ -90,16 +93,17 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
         try:
             _add_own_flags(parser, name, declared)
         except RearankError as err:  # a broken plugin is left out (and named), the others still work
-            warnings.warn(f"{err}; --mode {name} is not available", stacklevel=2)
+            warnings.warn(f"{err}; --method {name} is not available", stacklevel=2)
             continue
         modes.append(name)
-    mode.choices = modes
+    method.choices = former.choices = modes
     rank.add_argument(
         "--preset", choices=("grouprank-released",),
         help="groupwise only; grouprank-released: GroupRank's released inference (one user message of [i]. text, "
         "3,000 characters, temperature 0.3, top-p 0.8, 8,000 new tokens, reshuffled repeats, "
         "0.6 x score/10 + 0.4 x raw retriever score); flags left at their defaults take its values")
-    _DEFAULTS.update({key: parser.get_default(key) for key in _PRESET_KEYS})
+    defaults = {key: parser.get_default(key) for key in _PRESET_KEYS}  # a hidden alias's default is SUPPRESS
+    _DEFAULTS.update({key: None if value == argparse.SUPPRESS else value for key, value in defaults.items()})
 
 
 def _add_own_flags(parser: argparse.ArgumentParser, method: str, declared: set[str]) -> None:
@@ -122,7 +126,7 @@ def _add_own_flags(parser: argparse.ArgumentParser, method: str, declared: set[s
         elif "choices" not in kwargs and kwargs["default"] is not None:
             kwargs.setdefault("type", type(kwargs["default"]))
         kwargs.setdefault("help", f"{method} option {option}")
-        group = group or parser.add_argument_group(f"{method} (--mode {method})")
+        group = group or parser.add_argument_group(f"{method} (--method {method})")
         group.add_argument("--" + option.replace("_", "-"), dest=option, **kwargs)
 
 
@@ -187,14 +191,14 @@ def max_new_tokens_for(args: argparse.Namespace) -> int:
 
 
 def apply_defaults(args: argparse.Namespace) -> None:
-    """Fill the defaults that hang on other flags: ``--backend`` (``scorer`` for ``--mode pointwise``, else ``hf``)
+    """Fill the defaults that hang on other flags: ``--backend`` (``scorer`` for ``--method pointwise``, else ``hf``)
     and the settings of ``--preset`` left at their defaults (groupwise only)."""
     if args.backend is None:
         args.backend = "scorer" if args.mode == "pointwise" else "hf"
     if not getattr(args, "preset", None):
         return
     if args.mode != "groupwise":
-        raise RearankError(f"--preset {args.preset} is a groupwise preset: add --mode groupwise")
+        raise RearankError(f"--preset {args.preset} is a groupwise preset: add --method groupwise")
     for key, value in preset(args.preset).items():
         if getattr(args, key) == _DEFAULTS.get(key):
             setattr(args, key, value)

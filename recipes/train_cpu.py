@@ -309,7 +309,7 @@ def use_export(stage: Stage, export: Path, folder: Path) -> list[str]:
     if stage.name in ("rearank", "grouprank"):
         mode = "groupwise" if stage.name == "grouprank" else "listwise"
         return [sys.executable, "-m", "rearank", "rerank", "--dataset", "dl19", "--max-queries", "2", "--backend",
-                "hf", "--model", str(export), "--mode", mode, "--top-k", "10", "--max-new-tokens", "32",
+                "hf", "--model", str(export), "--method", mode, "--top-k", "10", "--max-new-tokens", "32",
                 "--output", str(use / "run.trec"), "--no-progress"]
     qa = str(data_root() / QA_EVAL)
     common = [sys.executable, "-m", "rearank", "rag", "eval", "--data", qa, "--limit", "2", "--output-dir", str(use),

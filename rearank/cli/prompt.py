@@ -14,7 +14,7 @@ first difference (row, message, character offset, both snippets). Each row needs
 or 'messages') and what they were rendered from: 'query' or a 'qid', and 'passages' or 'docids' (at the top
 level or in 'extra_info'); ids are looked up in --dataset. This is how to evaluate a published checkpoint with
 the exact prompt it was trained on: write the template YAML from the paper, check it against the checkpoint's
-training data, then `rearank rerank --prompt that.yaml`.
+training data, then `rearank rerank --template that.yaml`.
 
 show: print the messages of one window of a dataset query as the template renders them.
 """

@@ -1,4 +1,4 @@
-"""``rearank rerank``: rerank a first-stage run with a listwise reasoning LLM (or groupwise with ``--mode``).
+"""``rearank rerank``: rerank a first-stage run with a listwise reasoning LLM (or another method with ``--method``).
 
 Finished queries are appended to the run and traces files as they complete, so an interrupted run is a
 valid partial run; ``--resume`` continues it. With qrels, nDCG@10 is printed before and after.
@@ -117,7 +117,7 @@ def _check_args(args: argparse.Namespace) -> None:
 def _inputs(args: argparse.Namespace) -> dict[str, Path | None]:
     prompt = Path(args.prompt) if args.prompt and Path(args.prompt).is_file() else None
     return {"--run": args.run, "--requests": args.requests, "--topics": args.topics, "--docs": args.docs,
-            "--qrels": args.qrels, "--prompt": prompt}
+            "--qrels": args.qrels, "--template": prompt}
 
 
 def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int]] | None:

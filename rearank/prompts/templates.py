@@ -13,7 +13,7 @@ A template can express the published listwise layouts (see ``rearank.yaml`` and 
 
 ``{query}`` and ``{num}`` may appear in every message field; ``{index}`` in the passage fields; ``{passage}``
 in ``passage_user``; ``{passages}`` in ``post`` (inline layout). Anything else is an error that names the file
-and the field, so a typo in a user's ``--prompt`` file fails before any model runs.
+and the field, so a typo in a user's ``--template`` file fails before any model runs.
 """
 
 from __future__ import annotations

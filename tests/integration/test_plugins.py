@@ -84,7 +84,7 @@ def test_rerank_command_runs_a_plugin_method_on_a_plugin_backend(plugin_env, dl1
     traces = [json.loads(line) for line in out.with_name(out.name + ".traces.jsonl").read_text().splitlines()]
     assert {t["status"] for t in traces} == {"ok"} and len(traces) == 3
     help_text = rearank(plugin_env, "rerank", "--help").stdout
-    assert "toy-sort (--mode toy-sort)" in help_text and "--preview-chars" in help_text
+    assert "toy-sort (--method toy-sort)" in help_text and "--preview-chars" in help_text
 
 
 def test_benchmark_command_runs_the_plugin(plugin_env, dl19, tmp_path):

@@ -1,6 +1,6 @@
 """RRPO's own trainer on CPU, the same shape of check as ``make train-cpu``: ``rearank rag rrpo train`` with the
 HotpotQA recipe and only size overrides (a 2-layer SmolLM2 scorer, the noisy-oracle reader, 2 steps), a
-checkpoint, ``--resume`` for 2 more steps, and ``final/`` reranking two dl19 queries with ``--mode pointwise``."""
+checkpoint, ``--resume`` for 2 more steps, and ``final/`` reranking two dl19 queries with ``--method pointwise``."""
 
 import json
 import math

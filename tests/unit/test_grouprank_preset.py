@@ -71,5 +71,5 @@ def test_preset_fills_settings_left_at_their_defaults():
         "grouprank-released", 0.3, 8000, 0.6, "raw", True)
     assert args.top_p == 0.5  # given on the command line: kept
     listwise = parser.parse_args(["rerank", "--dataset", "dl19", "--preset", "grouprank-released", "-o", "x.trec"])
-    with pytest.raises(RearankError, match="--mode groupwise"):
+    with pytest.raises(RearankError, match="--method groupwise"):
         apply_defaults(listwise)

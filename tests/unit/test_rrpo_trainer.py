@@ -1,6 +1,6 @@
 """The RRPO trainer and pointwise scorer on a tiny real transformers model built offline (word-level vocab,
 one Llama layer): episodes, the cached baseline, checkpoint + resume, and the trained scorer used by
-`rag eval --selector pointwise:` and `rerank --mode pointwise`."""
+`rag eval --selector pointwise:` and `rerank --method pointwise`."""
 
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def test_scorer_backend_ranks_pointwise_on_the_engine(tiny_model):
     assert [c.docid for c in result.candidates] == [f"d{i}" for i in sorted(range(4), key=lambda i: -scores[i])] + [
         "d4"]
     assert [float(t.raw_output) for t in result.traces] == pytest.approx(scores, abs=1e-5)
-    with pytest.raises(RearankError, match="--mode pointwise"):
+    with pytest.raises(RearankError, match="--method pointwise"):
         Engine(backend, Listwise())
 
 

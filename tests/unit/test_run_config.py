@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rearank.backends.base import SamplingSettings
@@ -61,3 +63,18 @@ def test_the_command_line_becomes_one_config():
     assert (embedded.backend, embedded.sampling.max_new_tokens) == ("hf", 256)  # the embedded model's budget
     with pytest.raises(RearankError, match="--top-p"):
         run_config(parser.parse_args(["rerank", "--dataset", "dl19", "--top-p", "0", "-o", "x"]))
+
+
+def test_former_spellings_are_hidden_aliases():
+    parser = build_parser()
+    old = run_config(parser.parse_args(["rerank", "--dataset", "dl19", "--mode", "groupwise", "--prompt",
+                                        "grouprank-released", "-o", "x"]))
+    new = run_config(parser.parse_args(["rerank", "--dataset", "dl19", "--method", "groupwise", "--template",
+                                        "grouprank-released", "-o", "x"]))
+    assert old == new and (new.method, new.options["prompt"]) == ("groupwise", "grouprank-released")
+    rerank = next(a for a in parser._subparsers._group_actions[0].choices.values() if a.prog.endswith("rerank"))
+    help_text = rerank.format_help()
+    assert "--method" in help_text and "--template" in help_text
+    assert not re.search(r"--mode\b|--prompt\b", help_text)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["rerank", "--dataset", "dl19", "--mode", "pairwise", "-o", "x"])

@@ -1,6 +1,6 @@
 """Groupwise reranking (GroupRank): a group of documents scored jointly, 0-10 per document, as JSON.
 
-The method is :class:`Groupwise` (:mod:`.method`, ``rearank rerank --mode groupwise``); beside it its answer
+The method is :class:`Groupwise` (:mod:`.method`, ``rearank rerank --method groupwise``); beside it its answer
 format and training pieces: the parser (:mod:`.parser`), the oracle answer (:mod:`.oracle`), the prompt and SFT
 target (:mod:`.prompt`, templates ``grouprank.yaml`` and ``grouprank-released.yaml``), the paper's presets
 (:mod:`.presets`), the teacher labels (:mod:`.labels`), RBO (:mod:`.rbo`) and the verl reward (:mod:`.reward`;

@@ -1,6 +1,6 @@
 """Listwise reranking (Rearank / RankGPT): sliding windows over the top-k, each answered with a permutation.
 
-The method is :class:`Listwise` (:mod:`.method`, ``rearank rerank --mode listwise``); beside it its answer
+The method is :class:`Listwise` (:mod:`.method`, ``rearank rerank --method listwise``); beside it its answer
 parser (:mod:`.answer`, shared by inference and reward), its schedule (:mod:`.window`) and the verl reward
 (:mod:`.reward`; recipes give verl ``pkg://rearank.reward``, the old path, which is this module). Its templates
 (``rearank``, ``rankgpt``) stay in the one template registry, :mod:`rearank.prompts`.

@@ -32,7 +32,7 @@ class ScorerBackend(BackendBase):
 
     def answer_format(self, method: Any) -> ScorerBackend:
         if getattr(method, "name", None) != "pointwise":
-            raise RearankError(f"the scorer backend scores one passage a prompt: use it with --mode pointwise, "
+            raise RearankError(f"the scorer backend scores one passage a prompt: use it with --method pointwise, "
                                f"not {getattr(method, 'name', method)!r}")
         return self
 
@@ -41,7 +41,7 @@ class ScorerBackend(BackendBase):
 
         if any(p.pair is None for p in prompts):
             raise RearankError("the scorer backend got a prompt without a (query, passage) pair; "
-                               "it scores the prompts of --mode pointwise only")
+                               "it scores the prompts of --method pointwise only")
         out: list[Generation] = []
         with torch.inference_mode():
             for query, group in groupby((p.pair for p in prompts), key=lambda pair: pair[0]):  # type: ignore[index]

@@ -15,7 +15,7 @@ spread over the ranks (:mod:`rearank.rag.rrpo.distributed`).
 Output folder: ``log.jsonl`` (one line per optimizer step; with ``eval_data``, one more line with the held-out
 mean step reward and EM of the greedy top-k before training and after each epoch), ``checkpoint/`` (scorer, optimizer, trainer state;
 replaced atomically every ``save_every`` steps) and ``final/`` (the trained scorer, usable as
-``--selector pointwise:OUT/final`` and ``rearank rerank --mode pointwise --model OUT/final``).
+``--selector pointwise:OUT/final`` and ``rearank rerank --method pointwise --model OUT/final``).
 """
 
 from __future__ import annotations
