@@ -21,11 +21,11 @@ from typing import Any
 from rearank.backends.base import ERROR, Backend, SamplingSettings
 from rearank.backends.registry import BACKENDS, backend_class
 from rearank.data import packs
-from rearank.engine import Engine, check_batch_size
+from rearank.engine import Engine
 from rearank.errors import RearankError
 from rearank.methods import METHODS, method_options
 from rearank.run import job
-from rearank.run.config import default_max_new_tokens
+from rearank.run.config import RunConfig, default_max_new_tokens
 from rearank.types import Candidate, Query, Request, Result, WindowTrace
 
 #: A passage as the face takes it.
@@ -37,8 +37,6 @@ Qrels = Mapping[str, Mapping[str, int]]
 _SAMPLING = ("max_new_tokens", "temperature", "top_p", "seed")
 #: Engine settings the face takes (``in_flight``/``concurrency``: see :class:`rearank.engine.Engine`).
 _ENGINE = {"batch_size": 32, "in_flight": None}
-#: The face's name for a method's ``template``.
-_ALIASES = {"prompt": "template"}
 
 
 def rank_scores(n: int) -> list[float]:
@@ -135,7 +133,7 @@ class Reranker:
     ``backend``: ``hf`` (default; ``model`` may be ``"embedded"``), ``vllm``, ``openai`` (``model`` = the served
     name, ``base_url=...``) or ``oracle`` (no model; ranks by ``qrels``, a mapping or a qrels file).
     ``method``: a key of :data:`rearank.methods.METHODS` (``listwise`` sliding windows, ``groupwise`` GroupRank
-    scoring). Keyword options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), the engine's
+    scoring, ``pointwise`` scores: with ``backend="scorer"``, a saved RRPO scorer or a cross-encoder). Keyword options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), the engine's
     (``batch_size``; ``in_flight``), the method's own (:func:`rearank.methods.method_options`: listwise ``prompt window step passes
     top_k passage_budget``; groupwise ``prompt group_size group_step shuffles fusion_weight fallback top_k fusion
     shuffle_all passage_budget``; ``passage_budget`` None keeps the template's); any other keyword goes to the backend
@@ -164,7 +162,7 @@ class Reranker:
             if key in sampling:
                 sampling[key] = value
             elif key in names:
-                own[_ALIASES.get(key, key)] = value
+                own[key] = value
             elif key in engine:
                 engine[key] = value
             elif key in others:
@@ -174,26 +172,26 @@ class Reranker:
         _check_sampling(sampling)
         if "seed" in names:
             own["seed"] = sampling["seed"]
-        check_batch_size(engine["batch_size"])
-        try:
-            self.method = METHODS[method](**own)
-        except TypeError as err:
-            raise RearankError(f"bad {method} option ({err})") from None
+        #: The run's typed configuration (:class:`rearank.run.config.RunConfig`), as ``rearank rerank`` builds it.
+        self.config = RunConfig(backend=backend, model=model, method=method, options=own,
+                                backend_options=backend_options, sampling=SamplingSettings(**sampling),
+                                batch_size=engine["batch_size"])
         if backend == "oracle":
             if qrels is None:
                 raise RearankError("the oracle backend ranks by relevance judgments: pass qrels= "
                                    "(a {qid: {docid: grade}} mapping or a qrels file)")
-            backend_options["qrels"] = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
+            qrels = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
         elif qrels is not None:
             raise RearankError(f"qrels= is for the oracle backend only (backend is {backend!r})")
         try:
-            cls, args, backend_options = backend_class(backend, model, **backend_options)
+            backend_class(backend, model, **({"qrels": qrels} if backend == "oracle" else {}), **backend_options)
         except RearankError as err:
             accepted = ', '.join(dict.fromkeys([*names, *engine, *sampling]))
             raise RearankError(f"{err}; reranking options are: {accepted}") from None
+        self.method = self.config.ranking_method
         self.model_name = model or backend
-        self.settings = SamplingSettings(**sampling)
-        self.engine = Engine(cls(*args, **backend_options), self.method, self.settings, **engine)
+        self.settings = self.config.sampling
+        self.engine = Engine(self.config.make_backend(qrels), self.method, self.settings, **engine)
         #: The backend the engine calls (an oracle answering in the method's format).
         self.backend: Backend = self.engine.backend
 
@@ -241,7 +239,7 @@ class Reranker:
         stats, extra = job.rerank_to_files(requests, lambda: self.engine, own_ranker=False, output=output,
                                            traces=Path(traces) if traces is not None else None, resume=resume,
                                            tag=tag, progress=progress, inputs=inputs,
-                                           config={"method": self.method_name, "model": self.model_name})
+                                           config={"method": self.method_name, **self.config.record()})
         if qrels is not None:
             judged = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
             extra["ndcg_cut_10"] = job.ndcg_before_after(requests, judged, output)

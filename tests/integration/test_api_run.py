@@ -34,3 +34,21 @@ def test_rerank_run_reaches_the_oracle_ceiling_and_resumes(dl19, tmp_path, capsy
     assert again["resumed_queries"] == 2 and again["queries"] == 43 and again["calls"] == 43 * 9
     assert sorted(out.read_text().splitlines()) == sorted(first.splitlines())
     assert len(read_run(out)) == 43
+
+
+def test_a_face_run_resumes_only_with_the_settings_it_recorded(dl19, tmp_path):
+    import pytest
+
+    from rearank.errors import RearankError
+
+    qrels = load_qrels(dl19 / "qrels.txt")
+    out = tmp_path / "oracle.trec"
+    inputs = {"topics": dl19 / "topics.tsv", "docs": dl19 / "docs.tsv", "max_queries": 2, "progress": False}
+    with Reranker(backend="oracle", qrels=qrels, window=10, step=5) as rr:
+        rr.rerank_run(dl19 / "run.bm25.top100.trec", output=out, **inputs)
+        assert rr.config.record()["window"] == 10
+    recorded = json.loads(out.with_name(out.name + ".stats.json").read_text())["config"]
+    assert (recorded["method"], recorded["window"], recorded["step"], recorded["prompt"]) == ("listwise", 10, 5,
+                                                                                          "rearank")
+    with Reranker(backend="oracle", qrels=qrels) as rr, pytest.raises(RearankError, match="window: 10 -> 20"):
+        rr.rerank_run(dl19 / "run.bm25.top100.trec", output=out, resume=True, **inputs)
