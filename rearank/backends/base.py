@@ -118,6 +118,9 @@ class BackendBase:
     calls = BATCH
     concurrency: int | str = AUTO
     tokenizer: Any = None
+    #: Capability: the backend loads ``model``'s own Hugging Face tokenizer, so a driver elsewhere (Ray) can load
+    #: the same one and cut passages to the same tokens.
+    MODEL_TOKENIZER = False
 
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
         raise NotImplementedError

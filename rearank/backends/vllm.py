@@ -111,6 +111,7 @@ class VLLMBackend(BackendBase):
     """
 
     name = "vllm"
+    MODEL_TOKENIZER = True
     OPTIONS = (Option("tensor_parallel_size", "int", minimum=1, nullable=False),
                Option("enable_prefix_caching", "bool", nullable=False), Option("dtype", "str", nullable=False),
                Option("seed", "int", nullable=False), Option("enable_thinking", "bool"),

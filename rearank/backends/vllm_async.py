@@ -31,6 +31,7 @@ class VLLMAsyncBackend(BackendBase):
     """
 
     name = "vllm-async"
+    MODEL_TOKENIZER = True
     calls = CONCURRENT
     OPTIONS = (Option("concurrency", "count", minimum=1, nullable=False),
                Option("tensor_parallel_size", "int", minimum=1, nullable=False),

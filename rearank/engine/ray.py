@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rearank.backends.base import ERROR, LENGTH, STOP, BackendBase, Generation, Prompt, SamplingSettings
-from rearank.backends.registry import make_backend
+from rearank.backends.registry import BACKENDS, make_backend
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar
 from rearank.methods import METHODS
@@ -122,11 +122,12 @@ def vllm_processor(model: str | None, options: Mapping[str, Any], settings: Samp
 
 
 def driver_tokenizer(backend: str, model: str | None, options: Mapping[str, Any]) -> Any:
-    """The model's tokenizer on the driver (passages are cut to model tokens there), or None for API backends.
+    """The model's tokenizer on the driver (passages are cut to model tokens there), or None for a backend without
+    one of the model's (:attr:`~rearank.backends.base.BackendBase.MODEL_TOKENIZER`: API backends, the oracle).
 
     Loaded as the ``hf`` and ``vllm`` backends load it, so the prompts equal the local path's.
     """
-    if backend not in ("hf", "vllm", "vllm-async"):
+    if not getattr(BACKENDS.get_or_raise(backend), "MODEL_TOKENIZER", False):
         return None
     from transformers import AutoTokenizer
 
