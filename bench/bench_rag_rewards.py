@@ -1,5 +1,5 @@
 """Throughput of the RAG rewards that call no reader, on one core: the BAR-RAG generator reward
-(rearank.rag.barrag.reward.compute_generator_score) and the ARENA reward (rearank.rag.arena.reward.compute_score).
+(rearank.methods.barrag.reward.compute_generator_score) and the ARENA reward (rearank.methods.arena.reward.compute_score).
 Target: 20,000 completions/s. (The BAR-RAG selector reward waits on its reader; its own arithmetic is the
 generator reward K times plus a parse.)
 
@@ -19,8 +19,8 @@ import sys
 import reward_harness
 from reward_harness import main, reasoning
 
-from rearank.rag.arena.reward import compute_score as arena_score
-from rearank.rag.barrag.reward import compute_generator_score
+from rearank.methods.arena.reward import compute_score as arena_score
+from rearank.methods.barrag.reward import compute_generator_score
 
 ANSWERS = ["Claudio Javier López", "1989", "the Berlin Wall", "Paris", "Marie Curie", "New York City", "42"]
 

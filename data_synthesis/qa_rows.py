@@ -1,7 +1,7 @@
 """QA items -> verl RL rows for BAR-RAG (selector, generator) and ARENA, written as ``rearank synth`` writes.
 
-One row per question. The prompt comes from the same renderer inference uses (:mod:`rearank.rag.barrag.prompt`,
-:mod:`rearank.rag.arena.prompt`); the ground truth is one JSON string holding what the mode's reward needs:
+One row per question. The prompt comes from the same renderer inference uses (:mod:`rearank.methods.barrag.prompt`,
+:mod:`rearank.methods.arena.prompt`); the ground truth is one JSON string holding what the mode's reward needs:
 
 * ``barrag-selector``: the item's first stage -- its own paragraphs ranked by Lucene BM25 (rearank.data.bm25: k1 0.9,
   b 0.4, title and text), or with ``--corpus`` the BM25 top ``--depth`` of a whole corpus -- the top 25 shown as
@@ -35,8 +35,8 @@ from data_synthesis.stats import recommended_max_prompt_length, token_summary
 from data_synthesis.writers import RL_SCHEMA, staged_outputs
 from rearank.errors import FormatError, RearankError
 from rearank.io.files import iter_json_lines
-from rearank.rag.arena.prompt import arena_messages, n_references
-from rearank.rag.barrag.prompt import SELECT_K, SELECTOR_CANDIDATES, generator_messages, selector_messages
+from rearank.methods.arena.prompt import arena_messages, n_references
+from rearank.methods.barrag.prompt import SELECT_K, SELECTOR_CANDIDATES, generator_messages, selector_messages
 from rearank.rag.types import Passage, QAItem
 
 MODES = ("barrag-selector", "barrag-generator", "arena")

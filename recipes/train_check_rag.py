@@ -49,9 +49,9 @@ from recipes.train_check import (
 
 #: recipe -> (synth mode, reward module, reward function name)
 RECIPES = {
-    "barrag/selector_grpo": ("barrag-selector", "rearank.rag.barrag.reward", "compute_selector_score"),
-    "barrag/generator_grpo": ("barrag-generator", "rearank.rag.barrag.reward", "compute_generator_score"),
-    "arena/grpo": ("arena", "rearank.rag.arena.reward", "compute_score"),
+    "barrag/selector_grpo": ("barrag-selector", "rearank.methods.barrag.reward", "compute_selector_score"),
+    "barrag/generator_grpo": ("barrag-generator", "rearank.methods.barrag.reward", "compute_generator_score"),
+    "arena/grpo": ("arena", "rearank.methods.arena.reward", "compute_score"),
 }
 #: The QA samples the checks synthesize from (under $REARANK_DATA/qa).
 QA_FILES = {
@@ -105,7 +105,7 @@ def synthesize(mode: str, out: Path) -> Path:
 
 
 def arena_completions(truth: dict) -> dict[str, str]:
-    from rearank.rag.arena.parser import format_arena
+    from rearank.methods.arena.parser import format_arena
 
     gold, first = truth["answers"][0], truth["supporting"][:1]
     return {"gold": format_arena(truth["supporting"], "The cited references give the answer.", gold),
@@ -252,7 +252,7 @@ def check_recipe(name: str, data_dir: Path, model_dir: Path, n_rows: int, reader
 
 def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
     """A reader that is down: the selector reward scores -0.5 and counts the failure, through verl."""
-    from rearank.rag.barrag.reward import READER_FAILURES
+    from rearank.methods.barrag.reward import READER_FAILURES
 
     dead = f"http://127.0.0.1:{_free_port()}/v1"
     config = compose_recipe("barrag/selector_grpo", [

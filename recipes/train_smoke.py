@@ -10,7 +10,7 @@ rewards differ within a group and the update (and the KL) is real. ``--template 
 (first rows of another synthesized parquet) change that.
 
 ``--family arena``: ARENA rows made as ``rearank synth --mode arena`` makes them (:mod:`data_synthesis.qa_rows`)
-from the shared HotpotQA train sample, passages cut to a few words, scored by ``rearank.rag.arena.reward``'s
+from the shared HotpotQA train sample, passages cut to a few words, scored by ``rearank.methods.arena.reward``'s
 ``compute_score``; the 135M model rarely writes ARENA's three tags, so rewards are mostly 0.
 
 Either shows the loop -- sample a group, score, group-normalise, update with a KL penalty -- runs end to end; it
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from rearank.errors import RearankError
+from rearank.methods.arena.reward import compute_score as arena_score
 from rearank.methods.listwise.reward import compute_score
-from rearank.rag.arena.reward import compute_score as arena_score
 from recipes.data import synthesize_small
 
 #: Metrics every logged step must carry, finite (TRL's names), beside its family's table metrics.

@@ -34,9 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``rerank`` subcommand."""
     p = subparsers.add_parser(
         "rerank",
-        help="rerank a run with a listwise reasoning LLM",
-        description="Rerank a first-stage run with a listwise LLM over sliding windows (Rearank / RankGPT), "
-        "batching the windows of many queries per backend call. Writes a TREC run, per-window traces "
+        help="rerank a run with an LLM reranker (listwise, groupwise or pointwise)",
+        description="Rerank a first-stage run with an LLM reranker: listwise sliding windows (Rearank / RankGPT) "
+        "by default, groupwise scores (GroupRank) or pointwise scores with --method, batching the windows of many "
+        "queries per backend call. Writes a TREC run, per-window traces "
         "(JSONL) and run statistics (<output>.stats.json).",
         formatter_class=_HelpFormatter,
     )

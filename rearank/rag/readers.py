@@ -82,11 +82,11 @@ def render(template: str, question: str, passages: Sequence[Passage], texts: Seq
     file has a ``passage`` field (RRPO's layout); ``barrag``/``arena`` files are rendered by their prompt modules."""
     spec = load_prompt_file(template)
     if spec.answer_format == "barrag":
-        from rearank.rag.barrag.prompt import generator_messages
+        from rearank.methods.barrag.prompt import generator_messages
 
         return generator_messages(question, _with_texts(passages, texts), template=template)
     if spec.answer_format == "arena":
-        from rearank.rag.arena.prompt import arena_messages
+        from rearank.methods.arena.prompt import arena_messages
 
         return arena_messages(question, _with_texts(passages, texts), template=template)
     if spec.answer_format != "plain":
@@ -106,14 +106,14 @@ def render_rrpo(question: str, passages: Sequence[Passage], texts: Sequence[str]
 
 def barrag_answer(response: str) -> str:
     """The ``<answer>`` of a BAR-RAG generator output (its one parser), ``""`` without one."""
-    from rearank.rag.barrag.parser import parse_generation
+    from rearank.methods.barrag.parser import parse_generation
 
     return parse_generation(response).answer or ""
 
 
 def arena_answer(response: str) -> str:
     """The ``<answer>`` of an ARENA output (its one parser), ``""`` without one."""
-    from rearank.rag.arena.parser import parse_arena
+    from rearank.methods.arena.parser import parse_arena
 
     return parse_arena(response).answer or ""
 
@@ -167,7 +167,7 @@ class LLMReader:
         messages = render(self.template, item.question, passages, texts)
         answer = None
         if self.template == "arena":  # the answer grammar a constraining backend follows (-O constrain=answer)
-            from rearank.rag.arena.grammar import arena_grammar
+            from rearank.methods.arena.grammar import arena_grammar
 
             answer = arena_grammar(len(passages))
         return Prompt(messages=tuple(messages), qid=item.qid, docids=tuple(p.pid for p in passages), answer=answer)

@@ -316,8 +316,8 @@ def select_evidence(data: Path, model: str, output: Path, backend: str = "hf", m
 
     from rearank.backends.base import Prompt, SamplingSettings
     from rearank.backends.registry import make_backend
-    from rearank.rag.barrag.parser import parse_selection
-    from rearank.rag.barrag.prompt import SELECT_K
+    from rearank.methods.barrag.parser import parse_selection
+    from rearank.methods.barrag.prompt import SELECT_K
     from rearank.rag.readers import complete
 
     paths = [data / name for name in ("train.parquet", "val.parquet") if (data / name).is_file()]

@@ -15,9 +15,9 @@ require("hydra", "hydra-core comes with verl")
 from transformers import AutoTokenizer
 
 from rearank.io.qa import load_qa
+from rearank.methods.barrag.prompt import selector_messages
+from rearank.methods.barrag.reward import compute_selector_score
 from rearank.models import embedded_model_path
-from rearank.rag.barrag.prompt import selector_messages
-from rearank.rag.barrag.reward import compute_selector_score
 from recipes.train_check import completion_batch, compose_recipe, score_with_verl
 from recipes.train_check_rag import (
     arena_completions,

@@ -12,8 +12,8 @@ from rearank.backends.base import Generation, Prompt, SamplingSettings
 from rearank.backends.chat_server import ChatServer
 from rearank.cli import main as rearank_main
 from rearank.io.qa import load_qa
-from rearank.rag.barrag.prompt import generator_messages
-from rearank.rag.barrag.reader import ReaderError, sample_reader
+from rearank.methods.barrag.prompt import generator_messages
+from rearank.methods.barrag.reader import ReaderError, sample_reader
 from rearank.rag.barrag.train_filter import LOG, FilterSettings, run_filter
 from rearank.rag.qa_oracle import WRONG_ANSWER, QAOracleBackend
 from rearank.rag.types import Passage, QAItem

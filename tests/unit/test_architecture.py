@@ -23,6 +23,8 @@ LAYERS = {
     "rearank.rag.arena.parser": 3, "rearank.rag.barrag.prompt": 3, "rearank.rag.arena.prompt": 3,
     "rearank.rag.prompt_files": 3,
     "rearank.rag.barrag.reward": 4, "rearank.rag.arena.reward": 3, "rearank.rag.barrag.filtering": 3,
+    "rearank.methods.barrag.parser": 3, "rearank.methods.arena.parser": 3, "rearank.methods.barrag.prompt": 3,
+    "rearank.methods.arena.prompt": 3, "rearank.methods.arena.reward": 3, "rearank.methods.barrag.reward": 4,
     "rearank.backends": 4, "rearank.models": 4, "rearank.methods": 4,
     "rearank.engine": 5, "rearank.concurrency": 5, "rearank.rounds": 5, "rearank.ray_engine": 5,
     "rearank.run": 6, "rearank.job": 6, "rearank.runfiles": 6, "rearank.stats": 6, "rearank.flags": 6,

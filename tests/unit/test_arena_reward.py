@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rearank.rag.arena.parser import format_arena, parse_arena
-from rearank.rag.arena.reward import PARTS, compute_score, parse_ground_truth, relevance_accuracy
+from rearank.methods.arena.parser import format_arena, parse_arena
+from rearank.methods.arena.reward import PARTS, compute_score, parse_ground_truth, relevance_accuracy
 
 TRUTH = json.dumps({"answers": ["Claudio Javier López"], "supporting": [1, 5]})
 

@@ -7,17 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rearank.rag.barrag import reward
-from rearank.rag.barrag.filtering import judge
-from rearank.rag.barrag.parser import parse_generation, parse_selection
-from rearank.rag.barrag.reader import ReaderError
-from rearank.rag.barrag.reward import (
+from rearank.methods.barrag import reward
+from rearank.methods.barrag.parser import parse_generation, parse_selection
+from rearank.methods.barrag.reader import ReaderError
+from rearank.methods.barrag.reward import (
     boundary_term,
     compute_generator_score,
     compute_selector_score,
     count_penalty,
     selector_parts,
 )
+from rearank.rag.barrag.filtering import judge
 
 DEAD = "http://127.0.0.1:9/v1"  # port 9 (discard): nothing listens, the connection is refused at once
 TRUTH = json.dumps({

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from rearank.rag.barrag import reward
-from rearank.rag.barrag.reader import ReaderError
-from rearank.rag.barrag.reward import (
+from rearank.methods.barrag import reward
+from rearank.methods.barrag.reader import ReaderError
+from rearank.methods.barrag.reward import (
     compute_generator_score,
     compute_selector_score,
     relevance_term,

@@ -21,10 +21,10 @@ from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar, IdList, id_list_answer
 from rearank.grouprank.parser import parse_scores, scores_grammar
 from rearank.methods import Listwise
-from rearank.rag.arena.grammar import arena_grammar
-from rearank.rag.arena.parser import parse_arena
-from rearank.rag.barrag.grammar import selection_grammar
-from rearank.rag.barrag.parser import parse_selection
+from rearank.methods.arena.grammar import arena_grammar
+from rearank.methods.arena.parser import parse_arena
+from rearank.methods.barrag.grammar import selection_grammar
+from rearank.methods.barrag.parser import parse_selection
 from tests.conftest import require
 
 

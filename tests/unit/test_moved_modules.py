@@ -34,6 +34,9 @@ MOVED = {
     "rearank.job": "rearank.run.job",
     "rearank.runfiles": "rearank.run.files",
     "rearank.stats": "rearank.run.stats",
+    **{f"rearank.rag.barrag.{m}": f"rearank.methods.barrag.{m}" for m in ("parser", "prompt", "grammar", "reward",
+                                                                          "reader")},
+    **{f"rearank.rag.arena.{m}": f"rearank.methods.arena.{m}" for m in ("parser", "prompt", "grammar", "reward")},
 }
 
 
@@ -44,13 +47,18 @@ def test_an_old_path_is_the_moved_module(old):
     assert Path(module.__file__) == ROOT.joinpath(*MOVED[old].split(".")).with_suffix(".py")
 
 
-@pytest.mark.parametrize(("old_file", "new"), [("rearank/reward.py", "rearank.methods.listwise.reward"),
-                                               ("rearank/grouprank/reward.py", "rearank.methods.groupwise.reward")])
-def test_a_reward_loaded_by_its_old_file_gives_the_same_function(old_file, new):
+@pytest.mark.parametrize(("old_file", "new", "function"), [
+    ("rearank/reward.py", "rearank.methods.listwise.reward", "compute_score"),
+    ("rearank/grouprank/reward.py", "rearank.methods.groupwise.reward", "compute_score"),
+    ("rearank/rag/arena/reward.py", "rearank.methods.arena.reward", "compute_score"),
+    ("rearank/rag/barrag/reward.py", "rearank.methods.barrag.reward", "compute_generator_score"),
+    ("rearank/rag/barrag/reward.py", "rearank.methods.barrag.reward", "compute_selector_score"),
+])
+def test_a_reward_loaded_by_its_old_file_gives_the_same_function(old_file, new, function):
     spec = importlib.util.spec_from_file_location("custom_reward_by_path", ROOT / old_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.compute_score is importlib.import_module(new).compute_score
+    assert getattr(module, function) is getattr(importlib.import_module(new), function)
 
 
 def test_the_old_packages_export_what_they_did():

@@ -9,8 +9,8 @@ import pytest
 
 from rearank.backends.base import Generation, Prompt, SamplingSettings
 from rearank.io.qa import load_qa
+from rearank.methods.barrag.prompt import generator_messages
 from rearank.rag.arena.evaluate import arena_prompt
-from rearank.rag.barrag.prompt import generator_messages
 from rearank.rag.barrag.select import BarragSelector, selection_prompt
 from rearank.rag.evaluate import RagEvaluation
 from rearank.rag.qa_oracle import QAOracleBackend

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from rearank.rag.arena.parser import ArenaOutput, parse_arena, parse_relevance
-from rearank.rag.arena.reward import compute_score, relevance_accuracy
-from rearank.rag.barrag.parser import Generation, Selection, format_selection, parse_generation, parse_selection
+from rearank.methods.arena.parser import ArenaOutput, parse_arena, parse_relevance
+from rearank.methods.arena.reward import compute_score, relevance_accuracy
+from rearank.methods.barrag.parser import Generation, Selection, format_selection, parse_generation, parse_selection
 
 WELL_FORMED = "<relevance>[1, 5]</relevance><analysis>a</analysis><answer>{}</answer>"
 

@@ -1,6 +1,4 @@
-"""ARENA: the evidence-navigating generator (prompt, output parser, reward, relevance-id accuracy).
-
-- :mod:`~rearank.rag.arena.prompt`: references as ``1. text`` lines, 10 paragraphs (20 for MuSiQue)
-- :mod:`~rearank.rag.arena.parser`: the one parser of ``<relevance>…</relevance><analysis>…</analysis><answer>…</answer>``
-- :mod:`~rearank.rag.arena.reward`: format + accuracy + relevance + bonus, in verl's custom-reward signature
+"""ARENA over QA data: relevance-id accuracy in ``rag eval`` (:mod:`~rearank.rag.arena.evaluate`) and the figures.
+The method itself (prompt, grammar, parser, reward) is :mod:`rearank.methods.arena`; its old paths here
+(``rearank.rag.arena.reward`` …) are aliases of those modules.
 """

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rearank.rag.arena.parser import parse_arena
-from rearank.rag.arena.prompt import arena_messages, n_references
-from rearank.rag.arena.reward import relevance_accuracy
+from rearank.methods.arena.parser import parse_arena
+from rearank.methods.arena.prompt import arena_messages, n_references
+from rearank.methods.arena.reward import relevance_accuracy
 from rearank.rag.metrics import exact_match, hit, token_f1
 from rearank.rag.types import Passage, QAItem
 from rearank.types import Message

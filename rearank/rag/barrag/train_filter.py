@@ -25,6 +25,10 @@ from typing import Any
 from rearank.errors import RearankError
 from rearank.io.files import atomic_path, atomic_write
 from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
+from rearank.methods.barrag.parser import parse_selection
+from rearank.methods.barrag.prompt import generator_messages
+from rearank.methods.barrag.reader import ReaderError, reader_endpoint, sample_reader
+from rearank.methods.barrag.reward import parse_selector_truth, success_rate
 from rearank.rag.barrag.filtering import (
     MEAN_RANGE,
     MIN_VARIANCE,
@@ -33,10 +37,6 @@ from rearank.rag.barrag.filtering import (
     SELECTOR_SAMPLES,
     judge,
 )
-from rearank.rag.barrag.parser import parse_selection
-from rearank.rag.barrag.prompt import generator_messages
-from rearank.rag.barrag.reader import ReaderError, reader_endpoint, sample_reader
-from rearank.rag.barrag.reward import parse_selector_truth, success_rate
 
 LOG = "filter_log.jsonl"
 

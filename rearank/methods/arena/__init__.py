@@ -1,0 +1,10 @@
+"""ARENA as a method: the evidence-navigating generator's answer format with its prompt, grammar, parser and reward
+(training and inference share them).
+
+- :mod:`~rearank.methods.arena.prompt`: references as ``1. text`` lines, 10 paragraphs (20 for MuSiQue)
+- :mod:`~rearank.methods.arena.grammar`: the answer grammar (constrained decoding)
+- :mod:`~rearank.methods.arena.parser`: the one parser of ``<relevance>…</relevance><analysis>…</analysis><answer>…</answer>``
+- :mod:`~rearank.methods.arena.reward`: format + accuracy + relevance + bonus, in verl's custom-reward signature
+
+Its evaluation over QA data (relevance-id accuracy, the figures) is in :mod:`rearank.rag.arena`.
+"""
