@@ -52,7 +52,10 @@ def test_a_server_without_metrics_or_not_answering_has_no_load():
 
 
 def test_429s_are_reported_as_they_come():
-    fake = start("batching", time_scale=1000.0, lengths="answer", max_in_flight=1, retry_after_s=0.0)
+    # each answer takes 200 ms of wall time (10 tokens at 50 tokens/s, time_scale 1), so the other three requests
+    # meet the one in flight however slowly the client's threads start (at time_scale 1000 it was 0.2 ms, and a
+    # loaded CI machine could send the four one after another without a single 429)
+    fake = start("batching", time_scale=1.0, lengths="answer", max_in_flight=1, retry_after_s=0.0)
     try:
         backend = OpenAIBackend("m", base_url=fake.base_url, concurrency=4, backoff_s=0.01, max_retries=20)
         prompt = Prompt(messages=({"role": "user", "content": "[1] a\n[2] b"},))
