@@ -66,9 +66,13 @@ def test_two_gloo_ranks_match_one_process(tmp_path, tiny_model):  # noqa: F811
         assert done.returncode == 0, done.stderr[-2000:]
         finals.append(PointwiseScorer.load(tmp_path / name / "final", device="cpu").model.state_dict())
     start = PointwiseScorer.load(tiny_model, device="cpu").model.state_dict()
-    assert any(not torch.equal(start[k], finals[0][k]) for k in start)  # the step changed the policy
+    moved = max((finals[0][k] - start[k]).abs().max().item() for k in start)
+    # Summing a batch's gradient over two ranks groups the float32 additions otherwise than one process does;
+    # after Adam's four updates the parameters differ by about 1e-6 (1.3e-6 measured on 2026-11-26). A rank that
+    # trained on its half alone, or a gradient summed and not averaged, moves them by the order of a step (lr 1e-2).
+    assert moved > 1e-3  # the steps moved the policy by far more than the tolerance below
     for key, value in finals[0].items():
-        assert torch.allclose(value, finals[1][key], atol=1e-6), key
+        assert torch.allclose(value, finals[1][key], rtol=0, atol=1e-5), key
 
 
 def test_shards_cover_a_batch_in_order():
