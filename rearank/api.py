@@ -133,7 +133,8 @@ class Reranker:
     ``backend``: ``hf`` (default; ``model`` may be ``"embedded"``), ``vllm``, ``openai`` (``model`` = the served
     name, ``base_url=...``) or ``oracle`` (no model; ranks by ``qrels``, a mapping or a qrels file).
     ``method``: a key of :data:`rearank.methods.METHODS` (``listwise`` sliding windows, ``groupwise`` GroupRank
-    scoring, ``pointwise`` scores: with ``backend="scorer"``, a saved RRPO scorer or a cross-encoder). Keyword options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), the engine's
+    scoring, ``pointwise`` scores: with ``backend="scorer"``, a saved RRPO scorer or a cross-encoder). Keyword
+    options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), the engine's
     (``batch_size``; ``in_flight``), the method's own (:func:`rearank.methods.method_options`: listwise ``prompt window step passes
     top_k passage_budget``; groupwise ``prompt group_size group_step shuffles fusion_weight fallback top_k fusion
     shuffle_all passage_budget``; ``passage_budget`` None keeps the template's); any other keyword goes to the backend
@@ -184,7 +185,7 @@ class Reranker:
         elif qrels is not None:
             raise RearankError(f"qrels= is for the oracle backend only (backend is {backend!r})")
         try:
-            backend_class(backend, model, **({"qrels": qrels} if backend == "oracle" else {}), **backend_options)
+            backend_class(backend, model, **self.config.backend_kwargs(qrels))
         except RearankError as err:
             accepted = ', '.join(dict.fromkeys([*names, *engine, *sampling]))
             raise RearankError(f"{err}; reranking options are: {accepted}") from None

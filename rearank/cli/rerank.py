@@ -83,8 +83,7 @@ def run(args: argparse.Namespace) -> int:
         raise RearankError(f"{args.run or args.requests or args.dataset}: no query to rerank (the input is empty)")
     job.check_unique_qids(requests)
     qrels = _load_qrels(args, packs)
-    if config.backend == "oracle" and qrels is None:
-        raise RearankError("the oracle backend ranks by relevance judgments: pass --qrels (or a --dataset with qrels)")
+    config.backend_kwargs(qrels)  # the oracle without qrels fails now, before any output is written
 
     windows = {r.query.qid: config.ranking_method.task_count(len(r.candidates)) for r in requests}
     record = _record(args, config)
@@ -136,10 +135,7 @@ def _ray_engine(config: RunConfig, qrels: dict[str, dict[str, int]] | None, outp
     from rearank.engine.journal import Journal
     from rearank.engine.ray import ROUND, RayBackend
 
-    options = dict(config.backend_options)
-    if config.backend == "oracle":
-        options["qrels"] = qrels
-    ray = RayBackend(config.backend, config.model, options, config.sampling, method=config.method,
+    ray = RayBackend(config.backend, config.model, config.backend_kwargs(qrels), config.sampling, method=config.method,
                      batch_size=config.batch_size, progress=progress)
     journal = Journal(output.with_name(output.name + ".rounds.jsonl"), resume_settings(record), resume=resume)
     return Engine(ray, config.ranking_method, config.sampling, batch_size=ROUND, journal=journal)

@@ -86,15 +86,19 @@ class RunConfig:
         except TypeError as err:
             raise RearankError(f"bad {self.method} option ({err})") from None
 
-    def make_backend(self, qrels: Mapping[str, Mapping[str, int]] | None = None) -> Backend:
-        """Build the backend (loads the model); the oracle judges by ``qrels``."""
+    def backend_kwargs(self, qrels: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Any]:
+        """The keyword options the backend is built with: the oracle's also take ``qrels`` (an error without)."""
         options = dict(self.backend_options)
         if self.backend == "oracle":
             if qrels is None:
                 raise RearankError("the oracle backend ranks by relevance judgments: pass --qrels "
                                    "(or a --dataset with qrels)")
             options["qrels"] = qrels
-        return registry.make_backend(self.backend, self.model, **options)
+        return options
+
+    def make_backend(self, qrels: Mapping[str, Mapping[str, int]] | None = None) -> Backend:
+        """Build the backend (loads the model); the oracle judges by ``qrels``."""
+        return registry.make_backend(self.backend, self.model, **self.backend_kwargs(qrels))
 
     def engine(self, backend: Backend) -> Engine:
         """The engine running the method on ``backend`` with these sampling settings and batch size."""
