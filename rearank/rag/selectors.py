@@ -119,6 +119,7 @@ def pointwise_selector(arg: str | None, **options: Any) -> RequestSelector:
     from rearank.engine import Engine
     from rearank.methods import Pointwise
 
+    # up to 256 passages a scorer call; the scorer runs them through the model batch_size at a time
     reranker = Engine(make_backend("scorer", arg, **options), Pointwise(), batch_size=256)
     return RequestSelector(f"pointwise:{arg or 'embedded'}", reranker)
 

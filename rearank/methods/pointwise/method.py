@@ -67,7 +67,6 @@ class Pointwise:
     top_k: int = 100
     tokenizer: Any = None
     name: ClassVar[str] = "pointwise"
-    FLAGS: ClassVar[dict[str, Any]] = {}
 
     def __post_init__(self) -> None:
         check_positive(top_k=self.top_k)
