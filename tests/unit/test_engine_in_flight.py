@@ -2,6 +2,7 @@
 results streamed as queries finish, and the schedule chosen by the backend."""
 
 import random
+import re
 import threading
 import time
 
@@ -119,12 +120,20 @@ def test_an_interrupt_does_not_wait_for_windows_in_flight():
     release.set()
 
 
-@pytest.mark.parametrize("concurrency, shown", [("auto", "in_flight=8"), (3, None)])
-def test_the_progress_bar_shows_autos_current_limit(capsys, concurrency, shown):
-    listwise(Jittery(), window=6, step=3, concurrency=concurrency).rerank(requests(4), progress=True)
+@pytest.mark.parametrize("concurrency, start", [("auto", 8), (3, None)])
+def test_the_progress_bar_shows_autos_current_limit(capsys, concurrency, start):
+    engine = listwise(Jittery(), window=6, step=3, concurrency=concurrency)
+    engine.rerank(requests(4), progress=True)
     bar = capsys.readouterr().err
     assert "windows=" in bar
-    assert (shown in bar) if shown else ("in_flight=" not in bar)
+    shown = [int(n) for n in re.findall(r"in_flight=(\d+)", bar)]
+    if start is None:
+        assert shown == [] and engine.counts.limits == []
+    else:
+        # auto starts at 8 and may move while a loaded machine runs the test (the bar then shows 7 or 9, not 8);
+        # whatever the bar shows is a limit auto used
+        assert engine.counts.limits[0] == start
+        assert shown and set(shown) <= set(engine.counts.limits)
 
 
 class Echo:
