@@ -10,6 +10,7 @@ from data_synthesis.grouprank_labels import add_label_arguments, run_labels
 from data_synthesis.qa_cli import QA_MODES, add_qa_arguments, run_qa
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import add_passage_budget_argument
+from rearank.io.outputs import reads, writes
 
 DESCRIPTION = """\
 Multi-sampling initial-state expansion (Rearank paper, section 4.1). For each judged query, draw K distinct
@@ -48,10 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--dataset", metavar="NAME[,NAME...]",
                      help="dataset pack name, e.g. dl21, or several separated by commas (dl21,dl22,dl23): one "
                      "output split by query across all of them, with per-source counts (see `rearank data list`)")
-    src.add_argument("--run", metavar="FILE", help="TREC run (or RankLLM request JSONL, which needs no topics/docs)")
-    src.add_argument("--topics", metavar="FILE", help="topics: qid TAB text, or BEIR queries.jsonl")
-    src.add_argument("--docs", metavar="FILE", help="passages: docid TAB text, or BEIR corpus.jsonl")
-    src.add_argument("--qrels", metavar="FILE", help="graded qrels: TREC qrels or BEIR .tsv (default: the pack's)")
+    reads(src.add_argument("--run", metavar="FILE",
+                           help="TREC run (or RankLLM request JSONL, which needs no topics/docs)"))
+    reads(src.add_argument("--topics", metavar="FILE", help="topics: qid TAB text, or BEIR queries.jsonl"))
+    reads(src.add_argument("--docs", metavar="FILE", help="passages: docid TAB text, or BEIR corpus.jsonl"))
+    reads(src.add_argument("--qrels", metavar="FILE",
+                           help="graded qrels: TREC qrels or BEIR .tsv (default: the pack's)"))
     src.add_argument("--top-k", type=int, default=100, metavar="K", help="candidates per query to sample from (100)")
     src.add_argument("--skip-missing", action="store_true",
                      help="drop run candidates whose docid has no text in --docs (default: error)")
@@ -80,7 +83,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     flt.add_argument("--min-ideal-ndcg", type=float, default=0.1, metavar="X", help="threshold of the ablation (0.1)")
 
     out = p.add_argument_group("output")
-    out.add_argument("--output-dir", required=True, metavar="DIR", help="folder for the parquet, JSONL and stats")
+    writes(out.add_argument("--output-dir", required=True, metavar="DIR",
+                            help="folder for the parquet, JSONL and stats"))
     out.add_argument("--overwrite", action="store_true",
                      help="replace the synthesis outputs already in --output-dir (default: refuse)")
     out.add_argument("--sft", action="store_true", help="also write the direct-SFT JSONL (target: the ideal ranking)")
@@ -88,9 +92,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="listwise (Rearank permutation answers, default) or groupwise (GroupRank JSON scores); "
                      "grouprank-labels: teacher-labelled groupwise rows (docs/grouprank.md); "
                      "barrag-selector, barrag-generator, arena read --qa files (docs/rag_training.md)")
-    out.add_argument("--template", default=None, metavar="NAME|FILE",
-                     help="prompt template: rearank (listwise default), rankgpt, grouprank (groupwise default), "
-                     "or a YAML file")
+    reads(out.add_argument("--template", default=None, metavar="NAME|FILE",
+                           help="prompt template: rearank (listwise default), rankgpt, grouprank (groupwise default), "
+                           "or a YAML file"))
     out.add_argument("--tokenizer", default="embedded", metavar="T",
                      help="tokenizer for prompt-token stats (and token passage budgets): 'embedded' (SmolLM2, "
                      "default), a local model folder or .gguf file, or 'none' (no token stats)")

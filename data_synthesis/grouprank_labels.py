@@ -27,6 +27,7 @@ from data_synthesis.writers import RL_SCHEMA, staged_outputs, write_jsonl, write
 from rearank.backends.base import Backend, Prompt, SamplingSettings
 from rearank.errors import RearankError
 from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
+from rearank.io.outputs import reads
 from rearank.methods.groupwise.labels import fused_labels, parse_point_score, point_rationale, top_hybrid
 from rearank.methods.groupwise.parser import format_scores, label_scores
 from rearank.methods.groupwise.prompt import build_group_messages
@@ -297,8 +298,8 @@ def synthesize_labels(
 def add_label_arguments(parser: Any) -> None:
     """The ``--mode grouprank-labels`` options of ``rearank synth``."""
     g = parser.add_argument_group("grouprank-labels (GroupRank's teacher labels, docs/grouprank.md)")
-    g.add_argument("--second-run", metavar="FILE",
-                   help="TREC run fused with the pack's BM25 run (e.g. a dense retriever's), min-max normalised")
+    reads(g.add_argument("--second-run", metavar="FILE",
+                         help="TREC run fused with the pack's BM25 run (e.g. a dense retriever's), min-max normalised"))
     g.add_argument("--fusion-weight", type=float, default=0.5, metavar="W",
                    help="hybrid score = W * norm(BM25) + (1 - W) * norm(second run) (0.5, the paper's Eq. 5)")
     g.add_argument("--pool-size", type=int, default=50, metavar="N", help="hybrid candidates annotated per query (50)")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_items
 from rearank.errors import MissingDataError, RearankError
+from rearank.io.outputs import reads
 
 QA_MODES = ("barrag-selector", "barrag-generator", "arena")
 
@@ -15,12 +16,12 @@ QA_MODES = ("barrag-selector", "barrag-generator", "arena")
 def add_qa_arguments(parser: argparse.ArgumentParser) -> None:
     """The QA inputs of the BAR-RAG and ARENA modes."""
     qa = parser.add_argument_group("QA input (--mode barrag-selector | barrag-generator | arena)")
-    qa.add_argument("--qa", action="append", metavar="FILE", default=[],
-                    help="QA file: HotpotQA/2Wiki JSON, MuSiQue JSONL, DPR ctxs or FlashRAG JSONL (repeatable)")
+    reads(qa.add_argument("--qa", action="append", metavar="FILE", default=[],
+                          help="QA file: HotpotQA/2Wiki JSON, MuSiQue JSONL, DPR ctxs or FlashRAG JSONL (repeatable)"))
     qa.add_argument("--qa-format", default="auto", help="auto (sniffed), hotpotqa, 2wiki, musique, dpr, flashrag")
     qa.add_argument("--qa-limit", type=int, metavar="N", help="first N questions of each file")
-    qa.add_argument("--evidence", metavar="FILE",
-                    help="barrag-generator: JSONL {qid, pids} of a selector's choices (default: BM25 top 5)")
+    reads(qa.add_argument("--evidence", metavar="FILE",
+                          help="barrag-generator: JSONL {qid, pids} of a selector's choices (default: BM25 top 5)"))
     add_retrieval_arguments(parser)
 
 

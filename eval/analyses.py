@@ -35,6 +35,7 @@ from eval.tables import MISSING, LengthBin, fmt, group_average, load_paper_figur
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import apply_defaults
 from rearank.io.files import atomic_write
+from rearank.io.outputs import guard_commands, reads
 from rearank.methods.listwise.answer import apply_permutation
 from rearank.ndcg import ndcg_at_k
 from rearank.run.files import read_traces
@@ -292,10 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
     suite_run.add_arguments(passes)
     passes.set_defaults(func=run_passes, passes=3)
     length = sub.add_parser("length", help="reasoning length vs. window nDCG@10 of a finished suite (Figure 6)")
-    length.add_argument("results", type=Path, help="suite result folder")
+    reads(length.add_argument("results", type=Path, help="suite result folder"))
     length.add_argument("--dataset", action="append", help="dataset(s) to pool (default: every finished one)")
     length.add_argument("--bins", type=int, default=20, help="equal-width bins of completion tokens")
     length.set_defaults(func=run_length)
+    guard_commands(parser)
     return parser
 
 

@@ -33,7 +33,7 @@ from rearank.backends.base import Backend
 from rearank.data import packs
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import add_method_arguments, add_model_arguments, add_renamed, run_config
-from rearank.io.outputs import exclusive
+from rearank.io.outputs import check_flags, exclusive, reads, writes
 from rearank.io.trec import read_run
 from rearank.metrics import evaluate
 from rearank.run import job
@@ -45,14 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model, sampling and method flags are ``rearank rerank``'s (:mod:`rearank.flags`)."""
     parser.add_argument("--suite", required=True,
                         help=f"{', '.join(SUITES)}, or a comma-separated list of suites and datasets (e.g. dl19,dl21)")
-    add_renamed(parser, ["--output-dir"], ["--out"], dest="out", type=Path, required=True,
-                help="result folder (one sub-folder per dataset)")
+    writes(add_renamed(parser, ["--output-dir"], ["--out"], dest="out", type=Path, required=True,
+                       help="result folder (one sub-folder per dataset)"))
     parser.add_argument("--label", help="name of this system in the tables (default: the model, else the backend)")
     parser.add_argument("--max-queries", type=int, help="evaluate only the first N judged queries of each dataset")
-    parser.add_argument("--first-stage", metavar="RUN",
-                        help="TREC run to rerank instead of each pack's BM25 run; {dataset} in the path is replaced "
-                        "by the dataset name (e.g. runs/diver-4b/{dataset}.trec, GroupRank's BRIGHT setting); the "
-                        "tables' first-stage column is then this run")
+    reads(parser.add_argument("--first-stage", metavar="RUN",
+                              help="TREC run to rerank instead of each pack's BM25 run; {dataset} in the path is "
+                              "replaced by the dataset name (e.g. runs/diver-4b/{dataset}.trec, GroupRank's BRIGHT "
+                              "setting); the tables' first-stage column is then this run"))
     parser.add_argument("--resume", action="store_true", help="keep finished datasets and queries in --output-dir")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_model_arguments(parser)
@@ -206,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
+        check_flags(parser._actions, args)
         return run(args)
     except RearankError as err:
         print(f"eval.run: error: {err}", file=sys.stderr)

@@ -23,6 +23,7 @@ from rearank.backends.registry import BACKENDS, backend_class
 from rearank.data import packs
 from rearank.engine import Engine
 from rearank.errors import RearankError
+from rearank.io.outputs import check_outputs
 from rearank.methods import METHODS, method_options
 from rearank.run import job
 from rearank.run.config import RunConfig, default_max_new_tokens
@@ -150,6 +151,7 @@ class Reranker:
             raise RearankError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
         self.method_name = method
         self.progress = progress
+        self.qrels_file: Path | None = None
         names = method_options(method)
         own: dict[str, Any] = {}
         engine = dict(_ENGINE)
@@ -181,6 +183,8 @@ class Reranker:
             if qrels is None:
                 raise RearankError("the oracle backend ranks by relevance judgments: pass qrels= "
                                    "(a {qid: {docid: grade}} mapping or a qrels file)")
+            #: The qrels file the oracle judges by (an input no ``rerank_run`` output may be), if given as a file.
+            self.qrels_file = None if isinstance(qrels, Mapping) else Path(qrels)
             qrels = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
         elif qrels is not None:
             raise RearankError(f"qrels= is for the oracle backend only (backend is {backend!r})")
@@ -230,21 +234,26 @@ class Reranker:
         The same path as ``rearank rerank``: queries are appended to ``output`` and to the traces file
         (``<output>.traces.jsonl``) as they finish, ``resume=True`` keeps the complete ones, and the statistics go
         to ``<output>.stats.json``; a progress bar shows unless ``progress=False``. Returns the statistics; with
-        ``qrels``, also ``ndcg_cut_10`` before and after.
+        ``qrels``, also ``ndcg_cut_10`` before and after. No output may be an input (``run``, ``topics``, ``docs``,
+        ``qrels``, the oracle's qrels file or a template file): that is refused before anything is read or written.
         """
+        output = Path(output)
+        traces = Path(traces) if traces is not None else None
+        inputs = {"run": run, "topics": topics, "docs": docs, "qrels": None if isinstance(qrels, Mapping) else qrels,
+                  "the oracle's qrels": self.qrels_file, "prompt": self.config.options.get("prompt")}
+        stats_file = job.output_paths(output, traces)[1]
+        check_outputs(inputs, {"output": output, "traces": traces, "the stats file": stats_file})
         requests = packs.load_requests(run=run, topics=topics, docs=docs, top_k=job.ALL_CANDIDATES,
                                        skip_missing=skip_missing, max_queries=max_queries)
         job.check_unique_qids(requests)
-        output = Path(output)
-        inputs = {"run": Path(run), "topics": topics and Path(topics), "docs": docs and Path(docs)}
         stats, extra = job.rerank_to_files(requests, lambda: self.engine, own_ranker=False, output=output,
-                                           traces=Path(traces) if traces is not None else None, resume=resume,
+                                           traces=traces, resume=resume,
                                            tag=tag, progress=progress, inputs=inputs,
                                            config={"method": self.method_name, **self.config.record()})
         if qrels is not None:
             judged = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
             extra["ndcg_cut_10"] = job.ndcg_before_after(requests, judged, output)
-            stats.write(job.output_paths(output, Path(traces) if traces is not None else None)[1], extra=extra)
+            stats.write(stats_file, extra=extra)
         return {**stats.to_dict(), **extra}
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from rearank.backends.options import parse_pairs
 from rearank.backends.registry import rerank_backends
 from rearank.engine import check_batch_size
 from rearank.errors import RearankError
+from rearank.io.outputs import reads
 from rearank.methods import METHODS, method_options, option_default
 from rearank.methods.groupwise.presets import preset
 from rearank.prompts.registry import RANKING, names
@@ -79,9 +80,9 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                                "a causal LM; -O kind=, device=, num_layers=), or a method an installed package "
                                "registers (entry points rearank.methods)")
     former = rank.add_argument("--mode", dest="mode", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    add_renamed(rank, ["--template"], ["--prompt"], dest="prompt", metavar="NAME|FILE",
-                help=f"ranking template ({', '.join(names(RANKING))}) or a YAML template file "
-                "(default: rearank; grouprank for --method groupwise)")
+    reads(add_renamed(rank, ["--template"], ["--prompt"], dest="prompt", metavar="NAME|FILE",
+                      help=f"ranking template ({', '.join(names(RANKING))}) or a YAML template file "
+                      "(default: rearank; grouprank for --method groupwise)"))
     rank.add_argument("--top-k", type=int, default=100, help="rerank the first K candidates; the rest follow them")
     rank.add_argument("--batch-size", type=int, default=32,
                       help="windows (from as many queries) per backend call on hf, vllm and the oracle; openai and "

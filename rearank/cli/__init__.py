@@ -3,7 +3,8 @@
 Each subcommand module exposes ``register(subparsers)``, which adds its parser and sets
 ``func`` (taking the parsed args, returning an exit code). Packages other than ``rearank``
 (``data_synthesis``, ``eval``) add commands through the ``rearank.commands`` entry-point
-group, so ``rearank`` itself imports none of them.
+group, so ``rearank`` itself imports none of them. Flags marked as inputs and outputs
+(:func:`rearank.io.outputs.reads`, ``writes``) are checked before any command runs: no output is an input.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from importlib.metadata import entry_points
 
 from rearank.errors import RearankError
+from rearank.io.outputs import guard_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
             ep.load()(sub)
         except Exception as err:  # noqa: BLE001 - a broken plugin must not take the other commands down
             _register_unavailable(sub, ep.name, f"{type(err).__name__}: {err}")
+    guard_commands(parser)  # no command writes over one of its inputs
     return parser
 
 

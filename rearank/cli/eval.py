@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from rearank.errors import RearankError
+from rearank.io.outputs import reads
 
 if TYPE_CHECKING:
     from rearank.metrics import Evaluation
@@ -42,9 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--qrels", metavar="FILE", help="TREC qrels (qid iter docid rel) or BEIR qrels .tsv")
+    reads(source.add_argument("--qrels", metavar="FILE", help="TREC qrels (qid iter docid rel) or BEIR qrels .tsv"))
     source.add_argument("--dataset", metavar="NAME", help="take the qrels of a data pack (see `rearank data list`)")
-    parser.add_argument("--run", required=True, metavar="FILE", help="TREC run to evaluate (.gz accepted)")
+    reads(parser.add_argument("--run", required=True, metavar="FILE", help="TREC run to evaluate (.gz accepted)"))
     parser.add_argument(
         "--metric", "-m", action="append", metavar="NAME",
         help="measure to compute; repeat or comma-separate (default: ndcg_cut.1,5,10 recall.100 map_cut.100)",

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from rearank.errors import RearankError
+from rearank.io.outputs import reads
 from rearank.prompts.registry import RANKING, names
 
 DESCRIPTION = """\
@@ -37,14 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     templates = f"ranking template ({', '.join(names(RANKING))}) or a YAML file"
     check = sub.add_parser("check", help="re-render every row and report the first difference")
-    check.add_argument("--template", required=True, help=templates)
-    check.add_argument("--data", required=True, help="verl parquet or chat JSONL with the stored prompts")
+    reads(check.add_argument("--template", required=True, help=templates))
+    reads(check.add_argument("--data", required=True, help="verl parquet or chat JSONL with the stored prompts"))
     check.add_argument("--dataset", help="pack(s) that resolve qids and docids, comma-separated (e.g. dl21)")
     check.add_argument("--passage-budget", help="override the template's budget (400c, 300w, 300t, none)")
     check.set_defaults(func=run_check)
 
     show = sub.add_parser("show", help="print the messages of one window of a dataset query")
-    show.add_argument("--template", required=True, help=templates)
+    reads(show.add_argument("--template", required=True, help=templates))
     show.add_argument("--dataset", required=True, help="dataset pack, e.g. dl19")
     show.add_argument("--query", required=True, help="query id (or its 1-based position in the run)")
     show.add_argument("--window", type=int, default=20, help="passages in the window (20)")

@@ -16,6 +16,7 @@ from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_items
 from rearank.cli.rerank import _HelpFormatter
 from rearank.errors import RearankError
 from rearank.flags import add_renamed, backend_options
+from rearank.io.outputs import reads, writes
 from rearank.prompts.registry import RAG, names
 from rearank.rag.readers import RULE_READERS, reader_names
 
@@ -44,7 +45,7 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
         "question, as it finishes), DIR/metrics.json and DIR/table.md (with the RRPO, BAR-RAG or ARENA paper's figures beside ours).",
         formatter_class=_HelpFormatter)
     data = p.add_argument_group("data")
-    data.add_argument("--data", type=Path, required=True, help="QA file (.json list or .jsonl, .gz ok)")
+    reads(data.add_argument("--data", type=Path, required=True, help="QA file (.json list or .jsonl, .gz ok)"))
     data.add_argument("--format", default="auto", choices=("auto", "hotpotqa", "2wiki", "musique", "dpr", "flashrag"),
                       help="file format (auto: from the record's keys)")
     data.add_argument("--limit", type=int, help="only the first N questions")
@@ -66,16 +67,16 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     rd.add_argument("--reader-option", "-R", action="append", default=[], metavar="KEY=VALUE",
                     help="reader option, repeatable (oracle: require=any|all; noisy-oracle: p, seed; "
                     "LLM: backend options such as device=cuda, base_url=...)")
-    rd.add_argument("--template", default="plain", metavar="NAME|FILE",
-                    help=f"reader prompt, a RAG prompt file ({', '.join(names(RAG))}) whose answer a reader "
-                    "reads: plain, rrpo, barrag (BAR-RAG generator, <answer> parsed) or arena (an ARENA generator "
-                    "reads the first 10 passages, MuSiQue 20, once; --k is not used; scored for answer, format and "
-                    "relevance-id accuracy with ARENA normalisation); or a YAML prompt file of the same shape "
-                    "(rearank/rag/templates/*.yaml) to run another wording")
+    reads(rd.add_argument("--template", default="plain", metavar="NAME|FILE",
+                          help=f"reader prompt, a RAG prompt file ({', '.join(names(RAG))}) whose answer a "
+                          "reader reads: plain, rrpo, barrag (BAR-RAG generator, <answer> parsed) or arena (an ARENA "
+                          "generator reads the first 10 passages, MuSiQue 20, once; --k is not used; scored for "
+                          "answer, format and relevance-id accuracy with ARENA normalisation); or a YAML prompt file "
+                          "of the same shape (rearank/rag/templates/*.yaml) to run another wording"))
     rd.add_argument("--max-new-tokens", type=int, default=32, help="reader answer budget")
     rd.add_argument("--batch-size", type=int, default=32, help="reader prompts (from many questions) per call")
-    rd.add_argument("--reader-cache", type=Path, help="JSONL response cache shared across runs "
-                    "(default: DIR/reader_cache.jsonl)")
+    writes(rd.add_argument("--reader-cache", type=Path, help="JSONL response cache shared across runs "
+                           "(default: DIR/reader_cache.jsonl)"))
     jd = p.add_argument_group("LLM judge (ARENA App. C.3)")
     jd.add_argument("--judge", metavar="MODEL", help="also judge each answer with this model at temperature 0: "
                     "correct when it matches a gold answer or a synonym (column 'LLM judge'; the paper used GPT-4o)")
@@ -86,7 +87,8 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     sc = p.add_argument_group("scoring and output")
     sc.add_argument("--k", default="1,3,5", help="comma-separated top-k values read by the reader")
     sc.add_argument("--style", default="squad", choices=("squad", "arena"), help="answer normalisation")
-    add_renamed(sc, ["--output-dir"], ["--output", "-o"], type=Path, required=True, metavar="DIR", help="output folder")
+    writes(add_renamed(sc, ["--output-dir"], ["--output", "-o"], type=Path, required=True, metavar="DIR",
+                       help="output folder"))
     sc.add_argument("--label", help="run name in the table (default: selector + reader)")
     sc.add_argument("--resume", action="store_true", help="keep the questions already in DIR/items.jsonl")
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -101,12 +103,13 @@ def _register_corpus(sub: argparse._SubParsersAction) -> None:
         "(stable across runs and input orders). `rag eval --corpus FILE` then retrieves each question's candidates "
         "from the whole pool, so gold paragraphs compete with every other question's.",
         formatter_class=_HelpFormatter)
-    p.add_argument("--qa", nargs="+", type=Path, required=True, metavar="FILE", help="QA files to pool")
+    reads(p.add_argument("--qa", nargs="+", action="extend", type=Path, required=True, metavar="FILE",
+                         help="QA files to pool (repeatable: --qa A --qa B pools both)"))
     p.add_argument("--format", default="auto", choices=("auto", "hotpotqa", "2wiki", "musique", "dpr", "flashrag"),
                    help="file format (auto: from the record's keys)")
-    p.add_argument("--output", "-o", type=Path, required=True, help="corpus.jsonl to write")
-    p.add_argument("--queries", type=Path, metavar="FILE",
-                   help="also write the questions as BEIR queries.jsonl (for `rearank bm25 --topics`)")
+    writes(p.add_argument("--output", "-o", type=Path, required=True, help="corpus.jsonl to write"))
+    writes(p.add_argument("--queries", type=Path, metavar="FILE",
+                          help="also write the questions as BEIR queries.jsonl (for `rearank bm25 --topics`)"))
     p.set_defaults(func=run_corpus)
 
 
@@ -125,8 +128,8 @@ def _register_compare(sub: argparse._SubParsersAction) -> None:
                        description="Compare two `rag eval` output folders question by question at one k: means, "
                        "paired t-test and randomization test p-values, wins/ties/losses of B against A.",
                        formatter_class=_HelpFormatter)
-    p.add_argument("a", type=Path, help="baseline folder (A)")
-    p.add_argument("b", type=Path, help="folder compared against it (B)")
+    reads(p.add_argument("a", type=Path, help="baseline folder (A)"))
+    reads(p.add_argument("b", type=Path, help="folder compared against it (B)"))
     p.add_argument("--k", default="3", help="the top-k to compare at ('arena' for ARENA runs)")
     p.add_argument("--permutations", type=int, default=10000, help="randomization test samples")
     p.add_argument("--seed", type=int, default=0, help="randomization test seed")
@@ -142,7 +145,7 @@ def _register_export(sub: argparse._SubParsersAction) -> None:
         "hasanswer by answer string), in a seeded random order. `rag eval --data FILE` reads it.",
         formatter_class=_HelpFormatter)
     p.add_argument("dataset", help="ir_datasets id, e.g. dpr-w100/natural-questions/dev")
-    p.add_argument("--output", "-o", type=Path, required=True, help="JSONL to write (.gz allowed)")
+    writes(p.add_argument("--output", "-o", type=Path, required=True, help="JSONL to write (.gz allowed)"))
     p.add_argument("--limit", type=int, help="first N questions with judged passages")
     p.add_argument("--seed", type=int, default=0, help="seed of the passage order")
     p.set_defaults(func=run_export)
@@ -164,7 +167,8 @@ def _register_rrpo_train(sub: argparse._SubParsersAction) -> None:
                        "EM+F1+Hit, reference-anchored GAE, PPO-clip with a k3 KL penalty. Settings come from a YAML "
                        "file whose keys are those of rearank.rag.rrpo.trainer.RRPOConfig; --set overrides them.",
                        formatter_class=_HelpFormatter)
-    p.add_argument("--config", type=Path, required=True, help="YAML settings (data, output, scorer, reader, k, ...)")
+    reads(p.add_argument("--config", type=Path, required=True,
+                         help="YAML settings (data, output, scorer, reader, k, ...)"))
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting, repeatable")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

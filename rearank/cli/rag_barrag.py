@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rearank.io.outputs import reads, writes
+
 DESCRIPTION = """\
 Keep the questions of a barrag-selector parquet folder (`rearank synth --mode barrag-selector`) on which the
 selector's choices make the reader succeed sometimes, not always or never (BAR-RAG's released rule): 8 selector
@@ -32,8 +34,8 @@ def _add_filter(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("filter", help="BAR-RAG training filter over a barrag-selector parquet (resumable)",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", required=True, type=Path, metavar="DIR", help="folder with train.parquet (and val)")
-    p.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="where the filtered rows go")
+    reads(p.add_argument("--data", required=True, type=Path, metavar="DIR", help="folder with train.parquet (and val)"))
+    writes(p.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="where the filtered rows go"))
     p.add_argument("--selector-url", required=True, metavar="URL", help="OpenAI-compatible base URL of the selector")
     p.add_argument("--selector-model", required=True, metavar="NAME", help="model name the selector server serves")
     p.add_argument("--reader-url", required=True, metavar="URL", help="OpenAI-compatible base URL of the reader")

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from rearank.errors import RearankError
+from rearank.io.outputs import reads
 
 
 def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,12 +16,12 @@ def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
         "open retrieval", "Without --corpus each question's candidates are the paragraphs its file gives it. With "
         "--corpus they are the BM25 top --depth of the whole corpus (Lucene, BEIR flat settings), gold paragraphs "
         "matched to corpus passages so supporting recall still counts them.")
-    g.add_argument("--corpus", metavar="CORPUS",
-                   help="BEIR corpus.jsonl, DPR psgs_w100.tsv, a Lucene index folder with stored documents, or a "
-                   "Pyserini prebuilt index name such as wikipedia-dpr-100w (downloaded on first use)")
+    reads(g.add_argument("--corpus", metavar="CORPUS",
+                         help="BEIR corpus.jsonl, DPR psgs_w100.tsv, a Lucene index folder with stored documents, or a "
+                         "Pyserini prebuilt index name such as wikipedia-dpr-100w (downloaded on first use)"))
     g.add_argument("--depth", type=int, default=100, metavar="N", help="candidates per question (default 100)")
-    g.add_argument("--candidates", type=Path, metavar="RUN",
-                   help="a TREC run over the corpus ids (any first stage: dense, hybrid) instead of BM25")
+    reads(g.add_argument("--candidates", type=Path, metavar="RUN",
+                         help="a TREC run over the corpus ids (any first stage: dense, hybrid) instead of BM25"))
 
 
 def retrieval_items(args: argparse.Namespace, items: list, progress: bool) -> tuple[list, dict | None, dict]:

@@ -14,6 +14,7 @@ from typing import Any
 from rearank.engine import Engine
 from rearank.errors import RearankError
 from rearank.flags import add_engine_argument, add_method_arguments, add_model_arguments, run_config
+from rearank.io.outputs import reads, writes
 from rearank.run import job
 from rearank.run.config import RunConfig, resume_settings
 from rearank.run.job import ALL_CANDIDATES
@@ -44,12 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src = p.add_argument_group("input (one of --dataset, --run, --requests)")
     source = src.add_mutually_exclusive_group(required=True)
     source.add_argument("--dataset", help="registered dataset pack, e.g. dl19, dl21, beir-scifact")
-    source.add_argument("--run", type=Path, help="TREC run to rerank (needs --topics and --docs)")
-    source.add_argument("--requests", type=Path, help="RankLLM request JSONL (query + candidates with text)")
-    src.add_argument("--topics", type=Path, help="topics: 'qid TAB text' TSV or BEIR queries.jsonl")
-    src.add_argument("--docs", type=Path, help="docs: 'docid TAB text' TSV or BEIR corpus.jsonl")
-    src.add_argument("--qrels", type=Path, help="qrels (TREC or BEIR .tsv) to print nDCG@10 before and after; "
-                     "default: the dataset's qrels")
+    reads(source.add_argument("--run", type=Path, help="TREC run to rerank (needs --topics and --docs)"))
+    reads(source.add_argument("--requests", type=Path, help="RankLLM request JSONL (query + candidates with text)"))
+    reads(src.add_argument("--topics", type=Path, help="topics: 'qid TAB text' TSV or BEIR queries.jsonl"))
+    reads(src.add_argument("--docs", type=Path, help="docs: 'docid TAB text' TSV or BEIR corpus.jsonl"))
+    reads(src.add_argument("--qrels", type=Path, help="qrels (TREC or BEIR .tsv) to print nDCG@10 before and after; "
+                           "default: the dataset's qrels"))
     src.add_argument("--max-queries", type=int, help="rerank only the first N queries")
     src.add_argument("--skip-missing", action="store_true", help="drop candidates without text instead of failing")
 
@@ -58,8 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_engine_argument(p)
 
     out = p.add_argument_group("output")
-    out.add_argument("--output", "-o", type=Path, required=True, help="TREC run to write")
-    out.add_argument("--traces", type=Path, help="per-window traces JSONL (default: <output>.traces.jsonl)")
+    writes(out.add_argument("--output", "-o", type=Path, required=True, help="TREC run to write"))
+    writes(out.add_argument("--traces", type=Path, help="per-window traces JSONL (default: <output>.traces.jsonl)"))
     out.add_argument("--tag", default="rearank", help="run tag (last column)")
     out.add_argument("--resume", action="store_true", help="keep the queries already complete in --output")
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -114,10 +115,10 @@ def _check_args(args: argparse.Namespace) -> None:
         raise RearankError(f"--output {args.output} is a folder; give a file name")
 
 
-def _inputs(args: argparse.Namespace) -> dict[str, Path | None]:
-    prompt = Path(args.prompt) if args.prompt and Path(args.prompt).is_file() else None
+def _inputs(args: argparse.Namespace) -> dict[str, Path | str | None]:
+    """The input files the derived outputs (the default traces and stats files) must not be."""
     return {"--run": args.run, "--requests": args.requests, "--topics": args.topics, "--docs": args.docs,
-            "--qrels": args.qrels, "--template": prompt}
+            "--qrels": args.qrels, "--template": args.prompt}
 
 
 def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int]] | None:

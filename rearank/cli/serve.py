@@ -11,6 +11,7 @@ from rearank.backends.registry import rerank_backends
 from rearank.data import packs
 from rearank.errors import RearankError
 from rearank.flags import backend_options
+from rearank.io.outputs import reads
 from rearank.methods import METHODS
 
 
@@ -39,9 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--served-name", help="the model name clients send (default: --model, or the backend)")
     oracle = p.add_argument_group("oracle backend (ranks by judgments; documents and queries matched by text)")
     oracle.add_argument("--dataset", help="pack whose topics, docs and qrels judge the requests")
-    oracle.add_argument("--qrels", help="qrels file (with --topics and --docs)")
-    oracle.add_argument("--topics", help="topics: 'qid TAB text' TSV or BEIR queries.jsonl")
-    oracle.add_argument("--docs", help="docs: 'docid TAB text' TSV or BEIR corpus.jsonl")
+    reads(oracle.add_argument("--qrels", help="qrels file (with --topics and --docs)"))
+    reads(oracle.add_argument("--topics", help="topics: 'qid TAB text' TSV or BEIR queries.jsonl"))
+    reads(oracle.add_argument("--docs", help="docs: 'docid TAB text' TSV or BEIR corpus.jsonl"))
     http = p.add_argument_group("HTTP")
     http.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 to listen on all)")
     http.add_argument("--port", type=int, default=8000)

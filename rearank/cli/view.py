@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rearank.errors import MissingDataError, RearankError
+from rearank.io.outputs import check_outputs, reads, writes
 
 #: File names inside a ``rearank benchmark`` dataset folder (see eval.results; not imported: rearank never imports eval).
 BENCHMARK_RUN, BENCHMARK_TRACES, BENCHMARK_STATS = "run.trec", "traces.jsonl", "stats.json"
@@ -26,19 +27,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "traces.jsonl; plots from it and its parent).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("run", type=Path, metavar="RUN", help="reranked TREC run, or a benchmark dataset folder")
-    p.add_argument("--traces", type=Path, help="window traces JSONL (default: RUN.traces.jsonl)")
+    reads(p.add_argument("run", type=Path, metavar="RUN", help="reranked TREC run, or a benchmark dataset folder"))
+    reads(p.add_argument("--traces", type=Path, help="window traces JSONL (default: RUN.traces.jsonl)"))
     p.add_argument("--dataset", help="pack whose topics, docs, qrels and first-stage run to show (e.g. dl19)")
-    p.add_argument("--first-stage", type=Path, help="first-stage TREC run (default: the dataset's; else, for a "
-                   "listwise run, recovered from the traces)")
-    p.add_argument("--topics", type=Path, help="query texts: 'qid TAB text' TSV or BEIR queries.jsonl")
-    p.add_argument("--docs", type=Path, help="passage texts: 'docid TAB text' TSV or BEIR corpus.jsonl")
-    p.add_argument("--qrels", type=Path, help="judgments (TREC or BEIR .tsv) to show relevance and nDCG@10")
-    p.add_argument("--plots", type=Path, action="append", default=[], metavar="DIR",
-                   help="folder of PNG plots to embed (e.g. a `rearank benchmark --output-dir` folder), repeatable")
+    reads(p.add_argument("--first-stage", type=Path, help="first-stage TREC run (default: the dataset's; else, for a "
+                         "listwise run, recovered from the traces)"))
+    reads(p.add_argument("--topics", type=Path, help="query texts: 'qid TAB text' TSV or BEIR queries.jsonl"))
+    reads(p.add_argument("--docs", type=Path, help="passage texts: 'docid TAB text' TSV or BEIR corpus.jsonl"))
+    reads(p.add_argument("--qrels", type=Path, help="judgments (TREC or BEIR .tsv) to show relevance and nDCG@10"))
+    reads(p.add_argument("--plots", type=Path, action="append", default=[], metavar="DIR",
+                         help="folder of PNG plots to embed (e.g. a `rearank benchmark --output-dir` folder), "
+                         "repeatable"))
     p.add_argument("--top", type=int, default=20, help="passages shown per ranking")
     p.add_argument("--max-queries", type=int, help="show only the first N queries of the run")
-    p.add_argument("--output", "-o", type=Path, help="HTML file to write (default: RUN.html)")
+    writes(p.add_argument("--output", "-o", type=Path, help="HTML file to write (default: RUN.html)"))
     p.set_defaults(func=run)
 
 
@@ -53,9 +55,8 @@ def run(args: argparse.Namespace) -> int:
         raise RearankError("--top and --max-queries must be at least 1")
     run_path, traces_path, stats_path, plot_dirs = _locate(args)
     output = args.output or run_path.with_name(run_path.name + ".html")
-    inputs = [p for p in (run_path, traces_path, args.first_stage, args.topics, args.docs, args.qrels) if p]
-    if any(output.resolve() == p.resolve() for p in inputs):
-        raise RearankError(f"--output {output} is one of the inputs; choose another file name")
+    check_outputs({"RUN": run_path, "--traces": traces_path, "--first-stage": args.first_stage, "--topics": args.topics,
+                   "--docs": args.docs, "--qrels": args.qrels}, {"--output": output})  # also the files RUN implies
     run = {qid: [d for d, _ in ranked] for qid, ranked in read_run(run_path).items()}
     if args.max_queries is not None:
         run = dict(list(run.items())[:args.max_queries])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 from rearank.errors import RearankError
 from rearank.io.beir import write_corpus, write_queries
@@ -49,12 +48,10 @@ def write_pooled_corpus(inputs: Sequence[PathLike], output: PathLike, fmt: str =
                         queries: PathLike | None = None) -> dict[str, int]:
     """Pool the paragraphs of the QA files ``inputs`` into a BEIR ``corpus.jsonl`` at ``output`` (write-then-rename);
     with ``queries``, also their questions as BEIR ``queries.jsonl``. Returns counts."""
+    from rearank.io.outputs import check_outputs
     from rearank.io.qa import iter_qa
 
-    sources = {Path(path).resolve() for path in inputs}
-    for target in (output, queries):
-        if target is not None and Path(target).resolve() in sources:
-            raise RearankError(f"{target}: refusing to overwrite an input QA file; write elsewhere")
+    check_outputs({"--qa": list(inputs)}, {"--output": output, "--queries": queries})
     paragraphs = 0
     questions: dict[str, str] = {}
     pooled: dict[str, tuple[str, str]] = {}

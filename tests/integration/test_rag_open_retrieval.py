@@ -120,7 +120,7 @@ def test_bad_retrieval_flags(tmp_path, capsys, args, message):
     assert main(["rag", "eval", "--data", data, *args, "-o", str(tmp_path / "a"), "--no-progress"]) == 2
     assert message in capsys.readouterr().err
     assert main(["rag", "corpus", "--qa", data, "--output", data]) == 2
-    assert "refusing to overwrite" in capsys.readouterr().err
+    assert f"--output {data} is the input --qa;" in capsys.readouterr().err
 
 
 def test_index_folder_corpus_reads_stored_documents_or_says_what_to_do(pooled, tmp_path):

@@ -81,7 +81,10 @@ def test_cli_view_writes_the_page_and_refuses_to_overwrite_an_input(tmp_path, ca
     assert meta["first_stage_label"] == "First stage (recovered from the traces)"
     assert meta["queries"][0]["first"] == [["a", None], ["b", None]] and windows[0][0]["docids"]
     assert main(["view", str(run), "--output", str(run)]) == 2
-    assert "is one of the inputs" in capsys.readouterr().err
+    assert f"--output {run} is the input RUN;" in capsys.readouterr().err
+    (tmp_path / "page.html").symlink_to(tmp_path / "run.trec.traces.jsonl")  # the traces RUN implies, by a link
+    assert main(["view", str(run), "--output", str(tmp_path / "page.html")]) == 2
+    assert "is the input --traces;" in capsys.readouterr().err
     (tmp_path / "bad.jsonl").write_text("{not json\n")
     assert main(["view", str(run), "--traces", str(tmp_path / "bad.jsonl")]) == 2
     assert "bad.jsonl:1: not a window trace" in capsys.readouterr().err
