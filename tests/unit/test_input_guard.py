@@ -19,25 +19,12 @@ from eval import run as suite_run
 from rearank.cli import build_parser, main
 from rearank.errors import RearankError
 from rearank.io.outputs import INPUT, OUTPUT, ROLE, flag_name
+from tests.parsers import command_line, commands, shown
 
 SPELLINGS = ("same", "relative", "dotted", "symlink", "hardlink")
 #: Path-like flags that are neither read as an input nor written as an output of the command.
 NEITHER = {("data", "list", "--data-dir"), ("data", "fetch", "--data-dir"), ("data", "path", "--data-dir")}
 CONTENT = b"precious input\n"
-
-
-def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
-    """(command path, parser) of every leaf command under ``parser``."""
-    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs:
-        yield path, parser
-    for action in subs:
-        for name, sub in action.choices.items():
-            yield from commands(sub, (*path, name))
-
-
-def shown(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    return [a for a in parser._actions if a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)]
 
 
 def marked(parser: argparse.ArgumentParser, role: str) -> list[argparse.Action]:
@@ -54,34 +41,6 @@ def cases():
                 output = outputs[i % len(outputs)]  # every output flag meets every spelling across the inputs
                 yield pytest.param(path, flag_name(given), flag_name(output), spelling,
                                    id=f"{' '.join(path)} {flag_name(given)}->{flag_name(output)} {spelling}")
-
-
-def filler(action: argparse.Action, tmp: Path) -> str:
-    """A value a required flag parses."""
-    if action.choices:
-        return str(next(iter(action.choices)))
-    if action.type in (int, float):
-        return "1"
-    return str(tmp / f"absent-{action.dest}")  # a missing input is no file to guard
-
-
-def argv_for(path, parser, given: argparse.Action, output: argparse.Action, input_value: str, output_value: str,
-             tmp: Path) -> list[str]:
-    """The command line of ``path`` with ``given`` = ``input_value``, ``output`` = ``output_value`` and every other
-    required flag filled (a required group by its first shown member, unless ``given`` is in it)."""
-    values = {given: input_value, output: output_value}
-    for group in parser._mutually_exclusive_groups:
-        members = [a for a in group._group_actions if a.help != argparse.SUPPRESS]
-        if group.required and not any(a in values for a in group._group_actions):
-            values[members[0]] = filler(members[0], tmp)
-    for action in shown(parser):
-        if action.required and action not in values:
-            values[action] = filler(action, tmp)
-    argv = list(path)
-    for action, value in values.items():
-        if action.option_strings:
-            argv += [action.option_strings[0], value]
-    return argv + [value for action, value in values.items() if not action.option_strings]
 
 
 def spell(target: Path, spelling: str, tmp: Path) -> str:
@@ -112,8 +71,8 @@ def test_a_command_refuses_an_output_that_is_one_of_its_inputs(path, in_flag, ou
     by_name = {flag_name(a): a for a in shown(parser)}
     source = tmp_path / "input.txt"
     source.write_bytes(CONTENT)
-    argv = argv_for(path, parser, by_name[in_flag], by_name[out_flag], str(source),
-                    spell(source, spelling, tmp_path), tmp_path)
+    argv = command_line(path, parser, {by_name[in_flag]: str(source),
+                                       by_name[out_flag]: spell(source, spelling, tmp_path)}, tmp_path)
     before = files_under(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
