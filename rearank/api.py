@@ -249,7 +249,8 @@ class Reranker:
         stats, extra = job.rerank_to_files(requests, lambda: self.engine, own_ranker=False, output=output,
                                            traces=traces, resume=resume,
                                            tag=tag, progress=progress, inputs=inputs,
-                                           config={"method": self.method_name, **self.config.record()})
+                                           config={"method": self.method_name, **self.config.record(),
+                                                   **_run_inputs(run, topics, docs, tag, skip_missing)})
         if qrels is not None:
             judged = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
             extra["ndcg_cut_10"] = job.ndcg_before_after(requests, judged, output)
@@ -265,6 +266,14 @@ class Reranker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _run_inputs(run: str | Path, topics: str | Path | None, docs: str | Path | None, tag: str,
+                skip_missing: bool) -> dict[str, Any]:
+    """What ``rerank_run`` reads and writes, recorded with the settings as ``rearank rerank`` records its flags, so a
+    resume with another input or tag is refused."""
+    return {"run": str(run), "topics": topics and str(topics), "docs": docs and str(docs), "tag": tag,
+            "skip_missing": skip_missing}
 
 
 def _check_sampling(sampling: Mapping[str, Any]) -> None:

@@ -147,6 +147,7 @@ def _record(args: argparse.Namespace, config: RunConfig) -> dict[str, Any]:
     skip = {"func", "command", "backend_option"}
     record = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in skip}
     record["max_new_tokens"] = config.sampling.max_new_tokens
+    record["backend_options"] = dict(config.backend_options)  # parsed from -O, so a resume with others is refused
     return record
 
 

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from rearank.errors import RearankError
+from rearank.methods import METHODS, method_options
 from rearank.methods.listwise import Listwise
 from rearank.run import config as runconfig
 from rearank.run import job
@@ -62,9 +63,13 @@ def test_earlier_wall_below_one_second(tmp_path):
 
 def test_resume_settings_of_the_python_face_and_unknown_methods():
     assert "group_size" in runconfig.resume_settings({"method": "groupwise"})
-    assert list(runconfig.resume_settings({"mode": "pointwise"})) == list(runconfig.RESUME_KEYS)
-    assert list(runconfig.resume_settings({"mode": "pointwise"}, suite=True)) == [*runconfig.RESUME_KEYS,
-                                                                            *runconfig.SUITE_RESUME_KEYS]
+    # a method no longer registered (a plugin uninstalled) has no own options: the shared keys only
+    assert "no-such-method" not in METHODS
+    assert list(runconfig.resume_settings({"mode": "no-such-method"})) == list(runconfig.RESUME_KEYS)
+    assert list(runconfig.resume_settings({"mode": "no-such-method"}, suite=True)) == [
+        *runconfig.RESUME_KEYS, *runconfig.SUITE_RESUME_KEYS]
+    pointwise = runconfig.resume_settings({"mode": "pointwise"})
+    assert set(pointwise) == {*runconfig.RESUME_KEYS, *method_options("pointwise")}
 
 
 def test_resume_check_skips_a_missing_or_empty_run(tmp_path):
