@@ -177,7 +177,7 @@ def test_sigkilled_run_resumes_to_the_rows_of_an_uninterrupted_one(dl21, tmp_pat
         time.sleep(0.005)
     assert proc.poll() is None, "the run finished before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    assert proc.wait() == -signal.SIGKILL  # it died by the kill, not by finishing in between
     finished = traces_file.read_text().count("\n") - 1
     assert 3 <= finished < len(traces(clean))
     assert not (killed / "train.parquet").exists()

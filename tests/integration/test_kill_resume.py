@@ -57,10 +57,12 @@ def finish(cmd):
 
 
 def kill_at(cmd, server, timeout=60):
-    """Start ``cmd``, wait until the server holds its K-th request, SIGKILL it; return its stderr."""
+    """Start ``cmd``, wait until the server holds its K-th request (the client is then alive and waiting for the
+    answer), SIGKILL it and check it died by that signal; return its stderr."""
     proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     try:
         assert server.gate_reached.wait(timeout), "the client never reached the gate"
+        assert proc.poll() is None, "the client exited while the server held its request"  # alive, mid-work
         proc.send_signal(signal.SIGKILL)
         _, err = proc.communicate(timeout=30)
     finally:

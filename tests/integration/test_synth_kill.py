@@ -1,5 +1,8 @@
 """`rearank synth` SIGKILLed while it replaces earlier outputs: the folder then holds the old set or the new one,
-never a mix, and no temporary file survives the next run."""
+never a mix, and no temporary file survives the next run.
+
+The run is held at the moment of the kill: a wrapper makes it print a line and block at that point, the test
+reads the line, checks the process is alive, SIGKILLs it and checks it died by that signal."""
 
 from __future__ import annotations
 
@@ -8,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -33,8 +35,58 @@ def pack(tmp_path_factory) -> list[str]:
             "--samples-per-query", "20", "--set-size", "10", "--tokenizer", "none", "--sft", "--quiet"]
 
 
+#: Runs ``rearank synth`` held at a moment (argv[1]): after the first staged file is written (``staging``), or
+#: in the final renames, after the commit point and one file moved into place (``replacing``). There it prints
+#: HELD and blocks on stdin, so the test kills a process that is mid-work for certain.
+HOLD = """
+import os, sys
+import data_synthesis.pipeline as pipeline
+import data_synthesis.writers as writers
+from rearank.cli import main
+
+def hold():
+    print("HELD", flush=True)
+    sys.stdin.read()
+
+moment = sys.argv.pop(1)
+if moment == "staging":
+    write_parquet = pipeline.write_parquet
+    def held_write(path, rows):
+        write_parquet(path, rows)
+        hold()
+    pipeline.write_parquet = held_write
+else:
+    class HeldOs:
+        def __getattr__(self, name):
+            return getattr(os, name)
+        def replace(self, src, dst):
+            os.replace(src, dst)
+            hold()
+    writers.os = HeldOs()
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def synth(pack, out: Path, seed: int, *extra: str) -> list[str]:
     return [sys.executable, "-m", "rearank", "synth", *pack, "--seed", str(seed), "--output-dir", str(out), *extra]
+
+
+def kill_when_held(cmd: list[str], moment: str) -> None:
+    """Run ``cmd`` (a ``rearank`` command line) held at ``moment``; SIGKILL it there and check the kill."""
+    held = [sys.executable, "-c", HOLD, moment, *cmd[cmd.index("rearank") + 1:]]
+    proc = subprocess.Popen(held, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        line = proc.stdout.readline()  # returns at HELD, or at the end of a run that never got there
+        assert line == "HELD\n", f"the run did not reach {moment}: {line!r} {proc.communicate()[1][-2000:]}"
+        assert proc.poll() is None  # held: alive until the kill
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
 
 
 def complete(cmd) -> None:
@@ -52,23 +104,20 @@ def sets(pack, tmp_path_factory):
     return old, verify(old), verify(new)
 
 
-@pytest.mark.parametrize("moment", [STAGING, f"{STAGING}/{MANIFEST}"])  # writing the new set; replacing the old
-def test_killed_synth_leaves_old_or_new_never_a_mix(pack, sets, tmp_path, moment):
+@pytest.mark.parametrize(("moment", "kept"), [("staging", "old"), ("replacing", "new")])
+def test_killed_synth_leaves_old_or_new_never_a_mix(pack, sets, tmp_path, moment, kept):
     old_dir, old, new = sets
     out = tmp_path / "out"
     out.mkdir()
     for path in old_dir.iterdir():
         (out / path.name).write_bytes(path.read_bytes())
-    proc = subprocess.Popen(synth(pack, out, 1, "--overwrite"), cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        while proc.poll() is None and not (out / moment).exists():
-            time.sleep(0.001)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
+    kill_when_held(synth(pack, out, 1, "--overwrite"), moment)
+    if moment == "staging":
+        assert (out / STAGING).is_dir() and not (out / STAGING / MANIFEST).exists()  # killed before the commit
+    else:
+        assert (out / STAGING / MANIFEST).is_file() and not (out / MANIFEST).exists()  # a mix until recovered
     check_output_dir(out, overwrite=True)  # what the next `rearank synth` does first
-    assert verify(out) in (old, new)
+    assert verify(out) == {"old": old, "new": new}[kept]
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted([*verify(out)["files"], MANIFEST])  # no staging folder, no temporary file
     if verify(out) == old:
