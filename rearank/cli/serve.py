@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from rearank.backends.registry import rerank_backends
 from rearank.data import packs
@@ -13,6 +14,9 @@ from rearank.errors import RearankError
 from rearank.flags import backend_options
 from rearank.io.outputs import reads
 from rearank.methods import METHODS
+
+if TYPE_CHECKING:
+    from rearank.server import RerankService
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,9 +58,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     http.add_argument("--max-documents", type=int, default=1000, help="documents per request (413 above)")
     http.add_argument("--max-document-chars", type=int, default=20_000, help="characters per document (413 above)")
     http.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024, help="request body size (413 above)")
+    http.add_argument("--max-query-chars", type=int, default=10_000, help="characters of the query (413 above)")
     http.add_argument("--fusion-weight", type=float, help="default weight of the rank score fused with documents' "
                       "first-stage scores when a request gives them (requests override it)")
     p.set_defaults(func=run)
+
+
+#: The flags of the request limits (:class:`rearank.server.Limits` fields of the same names).
+LIMIT_FLAGS = ("max_documents", "max_document_chars", "max_query_chars", "max_body_bytes")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,8 +73,26 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
+        from rearank.server import create_app
+    except ImportError as err:
+        raise RearankError(f"the server needs FastAPI and uvicorn ({err}); pip install 'rearank[serve]'") from None
+    service = build_service(args)
+    name, key = service.model_name, args.api_key_env
+    with contextlib.suppress(OSError):  # a log that cannot be written (stderr on a full disk) must not stop serving
+        print(f"serving {name!r} ({args.method}, {args.backend}) at http://{args.host}:{args.port}"
+              + (" (bearer key required)" if key else ""), file=sys.stderr, flush=True)
+    try:
+        uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="info")
+    finally:
+        service.reranker.close()
+    return 0
+
+
+def build_service(args: argparse.Namespace) -> RerankService:
+    """The :class:`rearank.server.RerankService` of the flags: the reranker, the key, the queue and the limits."""
+    try:
         from rearank.api import Reranker
-        from rearank.server import Limits, RerankService, TextJudge, create_app
+        from rearank.server import Limits, RerankService, TextJudge
     except ImportError as err:
         raise RearankError(f"the server needs FastAPI and uvicorn ({err}); pip install 'rearank[serve]'") from None
     key = None
@@ -73,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         key = os.environ.get(args.api_key_env, "")
         if not key:
             raise RearankError(f"environment variable {args.api_key_env} (the API key) is not set or empty")
-    for name in ("queue_size", "max_batch_queries", "max_documents", "max_document_chars", "max_body_bytes"):
+    for name in ("queue_size", "max_batch_queries", *LIMIT_FLAGS):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise RearankError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     options = backend_options(args.option)
@@ -84,19 +111,9 @@ def run(args: argparse.Namespace) -> int:
         judge = _judge(args, TextJudge)
         options["qrels"] = judge.live
     reranker = Reranker(args.model, backend=args.backend, method=args.method, **options)
-    limits = Limits(max_documents=args.max_documents, max_document_chars=args.max_document_chars,
-                    max_body_bytes=args.max_body_bytes)
-    name = args.served_name or args.model or args.backend
-    service = RerankService(reranker, model_name=name, limits=limits, api_key=key, capacity=args.queue_size,
-                            judge=judge, fusion_weight=args.fusion_weight)
-    with contextlib.suppress(OSError):  # a log that cannot be written (stderr on a full disk) must not stop serving
-        print(f"serving {name!r} ({args.method}, {args.backend}) at http://{args.host}:{args.port}"
-              + (" (bearer key required)" if key else ""), file=sys.stderr, flush=True)
-    try:
-        uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="info")
-    finally:
-        reranker.close()
-    return 0
+    limits = Limits(**{name: getattr(args, name) for name in LIMIT_FLAGS})
+    return RerankService(reranker, model_name=args.served_name or args.model or args.backend, limits=limits,
+                         api_key=key, capacity=args.queue_size, judge=judge, fusion_weight=args.fusion_weight)
 
 
 def _judge(args: argparse.Namespace, judge_cls: type) -> object:

@@ -140,8 +140,9 @@ class RerankService:
             raise ServerError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'",
                               "unauthorized", {"WWW-Authenticate": "Bearer"})
 
-    async def read(self, request: Request, model: type[BaseModel]) -> Any:
-        """Read the body (413 past the size limit), parse and validate it (422), check the model name (404)."""
+    async def body(self, request: Request) -> bytes:
+        """The request body; 413 when its declared length or the bytes streamed so far (a chunked body) pass the
+        size limit, so no more than the limit is ever held."""
         limit = self.limits.max_body_bytes
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -152,8 +153,13 @@ class RerankService:
             body += chunk
             if len(body) > limit:
                 raise ServerError(413, f"request body is over the limit of {limit} bytes", "too_large")
+        return bytes(body)
+
+    async def read(self, request: Request, model: type[BaseModel]) -> Any:
+        """Read the body (413 past the size limit), parse and validate it (422), check the model name (404)."""
+        body = await self.body(request)
         try:
-            parsed = model.model_validate_json(bytes(body))
+            parsed = model.model_validate_json(body)
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "body"
@@ -307,10 +313,7 @@ def create_app(service: RerankService) -> FastAPI:
 
     async def chat(request: Request) -> JSONResponse:
         """Chat completions (non-streaming), generated with the reranker's backend between its calls."""
-        raw = await request.body()
-        if len(raw) > service.limits.max_body_bytes:
-            raise ServerError(413, f"request body is over the limit of {service.limits.max_body_bytes} bytes",
-                              "too_large")
+        raw = await service.body(request)
         try:
             body = json.loads(raw)
         except ValueError as err:
