@@ -18,6 +18,7 @@ from pathlib import Path
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import add_renamed
 from rearank.io.files import atomic_folder
+from rearank.io.outputs import check_replaced_folder
 
 TRACKER = "latest_checkpointed_iteration.txt"
 
@@ -36,7 +37,7 @@ def actor_folder(checkpoint: Path, step: int | None = None) -> Path:
         try:
             step = int(tracker.read_text().strip())
         except ValueError:
-            raise RearankError(f"{tracker}: expected a step number, got {tracker.read_text()[:40]!r}") from None
+            raise RearankError(f"{tracker}: expected a step number, got {tracker.read_text().strip()[:40]!r}") from None
     found = checkpoint / f"global_step_{step}" / "actor"
     if not (found / "fsdp_config.json").is_file():
         raise MissingDataError(f"{found}: no verl FSDP actor checkpoint (fsdp_config.json) there")
@@ -45,11 +46,10 @@ def actor_folder(checkpoint: Path, step: int | None = None) -> Path:
 
 def merge(actor: Path, target: Path) -> None:
     """Run verl's FSDP model merger: sharded actor state + ``actor/huggingface`` config -> HF model in ``target``."""
+    if not (actor / "huggingface" / "config.json").is_file():  # checked before verl loads (seconds)
+        raise MissingDataError(f"{actor / 'huggingface'}: no config.json; verl writes it with every checkpoint")
     from verl.model_merger.base_model_merger import ModelMergerConfig
     from verl.model_merger.fsdp_model_merger import FSDPModelMerger
-
-    if not (actor / "huggingface" / "config.json").is_file():
-        raise MissingDataError(f"{actor / 'huggingface'}: no config.json; verl writes it with every checkpoint")
     config = ModelMergerConfig(operation="merge", backend="fsdp", local_dir=str(actor), target_dir=str(target),
                                hf_model_config_path=str(actor / "huggingface"))
     merger = FSDPModelMerger(config)
@@ -59,10 +59,9 @@ def merge(actor: Path, target: Path) -> None:
 
 def check_hf_folder(folder: Path) -> None:
     """Raise unless ``folder`` has weights, a config and a tokenizer with a chat template (what rerank needs)."""
-    from transformers import AutoConfig, AutoTokenizer
-
     if not list(folder.glob("*.safetensors")) and not list(folder.glob("*.bin")):
         raise RearankError(f"{folder}: the merge wrote no model weights")
+    from transformers import AutoConfig, AutoTokenizer  # after the cheap check: it takes seconds to load
     AutoConfig.from_pretrained(folder)
     if not getattr(AutoTokenizer.from_pretrained(folder), "chat_template", None):
         raise RearankError(f"{folder}: the tokenizer has no chat template; the checkpoint's huggingface/ folder lacks it")
@@ -71,6 +70,7 @@ def check_hf_folder(folder: Path) -> None:
 def export(checkpoint: Path, output: Path, step: int | None = None, force: bool = False) -> Path:
     """Merge the actor of ``checkpoint`` into the Hugging Face folder ``output``; return the actor folder used."""
     actor = actor_folder(checkpoint, step)
+    check_replaced_folder("--output-dir", output, {"CHECKPOINT": checkpoint, "its actor folder": actor})
     if output.exists() and not force:
         raise RearankError(f"{output} exists; remove it or pass --force to replace it")
     with atomic_folder(output, replace=True) as tmp:

@@ -45,6 +45,15 @@ def check_outputs(inputs: Mapping[str, PathLike | None], outputs: Mapping[str, P
                 raise RearankError(f"{name} and {other_name} are the same file ({path}); give them different names")
 
 
+def check_replaced_folder(name: str, folder: PathLike, inputs: Mapping[str, PathLike | None]) -> None:
+    """Refuse a folder an output replaces whole that is one of ``inputs`` or holds one (through links too)."""
+    target = Path(folder).resolve()
+    for in_name, path in _pairs(inputs):
+        if Path(path).resolve().is_relative_to(target):
+            raise RearankError(f"{name} {folder} holds the input {in_name} ({path}); replacing it would destroy the "
+                               "input. Choose another folder")
+
+
 def _pairs(paths: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """``(name, path)`` for each path of ``paths``, a list value giving one pair an item."""
     return [(name, path) for name, value in paths.items()
