@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
     stats, extra = job.rerank_to_files(requests, make_reranker, output=args.output, traces=args.traces,
                                        resume=args.resume, tag=args.tag, progress=not args.no_progress,
-                                       config=record, windows=windows, inputs=_inputs(args))
+                                       config=record, windows=windows, inputs=_inputs(args, packs))
     traces, stats_path = job.output_paths(args.output, args.traces)
     print(f"reranked {stats.summary()}")
     if qrels is not None:
@@ -115,10 +115,14 @@ def _check_args(args: argparse.Namespace) -> None:
         raise RearankError(f"--output {args.output} is a folder; give a file name")
 
 
-def _inputs(args: argparse.Namespace) -> dict[str, Path | str | None]:
-    """The input files the derived outputs (the default traces and stats files) must not be."""
+def _inputs(args: argparse.Namespace, packs: Any) -> dict[str, Path | str | None]:
+    """The input files no output may be: the flags' (for the outputs they imply, the default traces and stats
+    files) and a --dataset pack's files."""
+    pack = packs.resolve(args.dataset) if args.dataset else None
+    files = {f"the {args.dataset} pack's {name}": getattr(pack, name) for name in ("run", "topics", "docs", "qrels")
+             if pack is not None}
     return {"--run": args.run, "--requests": args.requests, "--topics": args.topics, "--docs": args.docs,
-            "--qrels": args.qrels, "--template": args.prompt}
+            "--qrels": args.qrels, "--template": args.prompt, **files}
 
 
 def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int]] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 
 import pytest
@@ -55,6 +56,21 @@ def test_output_equal_to_the_input_run_is_refused(dl19, tmp_path, capsys):
                  "--output", str(tmp_path / "." / "in.trec")])
     one_line_error(capsys, code, "is the input --run")
     assert run.read_bytes() == before
+
+
+@pytest.mark.parametrize(("output", "name"), [("qrels.txt", "qrels"), ("run.bm25.top100.trec", "run"),
+                                              ("run.trec.traces.jsonl", "run")])
+def test_an_output_onto_a_file_of_the_dataset_pack_is_refused(dl19, tmp_path, monkeypatch, capsys, output, name):
+    """``--dataset`` reads the pack's files: no output (given, or implied like the traces) may be one of them."""
+    pack = tmp_path / "msmarco-v1-passage" / "dl19"
+    shutil.copytree(dl19, pack)
+    (pack / "run.trec.traces.jsonl").symlink_to(pack / "run.bm25.top100.trec")
+    monkeypatch.setenv("REARANK_DATA", str(tmp_path))
+    before = {p.name: p.read_bytes() for p in pack.iterdir()}
+    target = pack / (output if output != "run.trec.traces.jsonl" else "run.trec")
+    code = main([*ARGS, "--output", str(target)])
+    one_line_error(capsys, code, f"is the input the dl19 pack's {name};")
+    assert {p.name: p.read_bytes() for p in pack.iterdir()} == before
 
 
 def test_traces_equal_to_output_is_refused(dl19_env, tmp_path, capsys):
