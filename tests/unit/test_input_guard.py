@@ -32,15 +32,20 @@ def marked(parser: argparse.ArgumentParser, role: str) -> list[argparse.Action]:
 
 
 def cases():
+    """Every input flag and every output flag of each command with outputs, met in pairs; the spellings take
+    turns."""
+    turn = 0
     for path, parser in commands(build_parser()):
         outputs = marked(parser, OUTPUT)
         if not outputs:
             continue
-        for given in marked(parser, INPUT):
-            for i, spelling in enumerate(SPELLINGS):
-                output = outputs[i % len(outputs)]  # every output flag meets every spelling across the inputs
-                yield pytest.param(path, flag_name(given), flag_name(output), spelling,
-                                   id=f"{' '.join(path)} {flag_name(given)}->{flag_name(output)} {spelling}")
+        inputs = marked(parser, INPUT)
+        for i in range(max(len(inputs), len(outputs)) if inputs else 0):
+            given, output = inputs[i % len(inputs)], outputs[i % len(outputs)]
+            spelling = SPELLINGS[turn % len(SPELLINGS)]
+            turn += 1
+            yield pytest.param(path, flag_name(given), flag_name(output), spelling,
+                               id=f"{' '.join(path)} {flag_name(given)}->{flag_name(output)} {spelling}")
 
 
 def spell(target: Path, spelling: str, tmp: Path) -> str:
@@ -79,6 +84,14 @@ def test_a_command_refuses_an_output_that_is_one_of_its_inputs(path, in_flag, ou
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert f"{out_flag} " in err and f"is the input {in_flag};" in err, err
     assert files_under(tmp_path) == before  # nothing written, the input byte-identical
+
+
+def test_every_spelling_and_output_flag_is_met():
+    met = [c.values for c in cases()]
+    assert {spelling for *_, spelling in met} == set(SPELLINGS)
+    for path, parser in commands(build_parser()):
+        if marked(parser, INPUT):
+            assert {flag_name(a) for a in marked(parser, OUTPUT)} <= {out for p, _, out, _ in met if p == path}
 
 
 def test_every_command_with_outputs_has_inputs_checked():
