@@ -71,7 +71,7 @@ def test_base_url_check_against_real_servers(monkeypatch, capsys):
     try:
         row = doctor.check_base_url(server.base_url)
         assert row.status == doctor.OK and "served-model" in row.found
-        code, out = run_doctor(["--base-url", server.base_url.removesuffix("/v1")], capsys)  # bare host: /v1 added
+        _, out = run_doctor(["--base-url", server.base_url.removesuffix("/v1")], capsys)  # bare host: /v1 added
         assert "serves served-model" in out
     finally:
         server.shutdown()
