@@ -63,6 +63,11 @@ class Registry(Mapping[str, Any]):
     def __contains__(self, name: object) -> bool:
         return name in self._all()
 
+    @property
+    def builtin_names(self) -> list[str]:
+        """rearank's own names, without those of other packages' entry points."""
+        return list(self._builtins)
+
     def get_or_raise(self, name: str) -> Any:
         """``registry[name]``, else a one-line :class:`RearankError` listing the names there are."""
         if name not in self:

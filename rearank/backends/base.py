@@ -63,6 +63,9 @@ FINISH_REASONS = (STOP, LENGTH, ERROR)
 BATCH, CONCURRENT = "batch", "concurrent"
 #: A concurrent backend's ``concurrency`` that lets the engine find the number of requests in flight itself.
 AUTO = "auto"
+#: How ``--engine ray`` runs a backend (:attr:`BackendBase.RAY`): Ray Data ``map_batches`` over an actor pool, each
+#: actor building the backend once; or Ray Data LLM's vLLM engine replicas (:mod:`rearank.engine.ray`).
+RAY_ACTORS, RAY_DATA_LLM = "actor pool", "Ray Data LLM"
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,11 @@ class BackendBase:
     #: Capability: the backend loads ``model``'s own Hugging Face tokenizer, so a driver elsewhere (Ray) can load
     #: the same one and cut passages to the same tokens.
     MODEL_TOKENIZER = False
+    #: Capability: the methods whose prompts it answers (their names), or None for every method that prompts a
+    #: chat model.
+    FOR_METHODS: tuple[str, ...] | None = None
+    #: Capability: how ``--engine ray`` runs it (:data:`RAY_ACTORS` or :data:`RAY_DATA_LLM`).
+    RAY = RAY_ACTORS
 
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
         raise NotImplementedError

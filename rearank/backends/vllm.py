@@ -14,6 +14,7 @@ from typing import Any
 
 from rearank.backends.base import (
     LENGTH,
+    RAY_DATA_LLM,
     STOP,
     BackendBase,
     Generation,
@@ -112,6 +113,7 @@ class VLLMBackend(BackendBase):
 
     name = "vllm"
     MODEL_TOKENIZER = True
+    RAY = RAY_DATA_LLM
     OPTIONS = (Option("tensor_parallel_size", "int", minimum=1, nullable=False),
                Option("enable_prefix_caching", "bool", nullable=False), Option("dtype", "str", nullable=False),
                Option("seed", "int", nullable=False), Option("enable_thinking", "bool"),

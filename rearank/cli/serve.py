@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from rearank.backends.registry import rerank_backends
@@ -61,6 +62,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     http.add_argument("--max-query-chars", type=int, default=10_000, help="characters of the query (413 above)")
     http.add_argument("--fusion-weight", type=float, help="default weight of the rank score fused with documents' "
                       "first-stage scores when a request gives them (requests override it)")
+    mcp = p.add_argument_group("MCP (tools for agents; see docs/serving.md)")
+    mcp.add_argument("--mcp", choices=("stdio", "http"),
+                     help="serve MCP tools instead of the HTTP routes: stdio (an agent starts this command and talks "
+                     "over its stdin/stdout) or http (streamable HTTP at /mcp on --host/--port, with --api-key-env)")
+    reads(mcp.add_argument("--corpus", metavar="SPEC", help="corpus of the search_and_rerank tool: BEIR corpus.jsonl, "
+                     "'docid TAB text' TSV, Lucene index folder or Pyserini prebuilt index (default with --dataset: "
+                     "the pack's docs)"))
+    mcp.add_argument("--search-depth", type=int, default=100, metavar="N",
+                     help="BM25 passages that search_and_rerank reranks")
     p.set_defaults(func=run)
 
 
@@ -69,22 +79,32 @@ LIMIT_FLAGS = ("max_documents", "max_document_chars", "max_query_chars", "max_bo
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the reranker and serve it until interrupted."""
+    """Build the reranker and serve it (HTTP routes, or MCP tools with ``--mcp``) until interrupted."""
     try:
         import uvicorn
 
         from rearank.server import create_app
     except ImportError as err:
         raise RearankError(f"the server needs FastAPI and uvicorn ({err}); pip install 'rearank[serve]'") from None
-    service = build_service(args)
+    if args.mcp:
+        _mcp_available()
+    # over stdio, stdout is the protocol's: whatever loading prints goes to stderr
+    with _stdout_to_stderr() if args.mcp == "stdio" else contextlib.nullcontext():
+        service = build_service(args)
+        searcher = _searcher(args) if args.mcp else None
     name, key = service.model_name, args.api_key_env
-    with contextlib.suppress(OSError):  # a log that cannot be written (stderr on a full disk) must not stop serving
-        print(f"serving {name!r} ({args.method}, {args.backend}) at http://{args.host}:{args.port}"
-              + (" (bearer key required)" if key else ""), file=sys.stderr, flush=True)
     try:
+        if args.mcp:
+            _serve_mcp(args, service, searcher, keyed=bool(key))
+            return 0
+        with contextlib.suppress(OSError):  # a log that cannot be written (stderr on a full disk) must not stop
+            print(f"serving {name!r} ({args.method}, {args.backend}) at http://{args.host}:{args.port}"
+                  + (" (bearer key required)" if key else ""), file=sys.stderr, flush=True)
         uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="info")
     finally:
         service.reranker.close()
+        if searcher is not None:
+            searcher.close()
     return 0
 
 
@@ -95,6 +115,11 @@ def build_service(args: argparse.Namespace) -> RerankService:
         from rearank.server import Limits, RerankService, TextJudge
     except ImportError as err:
         raise RearankError(f"the server needs FastAPI and uvicorn ({err}); pip install 'rearank[serve]'") from None
+    if args.mcp is None and args.corpus:
+        raise RearankError("--corpus is the corpus of the MCP search_and_rerank tool: add --mcp stdio or --mcp http")
+    if args.mcp == "stdio" and args.api_key_env:
+        raise RearankError("--api-key-env guards HTTP; over --mcp stdio the agent that started the server is its "
+                           "only client: drop it, or use --mcp http")
     key = None
     if args.api_key_env:
         key = os.environ.get(args.api_key_env, "")
@@ -124,3 +149,51 @@ def _judge(args: argparse.Namespace, judge_cls: type) -> object:
         raise RearankError("the oracle backend judges requests by text: pass --dataset, or --qrels with --topics "
                            "and --docs")
     return judge_cls.from_files(args.topics, args.docs, args.qrels)
+
+
+def _mcp_available() -> None:
+    try:
+        import rearank.server.mcp_server  # noqa: F401
+    except ImportError as err:
+        raise RearankError(f"the MCP server needs the mcp package 2.x ({err}); pip install 'rearank[serve]'") \
+            from None
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send what is written to file descriptor 1 (Python's and C's prints) to stderr for the block."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _searcher(args: argparse.Namespace) -> object | None:
+    """The BM25 searcher of ``search_and_rerank``: over ``--corpus``, else the ``--dataset`` pack's docs."""
+    from rearank.server.mcp_server import Searcher
+
+    if args.search_depth < 1:
+        raise RearankError(f"--search-depth must be at least 1, got {args.search_depth}")
+    if args.search_depth > args.max_documents:
+        raise RearankError(f"--search-depth {args.search_depth} is over --max-documents {args.max_documents}")
+    corpus = args.corpus or (str(packs.resolve(args.dataset).docs) if args.dataset else None)
+    return Searcher.open(corpus, args.search_depth) if corpus else None
+
+
+def _serve_mcp(args: argparse.Namespace, service: object, searcher: object | None, *, keyed: bool) -> None:
+    from rearank.server.mcp_server import create_mcp, serve_http, serve_stdio
+
+    mcp = create_mcp(service, searcher)
+    tools = "rerank" + (f", search_and_rerank over {searcher.corpus.spec}" if searcher else "")
+    if args.mcp == "stdio":
+        print(f"serving MCP tools ({tools}) over stdio", file=sys.stderr, flush=True)
+        serve_stdio(mcp, service)
+        return
+    serve_http(mcp, service, args.host, args.port, lambda url: print(
+        f"serving MCP tools ({tools}) at {url}" + (" (bearer key required)" if keyed else ""),
+        file=sys.stderr, flush=True))

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rearank.backends.base import ERROR, LENGTH, STOP, BackendBase, Generation, Prompt, SamplingSettings
+from rearank.backends.base import ERROR, LENGTH, RAY_DATA_LLM, STOP, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.registry import BACKENDS, make_backend
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar
@@ -171,7 +171,8 @@ class BackendActor:
 
 
 class RayBackend(BackendBase):
-    """Generate on a Ray cluster: Ray Data LLM for ``vllm``, ``map_batches`` over ``backend`` otherwise.
+    """Generate on a Ray cluster: Ray Data LLM for a backend that declares it (``vllm``), ``map_batches`` over
+    ``backend`` otherwise.
 
     ``tokenizer`` is what the method cuts passages with on the driver; ``settings`` are fixed when the Ray stage
     is built (vLLM's sampling parameters are part of it).
@@ -186,7 +187,8 @@ class RayBackend(BackendBase):
         self.backend, self.settings = backend, settings
         options = dict(options)
         self.tokenizer = driver_tokenizer(backend, model, options)
-        if backend == "vllm":
+        self.data_llm = BACKENDS.get_or_raise(backend).RAY == RAY_DATA_LLM
+        if self.data_llm:
             self.processor = vllm_processor(model, options, settings, batch_size)
         else:
             stage = {k: options.pop(k) for k in MAP_OPTIONS if k in options}
@@ -202,7 +204,7 @@ class RayBackend(BackendBase):
 
         dataset = self.processor(ray.data.from_items(prompt_rows(list(enumerate(prompts)))))
         for row in dataset.iter_rows():
-            if self.backend == "vllm":
+            if self.data_llm:
                 yield int(row["row"]), vllm_generation(row, self.settings.max_new_tokens)
             else:
                 yield int(row["row"]), Generation(

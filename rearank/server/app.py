@@ -193,8 +193,20 @@ class RerankService:
         return tuple(out)
 
     async def rerank(self, query: str, documents: list[str | Document], extension: Extension) -> Outcome:
-        """Queue one request (429 when full) and wait for its ranking; a backend failure keeps the input order."""
+        """Check and rank one request's documents, fused with their first-stage scores when it asks."""
         candidates = self.candidates(query, documents)
+        outcome = await self.rank(query, candidates)
+        alpha = extension.fusion_weight if extension.fusion_weight is not None else self.fusion_weight
+        given = [d.score for d in documents if isinstance(d, Document) and d.score is not None]
+        if alpha is not None and len(given) == len(candidates):
+            outcome.order = fused_order(outcome.order, [c.score for c in candidates], alpha)
+        return outcome
+
+    async def rank(self, query: str, candidates: tuple[Candidate, ...]) -> Outcome:
+        """Queue one query (429 when full) and wait for its ranking; a backend failure keeps the input order.
+
+        ``candidates`` have docids ``"0"``, ``"1"``, ... (their positions), as :meth:`candidates` builds them.
+        """
         qid = f"req-{next(self._ids)}"
         if self.judge is not None:
             self.judge.register(qid, query, [c.text for c in candidates])
@@ -225,10 +237,6 @@ class RerankService:
                               "and kept their input order")
         else:
             outcome = Outcome(ranking.order, ranking, "ok")
-        alpha = extension.fusion_weight if extension.fusion_weight is not None else self.fusion_weight
-        given = [d.score for d in documents if isinstance(d, Document) and d.score is not None]
-        if alpha is not None and len(given) == n:
-            outcome.order = fused_order(outcome.order, [c.score for c in candidates], alpha)
         return outcome
 
     def extension(self, outcome: Outcome) -> dict[str, Any]:

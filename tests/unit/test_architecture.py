@@ -30,6 +30,7 @@ LAYERS = {
     "rearank.run": 6, "rearank.job": 6, "rearank.runfiles": 6, "rearank.stats": 6, "rearank.flags": 6,
     "rearank.api": 7, "rearank.server": 7, "rearank.serve": 7, "rearank.backends.chat_server": 7,
     "rearank.pyterrier": 7, "rearank.view": 7, "rearank.rag": 7, "rearank.testing": 7, "rearank.rag.barrag.reader": 4,
+    "rearank.support": 7,
     "rearank.cli": 8, "rearank.demo": 8, "rearank.__main__": 8, "eval": 8, "data_synthesis": 8, "recipes": 8,
 }
 

@@ -18,6 +18,7 @@ class ScorerBackend(BackendBase):
     causal-yes), greedy and deterministic; the prompts of one query in a call are scored together."""
 
     name = "scorer"
+    FOR_METHODS = ("pointwise",)
     OPTIONS = (Option("kind", "str"), Option("device", "str"), Option("num_layers", "int", minimum=1),
                Option("max_passage_tokens", "int", minimum=1), Option("batch_size", "int", minimum=1),
                Option("trust_remote_code", "bool", nullable=False))
@@ -31,7 +32,7 @@ class ScorerBackend(BackendBase):
             batch_size=batch_size, trust_remote_code=trust_remote_code)
 
     def answer_format(self, method: Any) -> ScorerBackend:
-        if getattr(method, "name", None) != "pointwise":
+        if getattr(method, "name", None) not in self.FOR_METHODS:
             raise RearankError(f"the scorer backend scores one passage a prompt: use it with --method pointwise, "
                                f"not {getattr(method, 'name', method)!r}")
         return self
