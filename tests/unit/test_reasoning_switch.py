@@ -24,7 +24,7 @@ EXPECTED = ["d2", "d4", "d0", "d1", "d3", "d5"]  # by grade; ties keep the prese
 
 
 def _texts(template):
-    return " ".join((template.system, template.prefix_user, template.post)).lower()
+    return f"{template.system} {template.prefix_user} {template.post}".lower()
 
 
 @pytest.mark.parametrize("name, variant", [("rearank", "rearank-answer"), ("grouprank", "grouprank-answer"),

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rearank.backends.base import ERROR, Generation, Prompt
-from rearank.methods.base import Task
 from rearank.errors import RearankError
+from rearank.methods.base import Task
 from rearank.methods.listwise import check_positive
 from rearank.methods.listwise.answer import answer_span
 from rearank.prompts import as_reasoning
