@@ -74,7 +74,7 @@ train:
 	@echo "make train: GPU only -- a CUDA node/cluster with verl[vllm]==0.9.1 (docs/training.md)"
 	RECIPE=$(or $(RECIPE),rearank) recipes/train.sh $(ARGS)
 
-# Real verl GRPO steps on CPU (plugin recipes.verl_cpu): make train-cpu [RECIPE=rearank|grouprank|barrag|arena]
+# Real verl GRPO steps on CPU (plugin recipes.verl_cpu): make train-cpu [RECIPE=rearank|grouprank|reasonrank|barrag|arena]
 # [OUT=runs/train-cpu] [MODEL=tiny|smollm2|DIR] [OVERWRITE=1]; docs/training.md
 train-cpu: setup
 	$(BIN)/python -m recipes.train_cpu $(foreach r,$(filter-out all,$(RECIPE)),--recipe $(r)) --out $(or $(OUT),runs/train-cpu) \

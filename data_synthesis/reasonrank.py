@@ -36,7 +36,7 @@ from rearank.io.files import iter_json_lines
 from rearank.methods.listwise.answer import format_answer, parse_answer
 from rearank.methods.listwise.reasonrank import Truth, ranking_parts, truth_record
 from rearank.ndcg import ndcg_at_k
-from rearank.prompts import build_messages, with_reasoning
+from rearank.prompts import as_budget, build_messages, with_reasoning
 from rearank.types import Candidate, Request
 
 _THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
@@ -58,6 +58,7 @@ class ReasonRankConfig:
     template: str = "rearank"
     max_new_tokens: int = 3072     # paper: reasoning of at most 3,072 tokens
     temperature: float = 0.0
+    passage_budget: str | None = None  # None: the template's
 
     def check(self) -> None:
         if not 0.0 <= self.alpha <= 1.0:
@@ -119,7 +120,8 @@ def teacher_listings(lists: Sequence[tuple[Request, int, tuple[Candidate, ...]]]
     listings = []
     for start in range(0, len(lists), batch):
         part = lists[start:start + batch]
-        prompts = [Prompt(messages=tuple(build_messages(r.query.text, cands, template)), qid=r.query.qid,
+        prompts = [Prompt(messages=tuple(build_messages(r.query.text, cands, template, budget=config.passage_budget)),
+                          qid=r.query.qid,
                           docids=tuple(c.docid for c in cands)) for r, _, cands in part]
         for (request, index, cands), generation in zip(part, teacher.generate(prompts, settings), strict=True):
             parsed = parse_answer(generation.text, len(cands))
@@ -180,7 +182,7 @@ def build_rows(listings: Sequence[Listing], config: ReasonRankConfig, data_sourc
     sft: dict[str, list] = {"train": [], "val": []}
     for listing, _ in kept:
         split = "val" if listing.qid in val else "train"
-        messages = build_messages(listing.query, listing.candidates, template)
+        messages = build_messages(listing.query, listing.candidates, template, budget=config.passage_budget)
         presented = ndcg_at_k([listing.relevant.get(d, 0) for d in listing.ids])
         extra = {"qid": listing.qid, "set_index": listing.index, "docids": list(listing.ids),
                  "set_ndcg10": presented, "pool_ndcg10": presented, "split": split, "index": len(rows[split]),
@@ -277,8 +279,13 @@ def run_reasonrank(args: Any) -> int:
         set_size=args.set_size, samples_per_query=args.samples_per_query, alpha=args.min_teacher_ndcg,
         order=args.order, seed=args.seed, val_fraction=args.val_fraction,
         reasoning=True if args.reasoning is None else args.reasoning, template=args.template or "rearank",
-        max_new_tokens=args.teacher_max_tokens)
+        max_new_tokens=args.teacher_max_tokens,
+        passage_budget=None if args.passage_budget is None else str(args.passage_budget))
     config.check()
+    try:
+        as_budget(config.passage_budget)
+    except ValueError as err:
+        raise RearankError(str(err)) from None
     with_reasoning(config.template, config.reasoning)  # a template without the asked variant fails now
     if args.import_reasonrank:
         if not args.topics or not args.docs:
