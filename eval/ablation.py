@@ -113,9 +113,9 @@ def report(rows: Sequence[Line], datasets: Sequence[str], label: str, plot: str 
              MISSING if r.delta is None else f"{r.delta:+.2f}", fmt(r.p_t, 3), fmt(r.p_rand, 3)] for r in rows]
     return "\n".join([
         f"# Reasoning on and off ({label})", "",
-        "nDCG@10 x 100 per dataset; tokens = generated tokens (reasoning and answer) per query; s/query = wall time "
+        ("nDCG@10 x 100 per dataset; tokens = generated tokens (reasoning and answer) per query; s/query = wall time "
         "per query; Delta = mean per-query nDCG@10 difference from reasoning off (x 100), with its paired t-test and "
-        "sign-flip randomization p-values over every (dataset, query) pair.", "",
+        "sign-flip randomization p-values over every (dataset, query) pair."), "",
         markdown_table(header, body, left=2), "",
         *([f"![quality against reasoning tokens]({plot})", ""] if plot else []),
     ])
