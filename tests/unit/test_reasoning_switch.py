@@ -129,6 +129,15 @@ def _help():
     return parser.format_help()
 
 
+@pytest.mark.parametrize("command", ["rerank", "benchmark", "synth", "serve"])
+def test_every_command_help_names_the_switch(command, capsys):
+    from rearank.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert "--reasoning on|off" in capsys.readouterr().out
+
+
 def test_a_bad_flag_value_is_a_usage_error(capsys):
     with pytest.raises(SystemExit):
         _args("--reasoning", "maybe")
