@@ -169,3 +169,18 @@ def test_the_server_runs_and_reports_the_switch():
     windows = body["rearank"]["windows"]
     assert [r["index"] for r in body["results"]] == [2, 4, 0, 1, 3, 5]
     assert all(w["status"] == "ok" and "<think>" not in w["reasoning"] for w in windows)
+
+
+def test_the_listwise_and_groupwise_rewards_score_answer_only_rows_with_reasoning_off():
+    from rearank.methods.groupwise.reward import compute_score as group_score
+    from rearank.methods.listwise.reward import compute_score as list_score
+
+    truth = {"labels": [0, 2, 1]}
+    listwise = "<answer>[2] > [3] > [1]</answer>"
+    assert list_score("d", listwise, truth)["format_tags"] == 0.0
+    assert list_score("d", listwise, truth, reasoning=False)["score"] == pytest.approx(1.0)
+    groupwise = '<answer>{"[1]": 0, "[2]": 10, "[3]": 5}</answer>'
+    assert group_score("d", groupwise, truth, max_label=2)["score"] == -1.0
+    on = group_score("d", "<reason>r</reason>" + groupwise, truth, max_label=2)
+    off = group_score("d", groupwise, truth, max_label=2, reasoning=False)
+    assert off["score"] == on["score"] > 0 and off["format_tags"] == 1.0
