@@ -144,7 +144,7 @@ def run_ablation(args: argparse.Namespace) -> tuple[str, list[Path]]:
     if getattr(args, "reasoning", None) is not None:
         raise RearankError("--ablation reasoning runs both settings: drop --reasoning")
     apply_defaults(args)
-    base = args.label or args.model or args.backend
+    base = suite_run._label(args)  # the name the suite tables use: --label, else the model, else "embedded"
     order = variants(parse_budgets(args.think_budgets))
     suites = {}
     for variant in order:
