@@ -170,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
     if args.mode == "grouprank-labels":
         return run_labels(args)
     if args.mode == "reasonrank":
+        if not args.import_reasonrank:
+            _check_inputs(args)
         return run_reasonrank(args)
     _check_inputs(args)
     if Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():

@@ -268,8 +268,8 @@ def add_reasonrank_arguments(parser: Any) -> None:
 
 
 def run_reasonrank(args: Any) -> int:
-    """``rearank synth --mode reasonrank``: teacher lists (or the released file), the filter, the rows."""
-    from data_synthesis.cli import _check_inputs
+    """``rearank synth --mode reasonrank``: teacher lists (or the released file), the filter, the rows (the input
+    flags were checked by :mod:`data_synthesis.cli`)."""
     from data_synthesis.grouprank_labels import _teacher
     from data_synthesis.writers import check_output_dir
     from rearank.data.packs import load_docs, load_qrels, load_requests, load_topics
@@ -298,7 +298,6 @@ def run_reasonrank(args: Any) -> int:
         if not args.teacher:
             raise RearankError("--mode reasonrank needs --teacher BACKEND (openai, vllm, hf, or oracle for mechanics) "
                                "or --import-reasonrank FILE")
-        _check_inputs(args)
         requests = load_requests(dataset=args.dataset, run=args.run, topics=args.topics, docs=args.docs,
                                  top_k=args.top_k, max_queries=args.max_queries, skip_missing=args.skip_missing)
         qrels = load_qrels(args.qrels or args.dataset)

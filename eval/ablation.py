@@ -11,7 +11,7 @@ query) pair (:mod:`rearank.significance`: paired t-test and sign-flip randomizat
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,15 +136,16 @@ def plot(rows: Sequence[Line], title: str, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def run_ablation(args: argparse.Namespace) -> tuple[str, list[Path]]:
-    """Run every variant of the suite (same backend and settings) and write the table and the plot."""
-    from eval import run as suite_run  # the suite runner imports this module for its flags
+def run_ablation(args: argparse.Namespace, run_suite: Callable[[argparse.Namespace], SuiteResult],
+                 label: Callable[[argparse.Namespace], str]) -> tuple[str, list[Path]]:
+    """Run every variant of the suite with ``run_suite`` (:func:`eval.run.run_suite`: same backend and settings) and
+    write the table and the plot; ``label`` names the system (:func:`eval.run` passes its own)."""
     if args.ablation not in ABLATIONS:
         raise RearankError(f"--ablation {args.ablation!r}: choose one of {', '.join(ABLATIONS)}")
     if getattr(args, "reasoning", None) is not None:
         raise RearankError("--ablation reasoning runs both settings: drop --reasoning")
     apply_defaults(args)
-    base = suite_run._label(args)  # the name the suite tables use: --label, else the model, else "embedded"
+    base = label(args)
     order = variants(parse_budgets(args.think_budgets))
     suites = {}
     for variant in order:
@@ -153,7 +154,7 @@ def run_ablation(args: argparse.Namespace) -> tuple[str, list[Path]]:
             options.append(f"max_think_tokens={variant.think_budget}")
         sub = argparse.Namespace(**{**vars(args), "reasoning": variant.reasoning, "out": args.out / variant.name,
                                     "label": f"{base} {variant.name}", "backend_option": options})
-        suites[variant.name] = suite_run.run_suite(sub)
+        suites[variant.name] = run_suite(sub)
     datasets = [d for d in suites["off"].datasets if all(d in s.datasets for s in suites.values())]
     if not datasets:
         raise MissingDataError(f"no dataset of {args.suite!r} finished in every variant; see {args.out}/*/report.md")

@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the suite (or, with ``--ablation``, each variant of it: :mod:`eval.ablation`) and print where the report
     is."""
     if getattr(args, "ablation", None):
-        text, paths = run_ablation(args)
+        text, paths = run_ablation(args, run_suite, _label)
         print(text + "\n" + "\n".join(f"wrote {p}" for p in paths))
         return 0
     suite = run_suite(args)
