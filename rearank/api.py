@@ -138,7 +138,9 @@ class Reranker:
     options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), the engine's
     (``batch_size``; ``in_flight``), the method's own (:func:`rearank.methods.method_options`: listwise ``prompt window step passes
     top_k passage_budget``; groupwise ``prompt group_size group_step shuffles fusion_weight fallback top_k fusion
-    shuffle_all passage_budget``; ``passage_budget`` None keeps the template's); any other keyword goes to the backend
+    shuffle_all passage_budget``; ``passage_budget`` None keeps the template's; every method's ``reasoning``: True /
+    ``"on"`` reasons before answering, False / ``"off"`` answers at once, None does what the template asks); any other
+    keyword goes to the backend
     (e.g. ``device="cuda"``, ``tensor_parallel_size=4``, ``base_url=...``). All are checked before a model loads.
     ``progress=True`` shows a progress bar in :meth:`rerank_many` (``rerank_run`` shows one by default).
     """

@@ -24,6 +24,7 @@ from rearank.errors import RearankError
 from rearank.io.outputs import reads
 from rearank.methods import METHODS, method_options, option_default
 from rearank.methods.groupwise.presets import preset
+from rearank.prompts import as_reasoning
 from rearank.prompts.registry import RANKING, names
 from rearank.run.config import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS, RunConfig, default_max_new_tokens
 
@@ -66,7 +67,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 #: Options every LLM method may have, declared once here (``prompt`` is the template; ``seed`` is a model flag).
-_SHARED_OPTIONS = ("prompt", "top_k", "passage_budget", "seed")
+_SHARED_OPTIONS = ("prompt", "top_k", "passage_budget", "seed", "reasoning")
 
 
 def add_method_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +89,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                       help="windows (from as many queries) per backend call on hf, vllm and the oracle; openai and "
                       "vllm-async get windows in flight instead (-O concurrency=auto|N)")
     add_passage_budget_argument(rank, "default: the budget the template declares (rearank 400 characters, rankgpt 300)")
+    add_reasoning_argument(rank)
     declared = {*_SHARED_OPTIONS, *(action.dest for action in parser._actions)}
     modes = []
     for name in METHODS:
@@ -129,6 +131,23 @@ def _add_own_flags(parser: argparse.ArgumentParser, method: str, declared: set[s
         kwargs.setdefault("help", f"{method} option {option}")
         group = group or parser.add_argument_group(f"{method} (--method {method})")
         group.add_argument("--" + option.replace("_", "-"), dest=option, **kwargs)
+
+
+def reasoning_switch(value: str) -> bool:
+    """``--reasoning`` on/off as a bool (argparse type)."""
+    try:
+        return bool(as_reasoning(value))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def add_reasoning_argument(group: Any) -> None:
+    """``--reasoning on|off``: the one reasoning switch of every method (and of ``rearank synth``)."""
+    group.add_argument("--reasoning", type=reasoning_switch, metavar="on|off",
+                       help="on: the model reasons (<think>) before its answer; off: it answers at once. Listwise and "
+                       "groupwise pick the template's variant (rearank <-> rearank-answer, grouprank <-> "
+                       "grouprank-answer); pointwise asks for reasoning before its yes/no. Default: what the "
+                       "template asks (on for rearank and grouprank, off for rankgpt and pointwise)")
 
 
 def add_passage_budget_argument(group: Any, default_help: str) -> None:

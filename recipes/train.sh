@@ -9,6 +9,8 @@
 #                                            then GRPO from its last checkpoint, via GROUPRANK_SFT_MODEL)
 #   grouprank_debug                          recipes/grouprank/grpo_debug.yaml
 #   grouprank_sft                            recipes/grouprank/sft.yaml alone (torchrun, N_GPUS processes)
+#   reasonrank, reasonrank_debug, reasonrank_sft   recipes/reasonrank/ alike (ReasonRank: SFT, then GRPO from it via
+#                                            REASONRANK_SFT_MODEL; docs/reasonrank.md)
 #   barrag_selector[_debug], barrag_generator[_debug]   recipes/barrag/*.yaml  (one BAR-RAG stage each)
 #   barrag, barrag_debug                     BAR-RAG's three-iteration loop, resumable (recipes/barrag/loop.py;
 #                                            BARRAG_OUT: its folder and state, default runs/barrag)
@@ -39,7 +41,7 @@ RECIPE=${RECIPE:-rearank}
 PYTHON=${PYTHON:-python}
 abspath() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 CKPT_ROOT=$(abspath "${CKPT_ROOT:-checkpoints}")
-NAMES="rearank rearank_debug grouprank grouprank_debug grouprank_sft barrag barrag_debug barrag_selector
+NAMES="rearank rearank_debug grouprank grouprank_debug grouprank_sft reasonrank reasonrank_debug reasonrank_sft barrag barrag_debug barrag_selector
 barrag_selector_debug barrag_generator barrag_generator_debug arena arena_debug rrpo"
 
 # BAR-RAG's loop: serve the reader, train the selector, select, synthesize generator rows, train the generator, x3
@@ -54,9 +56,9 @@ fi
 # recipe name -> the recipe files it runs, in order
 case "$RECIPE" in
   rearank|arena) files=("$RECIPE/grpo") ;;
-  grouprank) files=(grouprank/sft grouprank/grpo) ;;  # the paper's two stages: SFT cold start, then GRPO from it
-  rearank_debug|grouprank_debug|arena_debug) files=("${RECIPE%_debug}/grpo_debug") ;;
-  grouprank_sft) files=(grouprank/sft) ;;
+  grouprank|reasonrank) files=("$RECIPE/sft" "$RECIPE/grpo") ;;  # the papers' two stages: SFT, then GRPO from it
+  rearank_debug|grouprank_debug|reasonrank_debug|arena_debug) files=("${RECIPE%_debug}/grpo_debug") ;;
+  grouprank_sft|reasonrank_sft) files=("${RECIPE%_sft}/sft") ;;
   barrag_selector|barrag_generator) files=("barrag/${RECIPE#barrag_}_grpo") ;;
   barrag_selector_debug|barrag_generator_debug) files=("barrag/$(sed 's/^barrag_//; s/_debug$//' <<<"$RECIPE")_grpo_debug") ;;
   rrpo) files=(rrpo/hotpotqa) ;;
@@ -78,14 +80,14 @@ for file in "${files[@]}"; do
     for kv in "$@"; do sets+=(--set "$kv"); done
     cmd=("$PYTHON" -m rearank rag rrpo train --config "$ROOT/recipes/$file.yaml" ${sets[@]+"${sets[@]}"})
   elif [[ "$file" == */sft ]]; then
-    DATA=$(abspath "${REARANK_RL_DATA:-data/rl/dl21-grouprank}")
+    DATA=$(abspath "${REARANK_RL_DATA:-data/rl/dl21-${file%/sft}}")
     needed+=("$DATA/sft_train.parquet" "$DATA/sft_val.parquet")
     SFT_DIR="$CKPT_ROOT/sft/${file%/*}"
     cmd=("$PYTHON" -m torch.distributed.run --standalone --nnodes=1 "--nproc_per_node=${N_GPUS:-8}"
       -m verl.trainer.sft_trainer --config-dir "$ROOT/recipes/${file%/*}" --config-name sft
       "data.train_files=$DATA/sft_train.parquet" "data.val_files=$DATA/sft_val.parquet"
       "trainer.n_gpus_per_node=${N_GPUS:-8}" "trainer.default_local_dir=$SFT_DIR")
-    [[ "$RECIPE" == grouprank_sft ]] && cmd+=("$@")  # in the two-stage run, overrides go to GRPO
+    [[ "$RECIPE" == *_sft ]] && cmd+=("$@")  # in the two-stage run, overrides go to GRPO
   else
     # the data folder as an absolute path (Ray workers need not share this shell's directory): REARANK_RL_DATA,
     # else the recipe's own default (${oc.env:REARANK_RL_DATA,<default>} in the file or the one it extends)
@@ -118,12 +120,13 @@ if [[ "$RECIPE" != rrpo ]] && ! "$PYTHON" -c "import sys, torch; sys.exit(0 if t
   exit 2
 fi
 for i in "${!commands[@]}"; do
-  if [[ "${files[$i]}" == grouprank/grpo && -n "${SFT_DIR:-}" ]]; then
-    # GRPO starts from the SFT stage's last checkpoint (recipes/grouprank/grpo.yaml reads GROUPRANK_SFT_MODEL)
+  if [[ "${files[$i]}" == */grpo && -n "${SFT_DIR:-}" ]]; then
+    # GRPO starts from the SFT stage's last checkpoint (recipes/<name>/grpo.yaml reads <NAME>_SFT_MODEL)
     step=$(cat "$SFT_DIR/latest_checkpointed_iteration.txt" 2>/dev/null) \
       || { echo "train.sh: no SFT checkpoint in $SFT_DIR; the SFT stage did not finish" >&2; exit 2; }
-    export GROUPRANK_SFT_MODEL="$SFT_DIR/global_step_$step/huggingface"
-    echo "+ GROUPRANK_SFT_MODEL=$GROUPRANK_SFT_MODEL"
+    var=$(tr a-z A-Z <<<"${files[$i]%/grpo}")_SFT_MODEL
+    export "$var=$SFT_DIR/global_step_$step/huggingface"
+    echo "+ $var=${!var}"
   fi
   eval "${commands[$i]}"
 done

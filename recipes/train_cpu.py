@@ -1,7 +1,7 @@
 """``make train-cpu``: real verl GRPO steps on CPU for every verl recipe, then a resume, an export and a rerank.
 
-For each recipe (``rearank``, ``grouprank``, ``barrag_selector``, ``barrag_generator``, ``arena``; ``barrag`` means
-both BAR-RAG stages) this runs, in child processes:
+For each recipe (``rearank``, ``grouprank``, ``reasonrank``, ``barrag_selector``, ``barrag_generator``, ``arena``;
+``barrag`` means both BAR-RAG stages) this runs, in child processes:
 
 1. ``rearank synth`` on the shared data into ``<out>/<recipe>/data`` (small: a few sets of 5 passages);
 2. ``python -m verl.trainer.main_ppo`` with the recipe's own file and only size overrides (batch, rollout n,
@@ -11,6 +11,9 @@ both BAR-RAG stages) this runs, in child processes:
 4. ``python -m recipes.export`` (verl's FSDP model merger) into ``<out>/<recipe>/export``;
 5. the exported folder in use: ``rearank rerank --backend hf`` on two dl19 queries (listwise; groupwise for
    grouprank) or ``rearank rag eval`` on two HotpotQA questions (BAR-RAG selector / generator, ARENA).
+
+``reasonrank`` runs steps 1 and 2 only: its GRPO (verl, the listwise prompt, its own reward and data); the resume,
+export and rerank that follow are ``rearank``'s machinery on the same listwise format, checked there.
 
 ``<out>/<recipe>/metrics.jsonl`` holds one JSON object per training step with verl's metric names (from verl's
 ``file`` logger); checkpoints are in ``<out>/<recipe>/checkpoints``, console logs in ``<out>/<recipe>/logs``.
@@ -59,6 +62,8 @@ class Stage:
     synth: tuple[str, ...]
     prompt_tokens: int
     response_tokens: int
+    #: Steps 3-5 (resume, export, use) too; False: the GRPO steps alone.
+    full: bool = True
 
 
 STAGES = {
@@ -68,6 +73,9 @@ STAGES = {
     "grouprank": Stage("grouprank", "grouprank/grpo",
                        ("--dataset", "dl21", "--mode", "groupwise", "--samples-per-query", "1", "--set-size", "5",
                         "--passage-budget", "200c"), 1024, 64),
+    "reasonrank": Stage("reasonrank", "reasonrank/grpo",
+                        ("--dataset", "dl21", "--mode", "reasonrank", "--teacher", "oracle", "--samples-per-query", "1",
+                         "--set-size", "5", "--passage-budget", "200c"), 1024, 64, full=False),
     "barrag_selector": Stage("barrag_selector", "barrag/selector_grpo",
                              ("--mode", "barrag-selector", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64),
     "barrag_generator": Stage("barrag_generator", "barrag/generator_grpo",
@@ -75,7 +83,7 @@ STAGES = {
     "arena": Stage("arena", "arena/grpo", ("--mode", "arena", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64),
 }
 #: ``--recipe`` names: a recipe runs its stages in order.
-RECIPES = {"rearank": ("rearank",), "grouprank": ("grouprank",), "barrag": ("barrag_selector", "barrag_generator"),
+RECIPES = {"rearank": ("rearank",), "grouprank": ("grouprank",), "reasonrank": ("reasonrank",), "barrag": ("barrag_selector", "barrag_generator"),
            "barrag_selector": ("barrag_selector",), "barrag_generator": ("barrag_generator",), "arena": ("arena",)}
 DEFAULT = ("rearank", "grouprank", "barrag", "arena")
 
@@ -119,6 +127,12 @@ def answer_kinds(stage: Stage, ground_truth: str) -> list[str]:
         from recipes.train_check import completions_for
 
         return list(completions_for(truth["labels"]).values())
+    if stage.name == "reasonrank":  # best (1.3), reversed (lower), not a permutation (0), broken format (-1)
+        from rearank.methods.listwise.answer import format_answer
+
+        order = [truth["ids"].index(d) for d in truth["gold"]]
+        return [f"<think>By the judgments.</think>\n<answer>{format_answer(o)}</answer>"
+                for o in (order, order[::-1], order[:-1])] + ["I cannot rank these."]
     if stage.name == "grouprank":
         from rearank.methods.groupwise.parser import format_scores, label_scores
 
@@ -293,10 +307,10 @@ def merge_metrics(folder: Path) -> list[dict]:
     return rows
 
 
-def check_metrics(rows: list[dict], where: Path) -> None:
-    """At least :data:`RESUMED_STEPS` steps, each with a finite policy loss and a nonzero gradient norm."""
-    if len(rows) < RESUMED_STEPS:
-        raise RearankError(f"{where}: {len(rows)} steps logged, expected {RESUMED_STEPS}")
+def check_metrics(rows: list[dict], where: Path, steps: int = RESUMED_STEPS) -> None:
+    """At least ``steps`` steps, each with a finite policy loss and a nonzero gradient norm."""
+    if len(rows) < steps:
+        raise RearankError(f"{where}: {len(rows)} steps logged, expected {steps}")
     for row in rows:
         loss, norm = row.get("actor/pg_loss"), row.get("actor/grad_norm")
         if loss is None or not math.isfinite(loss) or norm is None or not norm > 0:
@@ -341,10 +355,16 @@ def run_stage(stage: Stage, out: Path, model: Path | None, overwrite: bool) -> d
         with reader_server(data_root() / QA) as url:
             os.environ["BARRAG_READER_URL"] = url
             timings.update(_train_twice(stage, data, model, folder))
+    elif not stage.full:
+        timings["first_run_s"] = round(train(stage, data, model, folder, STEPS), 1)
     else:
         timings.update(_train_twice(stage, data, model, folder))
     rows = merge_metrics(folder)
-    check_metrics(rows, folder / "metrics.jsonl")
+    check_metrics(rows, folder / "metrics.jsonl", RESUMED_STEPS if stage.full else STEPS)
+    if not stage.full:
+        return {"recipe": stage.name, "steps": len(rows), "metrics": str(folder / "metrics.jsonl"),
+                "checkpoints": str(folder / "checkpoints"), **timings,
+                "step_s": [round(row.get("timing_s/step", float("nan")), 1) for row in rows]}
     export = folder / "export"
     started = time.perf_counter()
     _run([sys.executable, "-m", "recipes.export", str(folder / "checkpoints"), "--output-dir", str(export),
@@ -381,7 +401,9 @@ def main(argv: list[str] | None = None) -> int:
         for stage in stages:
             summary = run_stage(stage, out, model, args.overwrite)
             print(json.dumps(summary), flush=True)
-            print(f"{stage.name}: metrics {summary['metrics']}\n{stage.name}: export {summary['export']}", flush=True)
+            print(f"{stage.name}: metrics {summary['metrics']}", flush=True)
+            if "export" in summary:
+                print(f"{stage.name}: export {summary['export']}", flush=True)
     except RearankError as err:
         print(f"train-cpu: {err}", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from rearank.backends.registry import rerank_backends
 from rearank.data import packs
 from rearank.errors import RearankError
-from rearank.flags import backend_options
+from rearank.flags import add_reasoning_argument, backend_options
 from rearank.io.outputs import reads
 from rearank.methods import METHODS
 
@@ -42,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="any option of rearank.Reranker, repeatable: method (window=20, step=10, group_size=20), "
                        "sampling (max_new_tokens=1024, temperature=0), reranking (top_k=100, batch_size=32), or "
                        "backend (device=cuda, tensor_parallel_size=2, base_url=http://host:8000/v1)")
+    add_reasoning_argument(model)
     model.add_argument("--served-name", help="the model name clients send (default: --model, or the backend)")
     oracle = p.add_argument_group("oracle backend (ranks by judgments; documents and queries matched by text)")
     oracle.add_argument("--dataset", help="pack whose topics, docs and qrels judge the requests")
@@ -135,6 +136,8 @@ def build_service(args: argparse.Namespace) -> RerankService:
     if args.backend == "oracle":
         judge = _judge(args, TextJudge)
         options["qrels"] = judge.live
+    if args.reasoning is not None:
+        options["reasoning"] = args.reasoning
     reranker = Reranker(args.model, backend=args.backend, method=args.method, **options)
     limits = Limits(**{name: getattr(args, name) for name in LIMIT_FLAGS})
     return RerankService(reranker, model_name=args.served_name or args.model or args.backend, limits=limits,

@@ -22,7 +22,9 @@ from rearank.prompts.templates import (
     FIELDS,
     PassageBudget,
     PromptTemplate,
+    as_reasoning,
     load_template,
+    with_reasoning,
 )
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "PromptTemplate",
     "Tokenizer",
     "as_budget",
+    "as_reasoning",
     "build_messages",
     "candidate_text",
     "clean_passage",
@@ -45,4 +48,5 @@ __all__ = [
     "render_passages",
     "truncate",
     "truncate_texts",
+    "with_reasoning",
 ]

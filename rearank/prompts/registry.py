@@ -31,9 +31,12 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 #: name -> (kind, file under ``rearank/``); ``barrag`` is the reader's name of the BAR-RAG generator prompt.
 _BUILTINS = {
     "rearank": (RANKING, "prompts/rearank.yaml"),
+    "rearank-answer": (RANKING, "prompts/rearank-answer.yaml"),
     "rankgpt": (RANKING, "prompts/rankgpt.yaml"),
     "grouprank": (RANKING, "methods/groupwise/grouprank.yaml"),
+    "grouprank-answer": (RANKING, "methods/groupwise/grouprank-answer.yaml"),
     "grouprank-released": (RANKING, "methods/groupwise/grouprank-released.yaml"),
+    "grouprank-released-answer": (RANKING, "methods/groupwise/grouprank-released-answer.yaml"),
     "plain": (RAG, "rag/templates/plain.yaml"),
     "rrpo": (RAG, "rag/templates/rrpo.yaml"),
     "barrag_selector": (RAG, "rag/templates/barrag_selector.yaml"),

@@ -9,7 +9,10 @@ A template can express the published listwise layouts (see ``rearank.yaml`` and 
   rendered by ``passage_user``, joined by ``passage_separator`` and put into ``post`` at ``{passages}``;
 * ``post``: the final user turn (query, output instructions);
 * ``passage_budget``: how much of each passage is kept -- ``400 characters``, ``300 words``, ``300 tokens``
-  (of the model's tokenizer) or ``none``; ``neutralize_ids``: rewrite ``[3]`` inside passages as ``(3)``.
+  (of the model's tokenizer) or ``none``; ``neutralize_ids``: rewrite ``[3]`` inside passages as ``(3)``;
+* ``reasoning``: whether the template asks the model to reason before it answers (default: whether a message field
+  mentions ``<think>`` or ``<reason>``); ``variant``: the template (a name, or a file path relative to this one)
+  that asks the same with the other reasoning setting, which the reasoning switch picks (:func:`with_reasoning`).
 
 ``{query}`` and ``{num}`` may appear in every message field; ``{index}`` in the passage fields; ``{passage}``
 in ``passage_user``; ``{passages}`` in ``post`` (inline layout). Anything else is an error that names the file
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from rearank.errors import FormatError
+from rearank.errors import FormatError, RearankError
 from rearank.prompts.registry import RANKING, resolve
 
 #: Units a passage budget can be declared in.
@@ -105,7 +108,10 @@ FIELDS: dict[str, FieldRule] = {
     "post": _rule(required="query", allowed="passages"),
 }
 #: Settings of a template (not message text).
-_SETTINGS = ("name", "description", "passage_budget", "neutralize_ids", "layout", "passage_separator")
+_SETTINGS = ("name", "description", "passage_budget", "neutralize_ids", "layout", "passage_separator", "reasoning",
+             "variant")
+#: Tags whose mention in a template's messages means it asks for reasoning (when it sets no ``reasoning``).
+_REASONING_TAGS = ("<think>", "<reason>")
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,8 @@ class PromptTemplate:
     passage_separator: str = "\n"
     description: str = ""
     source: str = ""
+    reasoning: bool = True
+    variant: str = ""
 
 
 def load_template(name_or_path: str | Path | PromptTemplate) -> PromptTemplate:
@@ -162,7 +170,7 @@ def _load_file(path: str, mtime_ns: int) -> PromptTemplate:
             known = ", ".join([*FIELDS, *_SETTINGS])
             raise FormatError(path, lines.get(key), f"unknown field {key!r}; known fields: {known}")
     values: dict[str, str] = {}
-    for key in (*FIELDS, "name", "description", "layout", "passage_separator"):
+    for key in (*FIELDS, "name", "description", "layout", "passage_separator", "variant"):
         value = data.get(key)
         if value is None:
             if key in FIELDS and not FIELDS[key].optional:
@@ -183,8 +191,44 @@ def _load_file(path: str, mtime_ns: int) -> PromptTemplate:
     neutralize = data.get("neutralize_ids", True)
     if not isinstance(neutralize, bool):
         raise FormatError(path, lines.get("neutralize_ids"), "field 'neutralize_ids' must be true or false")
+    reasoning = data.get("reasoning", any(tag in values[key].lower() for key in FIELDS for tag in _REASONING_TAGS))
+    if not isinstance(reasoning, bool):
+        raise FormatError(path, lines.get("reasoning"), "field 'reasoning' must be true or false")
     name = values.pop("name") or Path(path).stem
-    return PromptTemplate(name=name, source=path, passage_budget=budget, neutralize_ids=neutralize, **values)
+    return PromptTemplate(name=name, source=path, passage_budget=budget, neutralize_ids=neutralize,
+                          reasoning=reasoning, **values)
+
+
+def as_reasoning(value: object) -> bool | None:
+    """The reasoning switch from ``on``/``off`` (also true/false, yes/no, 1/0) or a bool; None: the template's own.
+    Raises ``ValueError`` for anything else."""
+    if value is None or isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("on", "true", "yes", "1"):
+        return True
+    if text in ("off", "false", "no", "0"):
+        return False
+    raise ValueError(f"reasoning must be on or off, got {value!r}")
+
+
+def with_reasoning(template: str | Path | PromptTemplate, reasoning: bool | None) -> PromptTemplate:
+    """``template``, or its ``variant`` when ``reasoning`` (True: reason, then answer; False: answer only) is not
+    what it asks; None keeps it. A :class:`RearankError` when it names no variant, a :class:`FormatError` when the
+    variant asks the same as it."""
+    tpl = load_template(template)
+    if reasoning is None or reasoning == tpl.reasoning:
+        return tpl
+    want = "with" if reasoning else "without"
+    if not tpl.variant:
+        raise RearankError(f"prompt template {tpl.name!r} {'asks for' if tpl.reasoning else 'does not ask for'} "
+                           f"reasoning and names no variant {want} it ('variant:'); drop --reasoning, or pass a "
+                           f"template {want} reasoning")
+    beside = Path(tpl.source).parent / tpl.variant if tpl.source else None
+    other = load_template(beside if beside is not None and beside.is_file() else tpl.variant)
+    if other.reasoning != reasoning:
+        raise FormatError(tpl.source, None, f"field 'variant': {tpl.variant!r} is not a template {want} reasoning")
+    return other
 
 
 def _check_layout(values: dict[str, str], path: str, lines: dict[str, int]) -> None:

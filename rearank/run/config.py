@@ -30,7 +30,7 @@ EMBEDDED_MAX_NEW_TOKENS = 256
 #: progress, the batch size, how many queries) may change between a run and its resume.
 RESUME_KEYS = ("dataset", "run", "requests", "topics", "docs", "skip_missing", "tag", "backend", "model",
                "backend_options", "mode", "method", "prompt", "top_k", "passage_budget", "max_new_tokens",
-               "temperature", "top_p", "seed")
+               "temperature", "top_p", "seed", "reasoning")
 #: What a resumed ``rearank benchmark`` suite must also share: how many queries each dataset's metrics count,
 #: and the first stage they rerank.
 SUITE_RESUME_KEYS = ("max_queries", "first_stage")
@@ -75,6 +75,9 @@ class RunConfig:
                                f"{', '.join(method_options(self.method))}")
         check_batch_size(self.batch_size)
         self.ranking_method  # noqa: B018 (a bad method option fails now, before any model loads)
+        if self.method == "pointwise" and self.backend == "scorer" and self.ranking_method.reasoning:
+            raise RearankError("--reasoning on asks an LLM to reason before its yes/no; the scorer backend scores "
+                               "(query, passage) pairs without generating: add --backend hf, vllm or openai")
 
     @cached_property
     def ranking_method(self) -> Method:
@@ -109,6 +112,8 @@ class RunConfig:
         their flag names (an option not given by its default)."""
         options = {key: option_default(self.method, key) if self.options.get(key) is None else self.options[key]
                    for key in method_options(self.method)}
+        if "reasoning" in options:  # what the method does (the template's own when not given), as a bool
+            options["reasoning"] = self.ranking_method.reasoning
         sampling = self.sampling
         return {"backend": self.backend, "model": self.model, "backend_options": dict(self.backend_options),
                 "mode": self.method, **options, "max_new_tokens": sampling.max_new_tokens,

@@ -345,6 +345,7 @@ def create_app(service: RerankService) -> FastAPI:
         """Liveness and queue state (no key needed)."""
         feed = service.feed
         return {"status": "ok", "model": service.model_name, "method": service.reranker.method.name,
+                "reasoning": getattr(service.reranker.method, "reasoning", None),
                 "backend": getattr(service.reranker.backend, "name", "?"),
                 "queue": {"load": feed.load, "capacity": feed.capacity, "calls": feed.calls}}
 

@@ -50,6 +50,7 @@ CHANGES: dict[str, tuple] = {
     "max_new_tokens": ({"--max-new-tokens": "100"}, ({"max_new_tokens": 100}, {}), {"--max-new-tokens": "100"}),
     "temperature": ({"--temperature": "0.5"}, ({"temperature": 0.5}, {}), {"--temperature": "0.5"}),
     "top_p": ({"--top-p": "0.9"}, ({"top_p": 0.9}, {}), {"--top-p": "0.9"}),
+    "reasoning": ({"--reasoning": "off"}, ({"reasoning": False}, {}), {"--reasoning": "off"}),
     "seed": ({"--seed": "1"}, ({"seed": 1}, {}), {"--seed": "1"}),
     "max_queries": (None, None, {"--max-queries": "2"}),  # a run may resume with more queries; a suite may not
     "first_stage": (None, None, {"--first-stage": "copy:first_stage"}),

@@ -51,6 +51,21 @@ def test_listwise_and_groupwise_recipes_train_resume_export_and_rerank(recipe, t
 
 
 @pytest.mark.train_all
+def test_reasonrank_recipe_takes_real_grpo_steps_with_its_reward(tmp_path):
+    """ReasonRank's GRPO steps alone (its resume, export and rerank are rearank's machinery, checked above)."""
+    require_pack("msmarco-v2-passage/dl21")
+    out = train_cpu("reasonrank", tmp_path)
+    folder = tmp_path / "reasonrank"
+    assert f"reasonrank: metrics {folder / 'metrics.jsonl'}" in out
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    assert [row["training/global_step"] for row in rows] == [1, 2]
+    for row in rows:
+        assert math.isfinite(row["actor/pg_loss"]) and row["actor/grad_norm"] > 0
+        assert -1.0 <= row["critic/score/mean"] <= 1.3  # the ReasonRank reward's range
+    assert (folder / "checkpoints" / "global_step_2" / "actor").is_dir()
+
+
+@pytest.mark.train_all
 @pytest.mark.parametrize("recipe, stages", [("barrag", ["barrag_selector", "barrag_generator"]),
                                             ("arena", ["arena"])])
 def test_rag_recipes_train_resume_export_and_answer(recipe, stages, tmp_path):

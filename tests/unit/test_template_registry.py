@@ -22,7 +22,8 @@ from rearank.rag.readers import answer_format
 from rearank.types import Candidate, Query, Request
 
 PLUGIN = Path(__file__).resolve().parents[1] / "fixtures" / "toy_plugin"
-RANKING_NAMES = ["rearank", "rankgpt", "grouprank", "grouprank-released"]
+RANKING_NAMES = ["rearank", "rearank-answer", "rankgpt", "grouprank", "grouprank-answer", "grouprank-released",
+                 "grouprank-released-answer"]
 RAG_NAMES = ["plain", "rrpo", "barrag_selector", "barrag_generator", "barrag", "arena", "judge"]
 LOADERS = {RANKING: load_template, RAG: load_prompt_file}
 

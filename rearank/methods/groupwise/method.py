@@ -26,6 +26,7 @@ from rearank.methods.groupwise.oracle import oracle_answer
 from rearank.methods.groupwise.parser import MAX_SCORE, parse_scores, scores_grammar
 from rearank.methods.groupwise.prompt import load_group_template
 from rearank.methods.listwise import check_budget, check_positive
+from rearank.methods.listwise.method import reasoning_template
 from rearank.prompts import BudgetLike, PromptTemplate, build_messages, render_passages
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace
@@ -129,7 +130,8 @@ class Groupwise:
     order. Passages are cut to the template's budget or ``passage_budget``. Ties keep the retriever order;
     candidates beyond ``top_k`` keep their order after the reranked ones. Result candidates keep their
     retriever scores; the order is the result. One trace per group, in group order (``pass_index`` = shuffle,
-    ``permutation`` = the group's members by score).
+    ``permutation`` = the group's members by score). ``reasoning`` (on/off; None: the template's own) picks the
+    template's variant with or without the ``<reason>`` part (``grouprank`` / ``grouprank-answer``).
     """
 
     template: str | Path | PromptTemplate | None = "grouprank"
@@ -144,6 +146,7 @@ class Groupwise:
     tokenizer: Tokenizer | None = None
     fusion: str = "minmax"
     shuffle_all: bool = False
+    reasoning: bool | str | None = None
     name: ClassVar[str] = "groupwise"
     #: Command-line flags of the options not shared with other methods (argparse keywords; see rearank.flags);
     #: None: no flag (``fusion`` and ``shuffle_all`` come with ``--preset grouprank-released``).
@@ -161,7 +164,8 @@ class Groupwise:
         check_group_settings(group_size=self.group_size, group_step=self.group_step, shuffles=self.shuffles,
                              fusion_weight=self.fusion_weight, fallback=self.fallback, top_k=self.top_k,
                              passage_budget=self.passage_budget, fusion=self.fusion)
-        object.__setattr__(self, "template", load_group_template(self.template))
+        object.__setattr__(self, "template", reasoning_template(load_group_template(self.template), self.reasoning))
+        object.__setattr__(self, "reasoning", self.template.reasoning)
 
     def spans(self, n: int) -> list[tuple[int, int]]:
         """The ``(start, end)`` groups over a top-k of ``n`` documents (none for fewer than 2)."""
@@ -203,7 +207,7 @@ class Groupwise:
                                   clean=False)
         docids = tuple(request.candidates[i].docid for i in group.members)
         return Prompt(messages=tuple(messages), qid=request.query.qid, docids=docids,
-                      answer=scores_grammar(len(group.members)))
+                      answer=scores_grammar(len(group.members), reasoning=bool(self.reasoning)))
 
     def apply(self, state: GroupState, task: Task, generation: Generation) -> list[Task]:
         """Score the members of the task's group from ``generation`` (or the fallback), add its trace."""
@@ -212,7 +216,7 @@ class Groupwise:
         if generation.finish_reason == ERROR:
             status, scores = ERROR, None
         else:
-            parsed = parse_scores(generation.text, size)
+            parsed = parse_scores(generation.text, size, reasoning=bool(self.reasoning))
             status = parsed.status
             scores = parsed.filled() if parsed.json_ok and parsed.n_scored else None
         if scores is None:
@@ -250,4 +254,4 @@ class Groupwise:
 
     def answer_text(self, labels: Sequence[int], top_grade: int = 1) -> str:
         """The groupwise oracle's answer: each document's grade scaled so that ``top_grade`` scores 10."""
-        return oracle_answer(labels, top_grade)
+        return oracle_answer(labels, top_grade, reasoning=bool(self.reasoning))

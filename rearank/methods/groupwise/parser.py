@@ -62,10 +62,12 @@ class ParsedScores(NamedTuple):
         return [missing if s is None else s for s in self.scores]
 
 
-def has_reason_answer_tags(text: str) -> bool:
-    """Whether ``text`` holds ``<reason>…</reason>`` followed by ``<answer>…</answer>`` (case-insensitive)."""
+def has_reason_answer_tags(text: str, reasoning: bool = True) -> bool:
+    """Whether ``text`` holds ``<reason>…</reason>`` followed by ``<answer>…</answer>`` (case-insensitive);
+    ``reasoning=False``: the answer tags alone."""
     pos = 0
-    for pattern in (_REASON_OPEN, _REASON_CLOSE, _ANSWER_OPEN, _ANSWER_CLOSE):
+    patterns = (_REASON_OPEN, _REASON_CLOSE, _ANSWER_OPEN, _ANSWER_CLOSE) if reasoning else (_ANSWER_OPEN, _ANSWER_CLOSE)
+    for pattern in patterns:
         match = pattern.search(text, pos)
         if match is None:
             return False
@@ -161,15 +163,16 @@ def _read_pairs(pairs: dict[str, object], n: int) -> tuple[list[float | None], i
     return scores, out_of_range
 
 
-def parse_scores(text: object, n: int) -> ParsedScores:
-    """Parse a model output for a group of ``n`` documents into per-document scores (never raises)."""
+def parse_scores(text: object, n: int, reasoning: bool = True) -> ParsedScores:
+    """Parse a model output for a group of ``n`` documents into per-document scores (never raises);
+    ``reasoning=False`` (an answer-only template) asks no ``<reason>`` block of the tags."""
     if not isinstance(text, str):
         text = ""
     try:
         n = max(int(n), 0)  # type: ignore[call-overload]
     except (TypeError, ValueError, OverflowError):
         n = 0
-    has_tags = has_reason_answer_tags(text)
+    has_tags = has_reason_answer_tags(text, reasoning)
     pairs = _json_object(answer_span(text))
     scores, out_of_range = _read_pairs(pairs or {}, n)
     n_scored = n - scores.count(None)
@@ -210,10 +213,12 @@ def format_scores(scores: Sequence[float]) -> str:
     return json.dumps({f"[{i + 1}]": int(s) if float(s).is_integer() else s for i, s in enumerate(scores)})
 
 
-def scores_grammar(n: int) -> AnswerGrammar:
-    """What a constrained groupwise answer may be: reasoning in ``<reason>``, then in ``<answer>`` the JSON object
-    of :func:`format_scores` with every id ``[1]..[n]`` once, in order, each an integer score from 0 to 10."""
+def scores_grammar(n: int, reasoning: bool = True) -> AnswerGrammar:
+    """What a constrained groupwise answer may be: reasoning in ``<reason>`` (unless ``reasoning=False``), then in
+    ``<answer>`` the JSON object of :func:`format_scores` with every id ``[1]..[n]`` once, in order, each an integer
+    score from 0 to 10."""
     entries = ", ".join(f'"\\[{i + 1}\\]": (?:10|[0-9])' for i in range(n))
     longest = len(format_scores([10] * n))
-    return AnswerGrammar(Pattern("\\{" + entries + "\\}", longest), ("<reason>", "</reason>"), "\n<answer>",
+    think = ("<reason>", "</reason>") if reasoning else None
+    return AnswerGrammar(Pattern("\\{" + entries + "\\}", longest), think, "\n<answer>" if reasoning else "<answer>",
                          "</answer>")

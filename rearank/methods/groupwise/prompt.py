@@ -32,10 +32,11 @@ def build_group_messages(
     return build_messages(query, passages, load_group_template(template), budget=budget, tokenizer=tokenizer)
 
 
-def sft_target(labels: Sequence[float], max_label: float | None = None) -> Message:
-    """The assistant turn of a direct-SFT groupwise row: an empty reason block and the label scores as JSON.
+def sft_target(labels: Sequence[float], max_label: float | None = None, reasoning: bool = True) -> Message:
+    """The assistant turn of a direct-SFT groupwise row: an empty reason block (none with ``reasoning=False``) and
+    the label scores as JSON.
 
     ``max_label`` maps to score 10 (default: the set's highest label), as :func:`label_scores` does.
     """
-    answer = format_scores(label_scores(labels, max_label))
-    return {"role": "assistant", "content": f"<reason>\n</reason>\n<answer>{answer}</answer>"}
+    answer = f"<answer>{format_scores(label_scores(labels, max_label))}</answer>"
+    return {"role": "assistant", "content": f"<reason>\n</reason>\n{answer}" if reasoning else answer}

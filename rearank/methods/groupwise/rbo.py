@@ -1,4 +1,5 @@
-"""Rank-biased overlap (Webber, Moffat and Zobel, 2010) of two rankings of the same length."""
+"""Rank-biased overlap (Webber, Moffat and Zobel, 2010) of two rankings of the same length, and its p = 1 case,
+average overlap (the ReasonRank reward's RBO: the ``rbo`` package's ``RankingSimilarity(a, b).rbo()`` default)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,13 @@ def rbo(ranking: Sequence[Hashable], reference: Sequence[Hashable], p: float = 0
         raise ValueError(f"RBO needs equally long rankings, got {depth} and {len(reference)}")
     if depth == 0:
         return 1.0
-    # X_d = 2d - |union of the two top-d prefixes|, so only the union sizes need a loop
+    union = _union_sizes(ranking, reference)
+    weights, full = _weights(p, depth)
+    return full - sum(map(mul, union, weights)) + (2 * depth - union[-1]) / depth * p**depth
+
+
+def _union_sizes(ranking: Sequence[Hashable], reference: Sequence[Hashable]) -> list[int]:
+    """Sizes of the unions of the two top-d prefixes, d = 1..k: the overlap is ``X_d = 2d - union_d``."""
     seen: set[Hashable] = set()
     add = seen.add
     union = []
@@ -36,5 +43,14 @@ def rbo(ranking: Sequence[Hashable], reference: Sequence[Hashable], p: float = 0
         add(a)
         add(b)
         union.append(len(seen))
-    weights, full = _weights(p, depth)
-    return full - sum(map(mul, union, weights)) + (2 * depth - union[-1]) / depth * p**depth
+    return union
+
+
+def average_overlap(ranking: Sequence[Hashable], reference: Sequence[Hashable]) -> float:
+    """Average overlap ``(1/k) sum_{d=1..k} X_d / d`` over the depth ``k`` of the shorter ranking (1 when both are
+    empty, 0 when one is): RBO's p = 1 case, unweighted and not extrapolated."""
+    depth = min(len(ranking), len(reference))
+    if depth == 0:
+        return float(len(ranking) == len(reference))
+    union = _union_sizes(ranking[:depth], reference[:depth])
+    return sum((2 * d - u) / d for d, u in enumerate(union, start=1)) / depth

@@ -159,6 +159,7 @@ def compute_score(
     dist_weight: float = 0.1,
     tags_only_score: float = 0.0,
     invalid_score: float = -1.0,
+    reasoning: bool = True,
     **kwargs: Any,
 ) -> dict[str, float]:
     """Score one groupwise completion (verl ``custom_reward_function``); returns ``score`` plus its parts.
@@ -167,7 +168,8 @@ def compute_score(
     parse_status (index into :data:`PARSE_STATUSES`); the parts are 0 unless tags and JSON are valid.
     Besides the weights and scores above it takes :func:`group_reward_parts`' options (k, rbo_p, rel_threshold,
     eps, max_label, dist_floor), with the same defaults.
-    ``data_source``, ``extra_info`` and other keyword arguments verl passes are unused; the listwise reward's
+    ``reasoning=False`` scores answer-only rows (``synth --reasoning off``): the ``<answer>`` tags alone are the
+    format. ``data_source``, ``extra_info`` and other keyword arguments verl passes are unused; the listwise reward's
     options (:data:`LISTWISE_OPTIONS`) raise ValueError, since they mean the wrong reward_kwargs were given.
     """
     listwise = [name for name in LISTWISE_OPTIONS if name in kwargs]
@@ -184,7 +186,7 @@ def compute_score(
     if labels is None:
         result["parse_status"] = float(PARSE_STATUSES.index("bad_ground_truth"))
         return result
-    parsed = parse_scores(solution_str, len(labels))
+    parsed = parse_scores(solution_str, len(labels), reasoning=reasoning)
     result["format_tags"] = float(parsed.has_tags)
     result["format_json"] = float(parsed.json_ok)
     result["parse_status"] = float(PARSE_STATUSES.index(parsed.status))

@@ -157,9 +157,13 @@ def format_answer(permutation: Sequence[int]) -> str:
     return " > ".join(f"[{i + 1}]" for i in permutation)
 
 
-def ideal_answer(labels: Sequence[int]) -> str:
+def ideal_answer(labels: Sequence[int], reasoning: bool = True) -> str:
     """The completion that orders a window by its graded ``labels`` (presented order; ties keep it), in the
-    reasoning format: what the oracle backend answers for a listwise window."""
+    reasoning format (``reasoning=False``: the ``<answer>`` alone): what the oracle backend answers for a
+    listwise window."""
     order = sorted(range(len(labels)), key=lambda i: -labels[i])
+    answer = f"<answer>{format_answer(order)}</answer>"
+    if not reasoning:
+        return answer
     grades = ", ".join(f"[{i + 1}]={label}" for i, label in enumerate(labels))
-    return f"<think>Relevance judgments: {grades}.</think>\n<answer>{format_answer(order)}</answer>"
+    return f"<think>Relevance judgments: {grades}.</think>\n{answer}"

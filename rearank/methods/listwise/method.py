@@ -20,7 +20,15 @@ from rearank.grammar import AnswerGrammar, id_list_answer, template_asks
 from rearank.methods.base import Task
 from rearank.methods.listwise.answer import apply_permutation, ideal_answer, parse_answer
 from rearank.methods.listwise.window import schedule, window_count
-from rearank.prompts import BudgetLike, PromptTemplate, as_budget, build_messages, load_template, render_passages
+from rearank.prompts import (
+    BudgetLike,
+    PromptTemplate,
+    as_budget,
+    as_reasoning,
+    build_messages,
+    render_passages,
+    with_reasoning,
+)
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace
 
@@ -31,6 +39,16 @@ def check_budget(passage_budget: BudgetLike) -> None:
         as_budget(passage_budget)
     except ValueError as err:
         raise RearankError(str(err)) from None
+
+
+def reasoning_template(template: str | Path | PromptTemplate, reasoning: object) -> PromptTemplate:
+    """The template a method uses: ``template``, or its variant with the other reasoning setting when the switch
+    ``reasoning`` (on/off, a bool, None: the template's own) asks for it; :class:`RearankError` otherwise."""
+    try:
+        switch = as_reasoning(reasoning)
+    except ValueError as err:
+        raise RearankError(str(err)) from None
+    return with_reasoning(template, switch)
 
 
 def check_positive(**values: int) -> None:
@@ -58,7 +76,9 @@ class Listwise:
     ``top_k`` candidates (candidates beyond keep their order after them). Passages are rendered with
     :func:`rearank.prompts.render_passages`, cut to the template's declared budget or ``passage_budget``
     (``400c``, ``300 words``, ``300 tokens``: tokens of ``tokenizer``, else whitespace words). Settings are
-    checked when the method is built, before any model loads."""
+    checked when the method is built, before any model loads. ``reasoning`` (on/off; None: the template's own)
+    picks the template's variant with or without reasoning (``rearank`` / ``rearank-answer``); once built it holds
+    what the template asks (a bool)."""
 
     template: str | Path | PromptTemplate = "rearank"
     window: int = 20
@@ -67,6 +87,7 @@ class Listwise:
     top_k: int = 100
     passage_budget: BudgetLike = None
     tokenizer: Tokenizer | None = None
+    reasoning: bool | str | None = None
     name: ClassVar[str] = "listwise"
     #: Command-line flags of the options not shared with other methods (argparse keywords; see rearank.flags).
     FLAGS: ClassVar[dict[str, Any]] = {
@@ -81,7 +102,8 @@ class Listwise:
             raise RearankError(f"step ({self.step}) must not exceed window ({self.window}), "
                                "or some passages are never compared")
         check_budget(self.passage_budget)
-        object.__setattr__(self, "template", load_template(self.template))
+        object.__setattr__(self, "template", reasoning_template(self.template, self.reasoning))
+        object.__setattr__(self, "reasoning", self.template.reasoning)
 
     def windows(self, n_candidates: int) -> list[tuple[int, int, int]]:
         """The ``(start, end, pass_index)`` windows for a list of ``n_candidates`` (none for fewer than 2)."""
@@ -149,5 +171,5 @@ class Listwise:
         return Result(state.request.query, head + list(cands[len(state.order):]), state.traces)
 
     def answer_text(self, labels: Sequence[int], top_grade: int = 1) -> str:
-        """The judged order of a window in the reasoning format (:func:`ideal_answer`)."""
-        return ideal_answer(labels)
+        """The judged order of a window in the template's format, with or without reasoning (:func:`ideal_answer`)."""
+        return ideal_answer(labels, reasoning=bool(self.reasoning))

@@ -7,7 +7,8 @@
   permutation (parsed and repaired by :func:`rearank.methods.listwise.answer.parse_answer`), τ the presented order and
   NDCG@10* the best nDCG@10 achievable on the presented passages (1.0 when any label is positive).
   ``"absolute"`` = NDCG@10(σ) in ``[0, 1]``; ``"difference"`` = NDCG@10(σ) - NDCG@10(τ) in ``[-1, 1]``.
-* ``r_format1`` = 1 when ``<think>…</think>`` then ``<answer>…</answer>`` are present (``has_tags``).
+* ``r_format1`` = 1 when ``<think>…</think>`` then ``<answer>…</answer>`` are present (``has_tags``;
+  ``reasoning=False``, for answer-only rows: when ``<answer>…</answer>`` is).
 * ``r_format2`` = 1 when the answer reads exactly ``[i] > [j] > …`` with distinct in-range ids
   (``strict_format``).
 
@@ -172,6 +173,7 @@ def compute_score(
     tags_weight: float = 0.1,
     answer_weight: float = 0.1,
     variant: str = "default",
+    reasoning: bool = True,
     **kwargs: Any,
 ) -> dict[str, float]:
     """Score one completion (verl ``custom_reward_function``); returns ``score`` plus its numeric parts.
@@ -210,7 +212,9 @@ def compute_score(
         ndcg = ideal_ndcg = 0.0
     init_ndcg = truth.init_ndcg
     r_rank = rank_reward_value(ndcg, init_ndcg, ideal_ndcg, rank_reward)
-    format_tags = 1.0 if parsed.has_tags else 0.0
+    has_tags = parsed.has_tags if reasoning else isinstance(solution_str, str) and bool(
+        _RELEASED_ANSWER.search(solution_str))
+    format_tags = 1.0 if has_tags else 0.0
     format_answer = 1.0 if parsed.strict_format else 0.0
     return {
         "score": rank_weight * r_rank + tags_weight * format_tags + answer_weight * format_answer,

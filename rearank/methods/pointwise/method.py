@@ -4,7 +4,8 @@ Each prompt carries its ``(query, title, text)`` pair (:attr:`rearank.backends.b
 backend (:mod:`rearank.methods.pointwise.backend`: a cross-encoder or RRPO's policy, answering the score as
 text), and a yes/no relevance question as chat messages for an LLM backend. :func:`parse_score` reads either
 answer: a number is the score, a leading ``yes``/``no`` scores 1/0. A passage whose answer is neither (or failed)
-goes after the scored ones, in its first-stage order.
+goes after the scored ones, in its first-stage order. With ``reasoning`` on, the question asks the LLM to reason in
+``<think>`` first and answer in ``<answer>``; the score is read from the answer part.
 """
 
 from __future__ import annotations
@@ -16,13 +17,19 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rearank.backends.base import ERROR, Generation, Prompt
+from rearank.errors import RearankError
 from rearank.methods.base import Task
 from rearank.methods.listwise import check_positive
+from rearank.methods.listwise.answer import answer_span
+from rearank.prompts import as_reasoning
 from rearank.prompts.builder import titled
 from rearank.types import Request, Result, WindowTrace
 
 #: The relevance question asked after the query and the document (the causal-yes scorer asks it too).
 QUESTION = "Is the document relevant to the query? Answer yes or no."
+#: What the question asks on top with reasoning on.
+REASONING = ("First think it over inside <think> </think>: what the query asks and what the document offers. Then "
+             "write only yes or no inside <answer> </answer>.")
 #: Trace statuses: a score was read, or the answer (or the backend) gave none.
 OK, NO_SCORE = "ok", "no_score"
 
@@ -35,13 +42,17 @@ def passage_text(title: str, text: str) -> str:
     return titled(title, text, "{title}: {text}")
 
 
-def relevance_text(query: str, passage: str) -> str:
-    """The pointwise question about ``passage`` (already titled) for ``query``."""
-    return f"Query: {query}\nDocument: {passage}\n{QUESTION}"
+def relevance_text(query: str, passage: str, reasoning: bool = False) -> str:
+    """The pointwise question about ``passage`` (already titled) for ``query`` (with ``reasoning``: asking for the
+    reasoning first, :data:`REASONING`)."""
+    return f"Query: {query}\nDocument: {passage}\n{QUESTION}" + (f" {REASONING}" if reasoning else "")
 
 
 def parse_score(text: str) -> float | None:
-    """A generation's score: the number it is, 1.0 / 0.0 for a leading yes / no, else None."""
+    """A generation's score: the number its answer part is (the ``<answer>`` block, else the text after
+    ``</think>``, else the whole text: :func:`rearank.methods.listwise.answer.answer_span`), 1.0 / 0.0 for a leading
+    yes / no, else None (also for an unfinished ``<think>``)."""
+    text = answer_span(text)[0].strip()
     number = _NUMBER.match(text)
     if number:
         value = float(number.group(1))
@@ -62,14 +73,20 @@ class PointState:
 @dataclass(frozen=True, eq=False)
 class Pointwise:
     """Score each of the first ``top_k`` candidates on its own; sort them by score (ties and unscored passages keep
-    their first-stage order); the rest follow. Every passage of a query is ready at its start."""
+    their first-stage order); the rest follow. Every passage of a query is ready at its start. ``reasoning`` on asks
+    an LLM backend to reason before its yes/no (default off; a scorer backend reads the pair, not the question)."""
 
     top_k: int = 100
     tokenizer: Any = None
+    reasoning: bool | str | None = None
     name: ClassVar[str] = "pointwise"
 
     def __post_init__(self) -> None:
         check_positive(top_k=self.top_k)
+        try:
+            object.__setattr__(self, "reasoning", bool(as_reasoning(self.reasoning)))
+        except ValueError as err:
+            raise RearankError(str(err)) from None
 
     def task_count(self, n_candidates: int) -> int:
         """One task per top-k passage (none for fewer than 2 candidates: nothing to sort)."""
@@ -81,7 +98,8 @@ class Pointwise:
         query = request.query.text
         tasks = []
         for i, cand in enumerate(request.candidates[:n]):
-            message = {"role": "user", "content": relevance_text(query, passage_text(cand.title, cand.text))}
+            message = {"role": "user", "content": relevance_text(query, passage_text(cand.title, cand.text),
+                                                                 bool(self.reasoning))}
             tasks.append(Task(i, Prompt(messages=(message,), qid=request.query.qid, docids=(cand.docid,),
                                         pair=(query, cand.title, cand.text))))
         return PointState(request, [None] * n), tasks
@@ -106,5 +124,7 @@ class Pointwise:
         return Result(state.request.query, tuple(order), tuple(state.traces[i] for i in sorted(state.traces)))
 
     def answer_text(self, labels: Sequence[int], top_grade: int = 1) -> str:
-        """The judged grade of the prompt's one passage, as its score."""
+        """The judged grade of the prompt's one passage, as its score (after a reasoning block with reasoning on)."""
+        if self.reasoning:
+            return f"<think>The judged grade is {labels[0]}.</think>\n<answer>{labels[0]}</answer>"
         return str(labels[0])
