@@ -271,7 +271,8 @@ def train(stage: Stage, data: Path, model: Path, folder: Path, steps: int) -> fl
     env = {**os.environ, "VERL_PLATFORM": "cpu", "VERL_FILE_LOGGER_PATH": str(folder / "logs" / f"verl.{run}.jsonl"),
            "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0"}
     if model.name == "tiny-model":
-        env["OMP_NUM_THREADS"] = "1"  # the tiny model's matrices run fastest on one thread per process
+        # the tiny model's matrices run fastest on one thread per process, the rollout server's included
+        env.update(OMP_NUM_THREADS="1", REARANK_ROLLOUT_THREADS="1")
     folder_name, file_name = stage.recipe.split("/")
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-dir", str(RECIPES_DIR / folder_name),
            "--config-name", file_name, *size_overrides(stage, data, model, folder / "checkpoints", steps)]

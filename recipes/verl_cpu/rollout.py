@@ -8,13 +8,16 @@
   weights to the server after every update (checkpoint engine backend ``naive``).
 
 Select it with ``actor_rollout_ref.rollout.name=transformers`` (the plugin registers it only with
-``VERL_PLATFORM=cpu``). Generation runs in float32 on the server's own threads.
+``VERL_PLATFORM=cpu``). Generation runs in float32 on every core the server's process may use
+(:func:`server_threads`): Ray sets ``OMP_NUM_THREADS=1`` in an actor started without CPUs, which left the server on
+one core.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from typing import Any
 
@@ -27,6 +30,19 @@ logger = logging.getLogger(__name__)
 SERVER_NAME = "transformers_server_{rank}"
 #: Requests that arrive within this many seconds of each other are generated as one batch.
 GATHER_S = 0.05
+#: Environment variable that sets the server's torch threads (default: every core the process may run on).
+THREADS_ENV = "REARANK_ROLLOUT_THREADS"
+
+
+def server_threads() -> int:
+    """The server's torch threads: ``$REARANK_ROLLOUT_THREADS``, else every core in this process's CPU affinity
+    (not ``OMP_NUM_THREADS``, which Ray sets to 1 for an actor that reserves no CPUs)."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"{THREADS_ENV}={value!r}: a whole number of threads >= 1")
+        return int(value)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _field(config: Any, key: str) -> Any:
@@ -50,6 +66,9 @@ class TransformersServer:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.config, self.replica_rank = config, replica_rank
+        self.threads = server_threads()
+        os.environ["OMP_NUM_THREADS"] = str(self.threads)
+        torch.set_num_threads(self.threads)
         torch.manual_seed(int(_field(config, "seed") or 0) + replica_rank)  # as vLLM's per-replica seed
         path = _field(model_config, "local_path") or _field(model_config, "path")
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
@@ -64,6 +83,7 @@ class TransformersServer:
         self.pending: list[tuple[list[int], dict, asyncio.Future]] = []
         self.draining = False
         self.model_lock = threading.Lock()
+        print(f"transformers rollout server {replica_rank}: {path} on {self.threads} threads", flush=True)
 
     def _max_tokens(self, params: dict[str, Any], prompt_len: int) -> int:
         for key in ("max_tokens", "max_new_tokens"):

@@ -180,3 +180,32 @@ def test_rollout_server_refuses_weights_of_another_model(tiny_dir):
     server = TransformersServer(SimpleNamespace(prompt_length=8, response_length=4), {"path": str(tiny_dir)}, 0)
     with pytest.raises(ValueError, match="unexpected"):
         server.load_weights({"not.a.weight": torch.zeros(2)})
+
+
+@pytest.mark.parametrize("setting, expected", [(None, None), ("3", 3)])
+def test_rollout_server_uses_every_core_it_is_given(tiny_dir, monkeypatch, setting, expected):
+    """Ray starts an actor that reserves no CPUs with OMP_NUM_THREADS=1; the server still runs on every core of its
+    CPU affinity (or on REARANK_ROLLOUT_THREADS)."""
+    from recipes.verl_cpu.rollout import THREADS_ENV, TransformersServer
+
+    before = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    if setting is None:
+        monkeypatch.delenv(THREADS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(THREADS_ENV, setting)
+    torch.set_num_threads(1)
+    try:
+        server = TransformersServer(SimpleNamespace(prompt_length=8, response_length=4), {"path": str(tiny_dir)}, 0)
+        threads = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert threads == server.threads == (expected or len(os.sched_getaffinity(0)))
+
+
+def test_rollout_threads_setting_is_checked(monkeypatch):
+    from recipes.verl_cpu.rollout import THREADS_ENV, server_threads
+
+    monkeypatch.setenv(THREADS_ENV, "0")
+    with pytest.raises(ValueError, match=f"{THREADS_ENV}='0'"):
+        server_threads()
