@@ -220,7 +220,7 @@ def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int
         f"data.max_response_length={stage.response_tokens}", "data.dataloader_num_workers=0",
         f"actor_rollout_ref.model.path={model}",
         "actor_rollout_ref.model.use_remove_padding=false",  # needs flash-attn
-        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        "actor_rollout_ref.model.override_config.attn_implementation=sdpa",
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.ref.strategy=fsdp2",  # FSDP1 needs a device
         "actor_rollout_ref.actor.ppo_mini_batch_size=4", # micro-batches of one sequence: full-vocabulary float32 logits of longer ones take gigabytes
