@@ -103,8 +103,12 @@ def trl_without_value_head(module: ModuleType) -> None:
 
     if importlib.util.find_spec("trl") is None:
         return
+    import warnings
+
     try:
-        from trl.experimental.ppo import AutoModelForCausalLMWithValueHead
+        with warnings.catch_warnings():  # trl warns on any import from trl.experimental; this one only probes
+            warnings.simplefilter("ignore")
+            from trl.experimental.ppo import AutoModelForCausalLMWithValueHead
     except ImportError:
         try:
             from trl import AutoModelForCausalLMWithValueHead  # noqa: F401

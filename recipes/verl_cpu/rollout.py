@@ -18,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import threading
+import time
 from typing import Any
 
 import ray
@@ -32,6 +34,8 @@ SERVER_NAME = "transformers_server_{rank}"
 GATHER_S = 0.05
 #: Environment variable that sets the server's torch threads (default: every core the process may run on).
 THREADS_ENV = "REARANK_ROLLOUT_THREADS"
+#: How often the trainer checks that the rollout server is alive (seconds; ``$REARANK_ROLLOUT_WATCH_S``).
+WATCH_S, WATCH_ENV = 10.0, "REARANK_ROLLOUT_WATCH_S"
 
 
 def server_threads() -> int:
@@ -182,6 +186,36 @@ class TransformersServer:
     async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
         return {"aborted_count": 0, "request_ids": []}
 
+    async def alive(self) -> bool:
+        return True
+
+
+def watch(server: Any, name: str, every_s: float, on_death: Any = None) -> threading.Thread:
+    """A daemon thread that asks ``server`` every ``every_s`` seconds whether it is alive. verl does not notice a
+    dead rollout server: its requests fail, the groups are dropped and retried, and the run waits forever. When the
+    server is gone this prints one line naming it and ends the process (the trainer), so that the run fails."""
+
+    def end(error: BaseException) -> None:
+        print(f"rearank: the rollout server {name} died ({type(error).__name__}); ending the run. Its log is in "
+              "Ray's session folder (/tmp/ray/session_latest/logs); a common cause is Ray's memory monitor.",
+              file=sys.stderr, flush=True)
+        os._exit(1)
+
+    def loop() -> None:
+        while True:
+            time.sleep(every_s)
+            try:
+                ray.get(server.alive.remote(), timeout=max(60.0, every_s))
+            except ray.exceptions.GetTimeoutError:
+                continue  # busy, not dead
+            except ray.exceptions.RayActorError as error:
+                (on_death or end)(error)
+                return
+
+    thread = threading.Thread(target=loop, name=f"watch-{name}", daemon=True)
+    thread.start()
+    return thread
+
 
 class TransformersReplica(RolloutReplica):
     """One :class:`TransformersServer` per replica, beside the actor workers (hybrid mode)."""
@@ -195,6 +229,7 @@ class TransformersReplica(RolloutReplica):
         self.servers = [server.remote(self.config, self.model_config, self.replica_rank)]
         self._server_handle = self.servers[0]
         self._server_address = name
+        watch(self._server_handle, name, float(os.environ.get(WATCH_ENV, "") or WATCH_S))
 
 
 class TransformersServerAdapter(BaseRollout):
@@ -210,6 +245,8 @@ class TransformersServerAdapter(BaseRollout):
         self.replica_rank = rank // world if replica_rank == -1 else replica_rank
         self.is_leader = rank % world == 0
         self.server = None
+        print(f"transformers rollout adapter: rank {rank}, replica {self.replica_rank}, node "
+              f"{ray.get_runtime_context().get_node_id()}", flush=True)
 
     def _server(self):
         if self.server is None:
