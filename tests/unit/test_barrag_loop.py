@@ -160,7 +160,7 @@ def test_on_gpus_the_reader_listens_on_every_interface_and_reaches_every_ray_wor
     monkeypatch.setenv("BARRAG_READER_HOST", "10.0.0.7")
     assert reader_host(gpu) == "10.0.0.7"
     monkeypatch.delenv("BARRAG_READER_HOST")
-    assert reader_host(settings(tmp_path)) == "127.0.0.1" and reader_host(gpu) != ""
+    assert reader_host(settings(tmp_path, device="cpu")) == "127.0.0.1" and reader_host(gpu) != ""
     env = {"BARRAG_READER_URL": "http://10.0.0.7:8000/v1", "BARRAG_READER_MODEL": "reader", "OTHER": "x"}
     command = _with_runtime_env(["python", "-m", "verl.trainer.main_ppo", "a=1"], env)
     assert command[4:] == ["++ray_kwargs.ray_init.runtime_env.env_vars.BARRAG_READER_URL='http://10.0.0.7:8000/v1'",
