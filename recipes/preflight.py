@@ -161,9 +161,9 @@ def check_config(config: Any, command: Command) -> str:
     from verl.utils.config import omega_conf_to_dataclass
 
     if command.kind == "ppo":
-        from recipes.train_check import validate_grpo
-
         from omegaconf import open_dict
+
+        from recipes.train_check import validate_grpo
 
         validated, note = config, ""
         if config.actor_rollout_ref.model.get("lora_rank", 0) and importlib.util.find_spec("vllm") is None:
@@ -359,9 +359,9 @@ def run(recipe: str, overrides: Sequence[str], rows: int = 4, recipes_dir: Path 
     """Every check of every command of the recipe's launch; a failed check is a row, never an exception."""
     table: list[Row] = []
 
-    def attempt(label: str, check: str, fn: Callable[[], str]) -> bool:
+    def attempt(label: str, check: str, fn: Callable[..., str], *args: Any) -> bool:
         try:
-            detail = fn()
+            detail = fn(*args)
         except CheckError as err:
             table.append(Row(label, check, "FAIL", str(err)))
             return False
@@ -373,26 +373,25 @@ def run(recipe: str, overrides: Sequence[str], rows: int = 4, recipes_dir: Path 
         return True
 
     commands: list[Command] = []
-    if not attempt(f"RECIPE={recipe}", "launch", lambda: _launch(recipe, overrides, recipes_dir, commands)):
+    if not attempt(f"RECIPE={recipe}", "launch", _launch, recipe, overrides, recipes_dir, commands):
         return table
     for command in commands:
+        label = command.label
         if command.kind == "rrpo":
             for check, fn in check_rrpo(command):
-                attempt(command.label, check, fn)
+                attempt(label, check, fn)
             continue
         holder: dict[str, Any] = {}
-        if not attempt(command.label, "compose", lambda: _compose_into(command, holder)):
+        if not attempt(label, "compose", _compose_into, command, holder):
             continue
         config = holder["config"]
-        env_ok = attempt(command.label, "env", lambda: check_env(config, command))
-        if not env_ok:
+        if not attempt(label, "env", check_env, config, command):
             continue
-        attempt(command.label, "config", lambda: check_config(config, command))
-        files_ok = attempt(command.label, "files", lambda: check_files(config, command))
-        attempt(command.label, "model", lambda: check_model(config, command))
-        if files_ok and attempt(command.label, "data", lambda: _rows_into(config, command, rows, holder)) \
-                and command.kind == "ppo":
-            attempt(command.label, "reward", lambda: check_reward(config, holder["rows"]))
+        attempt(label, "config", check_config, config, command)
+        files_ok = attempt(label, "files", check_files, config, command)
+        attempt(label, "model", check_model, config, command)
+        if files_ok and attempt(label, "data", _rows_into, config, command, rows, holder) and command.kind == "ppo":
+            attempt(label, "reward", check_reward, config, holder["rows"])
     attempt("installed", "versions", check_versions)
     return table
 

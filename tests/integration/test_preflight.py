@@ -17,8 +17,7 @@ from tests.conftest import ROOT, data_root, require, require_pack
 require("verl", "the `train` extra")
 require("transfer_queue", "the `train` extra")
 
-from recipes import RECIPES_DIR
-from recipes import preflight
+from recipes import RECIPES_DIR, preflight
 
 QA = "qa/hotpotqa/train_distractor.sample100.json"
 

@@ -17,7 +17,7 @@ DOC = ROOT / "docs" / "training-quickstart.md"
 
 def commands() -> list[str]:
     """The command lines of the page's bash blocks (comments removed)."""
-    blocks = re.findall(r"```bash\n(.*?)```", DOC.read_text(), flags=re.S)
+    blocks = re.findall(r"```bash\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
     lines = [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
     return [line for line in lines if line and not line.startswith("#")]
 
