@@ -116,9 +116,9 @@ def test_a_dead_rollout_server_ends_the_run_with_one_clear_error(tmp_path):
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
-        servers = []
+        servers, deadline = [], time.monotonic() + 1800
         while not servers:  # the server's own start-up line, then its process among the run's descendants
-            assert proc.poll() is None, log.read_text()[-3000:]
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(1)
             if "transformers rollout server 0:" in log.read_text(errors="replace"):
                 servers = [p for p in psutil.Process(proc.pid).children(recursive=True)
