@@ -96,7 +96,8 @@ NAMES = sorted(set(EXPECTED) | {"grouprank_sft", "barrag", "barrag_debug", "barr
 
 
 def run_sh(recipe: str, cwd, *args: str, **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k not in ("GROUPRANK_SFT_MODEL", "BARRAG_READER_URL", "ATTN_IMPL")}
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("GROUPRANK_SFT_MODEL", "BARRAG_READER_URL", "BARRAG_READER_MODEL", "ATTN_IMPL", "REARANK_RL_DATA")}
     return subprocess.run([str(RECIPES_DIR / "train.sh"), *args], env={**environ, "DRY_RUN": "1", "RECIPE": recipe,
                                                                        **env},
                           capture_output=True, text=True, check=False, cwd=cwd)
