@@ -13,6 +13,7 @@ TORCH_CPU ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
 .PHONY: setup browser docs test test-slow test-all test-vllm demo bench mutation train train-cpu train-check train-smoke train-learn lint clean help
+.PHONY: setup-gpu train-preflight
 
 help:
 	@echo "make test        set up .venv (CPU) and run the fast test tier"
@@ -23,6 +24,8 @@ help:
 	@echo "make bench       print benchmark figures (bench/*.py)"
 	@echo "make mutation    mutation score of the parsers, rewards, metrics and run files (bench/out/mutation.json)"
 	@echo "make train       GRPO training with verl on a GPU node/cluster (GPU only)"
+	@echo "make setup-gpu   the GPU environment on a CUDA node (verl[vllm]==0.9.1, the train-gpu extra, flash-attn if it builds)"
+	@echo "make train-preflight RECIPE=<name>  check a recipe on CPU before booking GPUs (config, env, files, model, data, reward, versions)"
 	@echo "make train-check everything short of GPU work, with the real verl on CPU"
 	@echo "make train-cpu   real verl GRPO steps, resume, export and a rerank on CPU (RECIPE=, OUT=)"
 	@echo "make train-smoke a few CPU GRPO steps with TRL and SmolLM2"
@@ -73,6 +76,19 @@ demo: setup
 train:
 	@echo "make train: GPU only -- a CUDA node/cluster with verl[vllm]==0.9.1 (docs/training.md)"
 	RECIPE=$(or $(RECIPE),rearank) recipes/train.sh $(ARGS)
+
+# A CUDA node: verl's vLLM extra and the train-gpu extra into .venv (CUDA torch from verl's pins, not the CPU
+# build); flash-attn when it builds (else the recipes run with sdpa: recipes/train.sh chooses); then the versions.
+setup-gpu:
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[hf,train-gpu,bm25,serve]"
+	$(BIN)/python -m pip install -q --no-build-isolation "flash-attn>=2.7" || echo "setup-gpu: flash-attn did not install; the recipes will use sdpa"
+	$(BIN)/python -c "from recipes.preflight import check_versions; print('setup-gpu:', check_versions())"
+
+# Before booking a cluster (CPU is enough): make train-preflight RECIPE=<name> [ARGS="overrides"] (docs/training.md)
+train-preflight: setup
+	$(BIN)/python -m recipes.preflight $(or $(RECIPE),rearank) $(ARGS)
 
 # Real verl GRPO steps on CPU (plugin recipes.verl_cpu): make train-cpu [RECIPE=rearank|grouprank|reasonrank|barrag|arena]
 # [OUT=runs/train-cpu] [MODEL=tiny|smollm2|DIR] [OVERWRITE=1]; docs/training.md

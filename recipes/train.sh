@@ -26,9 +26,18 @@
 #                    and a rerun with the same experiment resumes from the latest checkpoint (resume_mode=auto)
 #   PYTHON           interpreter of the GPU environment (default python)
 #   DRY_RUN=1        print the commands and exit (works without GPUs)
-#   N_GPUS           GPUs (torchrun processes) of the GroupRank SFT stage (default 8; its SFT checkpoints go to
-#                    CKPT_ROOT/sft/grouprank)
+#   N_GPUS           GPUs (torchrun processes) of the GroupRank SFT stage per node (default 8; its SFT checkpoints
+#                    go to CKPT_ROOT/sft/grouprank)
+#   NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT
+#                    the GroupRank SFT stage on several nodes: torchrun --nnodes=NNODES --node_rank=NODE_RANK
+#                    --master_addr=MASTER_ADDR (run RECIPE=grouprank_sft on every node; default one node, standalone)
 #   RAY_ADDRESS      an existing Ray cluster to join (recipes/launch_multinode.sh sets it)
+#   ATTN_IMPL        attention kernel: flash_attention_2 when flash-attn imports in PYTHON, else sdpa (which also
+#                    turns use_remove_padding off); printed at launch
+#   REARANK_DATA     the shared data packs (RRPO's questions; default ../shared/data beside the checkout, else
+#                    ~/.cache/rearank/data)
+# Every variable a recipe reads with ${oc.env:NAME} (GROUPRANK_SFT_MODEL, BARRAG_READER_URL, ...) that is set here
+# goes to every Ray worker through verl's ray_kwargs.ray_init.runtime_env.env_vars, on every node.
 #
 # Examples:
 #   recipes/train.sh trainer.logger='[console,wandb]'
@@ -41,6 +50,12 @@ RECIPE=${RECIPE:-rearank}
 PYTHON=${PYTHON:-python}
 abspath() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 CKPT_ROOT=$(abspath "${CKPT_ROOT:-checkpoints}")
+if [[ -z "${REARANK_DATA:-}" ]]; then
+  if [[ -d "$ROOT/../shared/data" ]]; then REARANK_DATA=$(cd "$ROOT/../shared/data" && pwd); else REARANK_DATA=$HOME/.cache/rearank/data; fi
+fi
+REARANK_DATA=$(abspath "$REARANK_DATA")
+export REARANK_DATA
+NNODES=${NNODES:-1}
 NAMES="rearank rearank_debug grouprank grouprank_debug grouprank_sft reasonrank reasonrank_debug reasonrank_sft barrag barrag_debug barrag_selector
 barrag_selector_debug barrag_generator barrag_generator_debug arena arena_debug rrpo"
 
@@ -72,21 +87,60 @@ for file in "${files[@]}"; do
   fi
 done
 
+# attention kernel: flash-attn when it imports (verl's default), else PyTorch's SDPA, which cannot take packed
+# sequences (use_remove_padding)
+if [[ -n "${ATTN_IMPL:-}" ]]; then
+  why="ATTN_IMPL"
+elif "$PYTHON" -c "import flash_attn" 2>/dev/null; then
+  ATTN_IMPL=flash_attention_2 why="flash-attn imports in $PYTHON"
+else
+  ATTN_IMPL=sdpa why="flash-attn does not import in $PYTHON"
+fi
+echo "train.sh: attention $ATTN_IMPL ($why; set ATTN_IMPL= to choose)" >&2
+attention() {  # $1: the config prefix of the model (actor_rollout_ref.model or model)
+  echo "$1.override_config.attn_implementation=$ATTN_IMPL"
+  [[ "$ATTN_IMPL" == flash_attention_2 ]] || echo "$1.use_remove_padding=false"
+}
+# settings for Ray workers: each ${oc.env:NAME} of the recipe's folder that this shell sets, as verl's runtime_env
+runtime_env() {  # $1: recipe folder under recipes/
+  local name
+  for name in $(grep -ho 'oc.env:[A-Za-z_][A-Za-z0-9_]*' "$ROOT/recipes/$1"/*.yaml | cut -d: -f2 | sort -u); do
+    [[ -n "${!name+x}" ]] || continue
+    value=${!name}
+    q="'"
+    echo "++ray_kwargs.ray_init.runtime_env.env_vars.$name='${value//$q/\\$q}'"  # a Hydra quoted string
+  done
+  return 0
+}
+
 commands=()
 needed=()
 for file in "${files[@]}"; do
   if [[ "$file" == rrpo/* ]]; then
     sets=()
+    # data files named relative to $REARANK_DATA in the recipe file, as absolute paths
+    for key in data eval_data; do
+      value=$(sed -n "s/^$key: *//p" "$ROOT/recipes/$file.yaml")
+      [[ -n "$value" && "$value" != /* && "$value" != null ]] && sets+=(--set "$key=$REARANK_DATA/$value")
+    done
     for kv in "$@"; do sets+=(--set "$kv"); done
     cmd=("$PYTHON" -m rearank rag rrpo train --config "$ROOT/recipes/$file.yaml" ${sets[@]+"${sets[@]}"})
   elif [[ "$file" == */sft ]]; then
     DATA=$(abspath "${REARANK_RL_DATA:-data/rl/dl21-${file%/sft}}")
     needed+=("$DATA/sft_train.parquet" "$DATA/sft_val.parquet")
     SFT_DIR="$CKPT_ROOT/sft/${file%/*}"
-    cmd=("$PYTHON" -m torch.distributed.run --standalone --nnodes=1 "--nproc_per_node=${N_GPUS:-8}"
+    if [[ "$NNODES" == 1 ]]; then
+      nodes=(--standalone --nnodes=1)
+    else
+      : "${MASTER_ADDR:?set MASTER_ADDR (the address of the rank-0 node) and NODE_RANK for a $NNODES-node SFT stage}"
+      nodes=("--nnodes=$NNODES" "--node_rank=${NODE_RANK:?set NODE_RANK (0..$((NNODES - 1))) on every node}"
+        "--master_addr=$MASTER_ADDR" "--master_port=${MASTER_PORT:-29500}")
+    fi
+    cmd=("$PYTHON" -m torch.distributed.run "${nodes[@]}" "--nproc_per_node=${N_GPUS:-8}"
       -m verl.trainer.sft_trainer --config-dir "$ROOT/recipes/${file%/*}" --config-name sft
       "data.train_files=$DATA/sft_train.parquet" "data.val_files=$DATA/sft_val.parquet"
-      "trainer.n_gpus_per_node=${N_GPUS:-8}" "trainer.default_local_dir=$SFT_DIR")
+      $(attention model) "trainer.nnodes=$NNODES" "trainer.n_gpus_per_node=${N_GPUS:-8}"
+      "trainer.default_local_dir=$SFT_DIR")
     [[ "$RECIPE" == *_sft ]] && cmd+=("$@")  # in the two-stage run, overrides go to GRPO
   else
     # the data folder as an absolute path (Ray workers need not share this shell's directory): REARANK_RL_DATA,
@@ -98,7 +152,7 @@ for file in "${files[@]}"; do
     needed+=("$DATA/train.parquet" "$DATA/val.parquet")
     cmd=("$PYTHON" -m verl.trainer.main_ppo
       --config-dir "$ROOT/recipes/${file%/*}" --config-name "${file#*/}"
-      "${data[@]}"
+      "${data[@]}" $(attention actor_rollout_ref.model) $(runtime_env "${file%/*}")
       "trainer.default_local_dir=$CKPT_ROOT/\${trainer.project_name}/\${trainer.experiment_name}"
       "$@")
   fi
@@ -127,6 +181,8 @@ for i in "${!commands[@]}"; do
     var=$(tr a-z A-Z <<<"${files[$i]%/grpo}")_SFT_MODEL
     export "$var=$SFT_DIR/global_step_$step/huggingface"
     echo "+ $var=${!var}"
+    # to every Ray worker, on every node (verl resolves the recipe's ${oc.env:<NAME>_SFT_MODEL} in them)
+    commands[$i]+=" $(printf '%q ' "$(runtime_env "${files[$i]%/grpo}" | grep "$var")")"
   fi
   eval "${commands[$i]}"
 done

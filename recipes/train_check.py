@@ -54,10 +54,11 @@ def compose_recipe(name: str, overrides: Sequence[str] = ()) -> Any:
         return compose(config_name=path.stem, overrides=[f"hydra.searchpath=[{VERL_CONFIG}]", *overrides])
 
 
-def validate_grpo(config: Any, validated: Any = None) -> tuple[Any, int]:
+def validate_grpo(config: Any, validated: Any = None, reward: bool = True) -> tuple[Any, int]:
     """verl's ``validate_config`` (of ``validated``, default ``config``), its dataclass configs and the invariants
     every GRPO recipe keeps: no critic, a reference policy, batches that split over the GPUs, overlong prompts
-    dropped, a custom reward function. Returns the rollout config and the number of GPUs."""
+    dropped, and (``reward``) a custom reward function that loads. Returns the rollout config and the number of
+    GPUs."""
     from verl.trainer.config import AlgoConfig
     from verl.trainer.ppo.reward import get_custom_reward_fn
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -88,7 +89,7 @@ def validate_grpo(config: Any, validated: Any = None) -> tuple[Any, int]:
     _expect(gpus % rollout.tensor_model_parallel_size == 0,
             f"rollout tensor parallel size {rollout.tensor_model_parallel_size} divides {gpus} GPUs")
     _expect(data.filter_overlong_prompts, "overlong prompts are dropped, not left-truncated")
-    _expect(get_custom_reward_fn(config) is not None, "reward.custom_reward_function.path is set")
+    _expect(not reward or get_custom_reward_fn(config) is not None, "reward.custom_reward_function.path is set")
     return rollout, gpus
 
 

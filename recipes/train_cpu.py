@@ -224,17 +224,32 @@ def model_path(model: str) -> Path | None:
     return path
 
 
-def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int) -> list[str]:
-    """The recipe's run on one CPU: sizes, device, model path, and the CPU plumbing (rollout name, Ray resources,
-    attention kernel, FSDP2); algorithm, reward and optimiser values stay the recipe's."""
+def runtime_env(env: dict[str, str]) -> list[str]:
+    """Hydra overrides that give every Ray worker these environment variables (verl's ``ray_kwargs.ray_init
+    .runtime_env``; on a cluster the workers do not inherit the launching shell's environment)."""
+    return ["++ray_kwargs.ray_init.runtime_env.env_vars.{}='{}'".format(k, v.replace("'", "\\'"))
+            for k, v in env.items()]
+
+
+def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int, nnodes: int = 1,
+                   joins_cluster: bool = False, env: dict[str, str] | None = None) -> list[str]:
+    """The recipe's run on CPU: sizes, device, model, and the CPU plumbing (rollout name, Ray resources, attention
+    kernel, FSDP2, ``VERL_PLATFORM=cpu`` for every Ray worker); algorithm, reward and optimiser values stay the
+    recipe's. GroupRank's GRPO starts from the folder its recipe reads from ``GROUPRANK_SFT_MODEL`` (set through
+    Ray's runtime_env, as recipes/train.sh sets it after the SFT stage); the others get ``model.path``.
+    ``nnodes``: one training process ("GPU" slot) a node; ``joins_cluster``: Ray is already running (RAY_ADDRESS),
+    so no Ray resources are declared; ``env``: more variables for every Ray worker."""
     longest = stage.prompt_tokens + stage.response_tokens
+    settings = {"VERL_PLATFORM": "cpu", **(env or {})}
+    if stage.name == "grouprank":
+        settings["GROUPRANK_SFT_MODEL"] = str(model)
     return [
         f"data.train_files={data}/train.parquet", f"data.val_files={data}/val.parquet",
         "data.train_batch_size=4", f"data.max_prompt_length={stage.prompt_tokens}",
         f"data.max_response_length={stage.response_tokens}", "data.dataloader_num_workers=0",
-        f"actor_rollout_ref.model.path={model}",
+        *([] if stage.name == "grouprank" else [f"actor_rollout_ref.model.path={model}"]), *runtime_env(settings),
         "actor_rollout_ref.model.use_remove_padding=false",  # needs flash-attn
-        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        "actor_rollout_ref.model.override_config.attn_implementation=sdpa",
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.ref.strategy=fsdp2",  # FSDP1 needs a device
         "actor_rollout_ref.actor.ppo_mini_batch_size=4", # micro-batches of one sequence: full-vocabulary float32 logits of longer ones take gigabytes
@@ -242,7 +257,7 @@ def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int
         "actor_rollout_ref.rollout.name=transformers", "actor_rollout_ref.rollout.n=4",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.agent.num_workers=1",
         "reward.num_workers=1",
-        "trainer.device=cpu", "trainer.nnodes=1", "trainer.n_gpus_per_node=1", "trainer.logger=[console,file]",
+        "trainer.device=cpu", f"trainer.nnodes={nnodes}", "trainer.n_gpus_per_node=1", "trainer.logger=[console,file]",
         f"trainer.total_training_steps={steps}", "trainer.save_freq=1", "trainer.test_freq=-1",
         "trainer.val_before_train=false", "trainer.resume_mode=auto", "trainer.max_actor_ckpt_to_keep=null",
         f"trainer.default_local_dir={ckpt}",
@@ -250,7 +265,7 @@ def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int
         *(["actor_rollout_ref.model.lora.merge=true"] if stage.name.startswith("barrag") else []),
         # one TransferQueue storage actor; Ray told of more CPUs than the machine's 2 and of one "GPU" slot
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
-        "ray_kwargs.ray_init.num_cpus=16", "+ray_kwargs.ray_init.num_gpus=1",
+        *([] if joins_cluster else ["ray_kwargs.ray_init.num_cpus=16", f"+ray_kwargs.ray_init.num_gpus={nnodes}"]),
     ]
 
 
@@ -278,17 +293,32 @@ def synthesize(stage: Stage, data: Path, log: Path) -> Path:
     return data
 
 
-def train(stage: Stage, data: Path, model: Path, folder: Path, steps: int) -> float:
+@dataclass(frozen=True)
+class Nodes:
+    """Where verl runs: its own one-node Ray (``address`` None) or a running Ray cluster of ``count`` nodes, one
+    training process each."""
+
+    count: int = 1
+    address: str | None = None
+
+
+def train(stage: Stage, data: Path, model: Path, folder: Path, steps: int, nodes: Nodes = Nodes()) -> float:
     """One ``verl.trainer.main_ppo`` invocation; its metrics go to ``folder/logs/verl.<n>.jsonl``, n counting the
-    invocations in ``folder`` (an interrupted run's log is kept: verl resumes from its checkpoint)."""
+    invocations in ``folder`` (an interrupted run's log is kept: verl resumes from its checkpoint). The settings
+    reach the Ray workers through verl's runtime_env, so they hold on a cluster joined at ``nodes.address`` too."""
     run = 1 + len(list((folder / "logs").glob("verl.*.jsonl")))
-    env = {**os.environ, "VERL_PLATFORM": "cpu", "VERL_FILE_LOGGER_PATH": str(folder / "logs" / f"verl.{run}.jsonl"),
-           "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0"}
+    settings = {"VERL_FILE_LOGGER_PATH": str(folder / "logs" / f"verl.{run}.jsonl"), "TOKENIZERS_PARALLELISM": "false"}
     if model.name == "tiny-model":
-        env["OMP_NUM_THREADS"] = "1"  # the tiny model's matrices run fastest on one thread per process
+        # the tiny model's matrices run fastest on one thread per process, the rollout server's included
+        settings.update(OMP_NUM_THREADS="1", REARANK_ROLLOUT_THREADS="1")
+    env = {**os.environ, **settings, "VERL_PLATFORM": "cpu", "RAY_DEDUP_LOGS": "0"}
+    if nodes.address:
+        env["RAY_ADDRESS"] = nodes.address
     folder_name, file_name = stage.recipe.split("/")
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-dir", str(RECIPES_DIR / folder_name),
-           "--config-name", file_name, *size_overrides(stage, data, model, folder / "checkpoints", steps)]
+           "--config-name", file_name,
+           *size_overrides(stage, data, model, folder / "checkpoints", steps, nodes.count, bool(nodes.address),
+                           settings)]
     return _run(cmd, folder / "logs" / f"verl.{run}.log", env)
 
 
@@ -334,7 +364,7 @@ def use_export(stage: Stage, export: Path, folder: Path) -> list[str]:
     return [*common, "--reader", "hf", "--reader-model", str(export), "--template", template]
 
 
-def run_stage(stage: Stage, out: Path, model: Path | None, overwrite: bool) -> dict:
+def run_stage(stage: Stage, out: Path, model: Path | None, overwrite: bool, nodes: Nodes = Nodes()) -> dict:
     folder = out / stage.name
     if (folder / "metrics.jsonl").exists():
         if not overwrite:
@@ -354,11 +384,11 @@ def run_stage(stage: Stage, out: Path, model: Path | None, overwrite: bool) -> d
 
         with reader_server(data_root() / QA) as url:
             os.environ["BARRAG_READER_URL"] = url
-            timings.update(_train_twice(stage, data, model, folder))
+            timings.update(_train_twice(stage, data, model, folder, nodes))
     elif not stage.full:
-        timings["first_run_s"] = round(train(stage, data, model, folder, STEPS), 1)
+        timings["first_run_s"] = round(train(stage, data, model, folder, STEPS, nodes), 1)
     else:
-        timings.update(_train_twice(stage, data, model, folder))
+        timings.update(_train_twice(stage, data, model, folder, nodes))
     rows = merge_metrics(folder)
     check_metrics(rows, folder / "metrics.jsonl", RESUMED_STEPS if stage.full else STEPS)
     if not stage.full:
@@ -376,9 +406,9 @@ def run_stage(stage: Stage, out: Path, model: Path | None, overwrite: bool) -> d
             "step_s": [round(row.get("timing_s/step", float("nan")), 1) for row in rows]}
 
 
-def _train_twice(stage: Stage, data: Path, model: Path, folder: Path) -> dict:
-    first = train(stage, data, model, folder, STEPS)
-    second = train(stage, data, model, folder, RESUMED_STEPS)
+def _train_twice(stage: Stage, data: Path, model: Path, folder: Path, nodes: Nodes) -> dict:
+    first = train(stage, data, model, folder, STEPS, nodes)
+    second = train(stage, data, model, folder, RESUMED_STEPS, nodes)
     if not (folder / "checkpoints" / f"global_step_{RESUMED_STEPS}" / "actor").is_dir():
         raise RearankError(f"{folder / 'checkpoints'}: no global_step_{RESUMED_STEPS} after the resumed run")
     return {"first_run_s": round(first, 1), "resumed_run_s": round(second, 1)}
@@ -392,14 +422,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="tiny", help="tiny (random, SmolLM2 architecture; default), smollm2 "
                         "(SmolLM2-135M-Instruct from the embedded GGUF) or a Hugging Face folder")
     parser.add_argument("--overwrite", action="store_true", help="train again where metrics.jsonl exists")
+    parser.add_argument("--ray-address", help="run on this running Ray cluster (one training process a node; its "
+                        "nodes declare a GPU resource each, e.g. `ray start --num-gpus 1`) instead of a local Ray")
+    parser.add_argument("--nnodes", type=int, default=1, help="nodes of that cluster to train on (1)")
     args = parser.parse_args(argv)
+    if args.nnodes > 1 and not args.ray_address:
+        parser.error("--nnodes above 1 needs --ray-address (a running Ray cluster)")
     stages = [STAGES[name] for recipe in (args.recipe or DEFAULT) for name in RECIPES[recipe]]
     try:
         os.environ["REARANK_DATA"] = str(data_root())  # the synth and rerank children read the packs there
         model = model_path(args.model)
         out = args.out.resolve()
         for stage in stages:
-            summary = run_stage(stage, out, model, args.overwrite)
+            summary = run_stage(stage, out, model, args.overwrite, Nodes(args.nnodes, args.ray_address))
             print(json.dumps(summary), flush=True)
             print(f"{stage.name}: metrics {summary['metrics']}", flush=True)
             if "export" in summary:

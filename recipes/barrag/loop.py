@@ -161,12 +161,28 @@ def plan(settings: Settings) -> list[Stage]:
 
 
 def serve_command(settings: Settings, model: str, port: int) -> tuple[str, ...]:
-    """The reader server's command: vLLM on GPUs, rearank's small OpenAI-compatible server on CPU."""
+    """The reader server's command: vLLM on GPUs, bound to every interface (reward workers may run on any node of
+    the Ray cluster), rearank's small OpenAI-compatible server on CPU (one machine: loopback)."""
     if settings.device == "cpu":
         return (settings.python, "-m", "rearank.serve", "--backend", "hf", "--model", model, "--served-name",
                 READER_NAME, "--port", str(port))
-    return ("vllm", "serve", model, "--served-model-name", READER_NAME, "--port", str(port),
+    return ("vllm", "serve", model, "--served-model-name", READER_NAME, "--host", "0.0.0.0", "--port", str(port),
             "--gpu-memory-utilization", "0.3")
+
+
+def reader_host(settings: Settings) -> str:
+    """The address the reader is advertised at: ``$BARRAG_READER_HOST``, else on GPUs this machine's address on its
+    default route (what other nodes reach), on CPU loopback."""
+    if os.environ.get("BARRAG_READER_HOST"):
+        return os.environ["BARRAG_READER_HOST"]
+    if settings.device == "cpu":
+        return "127.0.0.1"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect(("10.255.255.255", 1))  # no packet is sent: this only picks the outgoing interface
+            return sock.getsockname()[0]
+        except OSError:
+            return socket.gethostbyname(socket.gethostname())
 
 
 # ---------------------------------------------------------------------------------------------- state and runner
@@ -227,6 +243,16 @@ def run_loop(settings: Settings, runner: Runner, stages: Sequence[Stage] | None 
     return state
 
 
+def _with_runtime_env(command: Sequence[str], env: dict[str, str]) -> list[str]:
+    """A verl command with the reader's address for every Ray worker (verl's runtime_env): on a cluster the reward
+    workers do not inherit this process's environment."""
+    if "verl.trainer.main_ppo" not in command:
+        return list(command)
+    from recipes.train_cpu import runtime_env
+
+    return [*command, *runtime_env({k: v for k, v in env.items() if k.startswith("BARRAG_READER_")})]
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -249,8 +275,8 @@ class SubprocessRunner:
         with log.open("a", encoding="utf-8") as out:
             out.write("+ " + shlex.join(stage.command) + "\n")
             out.flush()
-            code = subprocess.run(stage.command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env},
-                                  check=False).returncode
+            code = subprocess.run(_with_runtime_env(stage.command, env), stdout=out, stderr=subprocess.STDOUT,
+                                  env={**os.environ, **env}, check=False).returncode
         if code:
             tail = "".join(read_text(log).splitlines(True)[-15:])
             raise RearankError(f"stage {stage.name} exited with {code}; log {log}; rerun the same command to continue "
@@ -265,7 +291,7 @@ class SubprocessRunner:
             out.write("+ " + shlex.join(command) + "\n")
             out.flush()
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}/v1"
+        url = f"http://{reader_host(self.settings)}:{port}/v1"
         try:
             deadline = time.monotonic() + self.startup_s
             while True:

@@ -9,12 +9,14 @@ entry point in pyproject.toml). With ``VERL_PLATFORM=cpu`` it registers
   both of verl's rollout registries;
 * the FSDP engines for device ``cpu`` and the few unavoidable patches (:mod:`recipes.verl_cpu.patches`).
 
-Without ``VERL_PLATFORM=cpu`` importing it does nothing, so GPU runs are untouched. verl swallows a plugin's import
+Without ``VERL_PLATFORM=cpu`` importing it applies one patch only, the one GPU runs need too:
+``trl_without_value_head`` (verl 0.9.1 imports a class trl >= 1.13 no longer has on every model build). verl swallows a plugin's import
 error (logged at debug level): ``tests/integration/test_verl_cpu_plugin.py`` checks that it loads.
 """
 
 from __future__ import annotations
 
+from recipes.verl_cpu import patches
 from recipes.verl_cpu.settings import PLATFORM, ROLLOUT, enabled
 
 __all__ = ["PLATFORM", "ROLLOUT", "activate", "enabled"]
@@ -22,11 +24,12 @@ __all__ = ["PLATFORM", "ROLLOUT", "activate", "enabled"]
 
 def activate() -> None:
     """Register the CPU platform, the transformers rollout and the patches (idempotent)."""
-    from recipes.verl_cpu import patches, platform
+    from recipes.verl_cpu import platform
 
     platform.register()
     patches.install()
 
 
+patches.install_everywhere()
 if enabled():
     activate()

@@ -1,7 +1,8 @@
 """Every change the CPU plugin makes to verl's (and torch's) behaviour, each named and explained.
 
-Only :func:`install` applies them, and only the plugin's :func:`recipes.verl_cpu.activate` calls it (with
-``VERL_PLATFORM=cpu``). Patches that touch a verl module run right after that module is first imported (a
+:func:`install` applies the CPU ones, and only the plugin's :func:`recipes.verl_cpu.activate` calls it (with
+``VERL_PLATFORM=cpu``); :func:`install_everywhere` applies ``trl_without_value_head``, which GPU runs need as much,
+on every ``import verl``. Patches that touch a verl module run right after that module is first imported (a
 ``sys.meta_path`` hook), so ``import verl`` stays as cheap as without the plugin.
 ``tests/integration/test_verl_cpu_plugin.py::test_patched_verl_code_is_what_the_patches_expect`` fails when verl
 changes the code a patch works around (:data:`EXPECTED`), so that an upgrade re-checks each one.
@@ -11,9 +12,9 @@ changes the code a patch works around (:data:`EXPECTED`), so that an upgrade re-
   ("Duplicate device type cpu"). ``torch.distributed.init_process_group`` gets plain ``gloo`` for that string.
 * ``trl_without_value_head``: when trl is installed, verl patches ``state_dict`` of trl's
   ``AutoModelForCausalLMWithValueHead`` on every model build (``verl/models/transformers/monkey_patch.py:352-356``);
-  trl 1.13 removed that class (with ``trl.experimental.ppo``), so the import fails. GRPO has no value head: when trl
-  lacks the class, verl's monkey-patch module is told trl is absent. (A GPU environment with trl >= 1.13 hits the
-  same ImportError; docs/training.md.)
+  trl 1.13 removed that class (with ``trl.experimental.ppo``), so the import fails on CPU and GPU alike. GRPO has no
+  value head: when trl lacks the class, verl's monkey-patch module is told trl is absent. Installed with or without
+  ``VERL_PLATFORM`` (docs/training.md).
 * ``unpinned_cpu_offload``: forward-only models (the reference policy) get ``CPUOffloadPolicy(pin_memory=True)``
   (``verl/workers/engine/fsdp/transformer_impl.py:462``); pinning memory needs an accelerator. The module's
   ``CPUOffloadPolicy`` becomes a subclass that never pins.
@@ -77,6 +78,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 _HOOK = _AfterImport()
+_EVERYWHERE = _INSTALLED = False
 
 
 def single_gloo_backend() -> None:
@@ -101,8 +103,12 @@ def trl_without_value_head(module: ModuleType) -> None:
 
     if importlib.util.find_spec("trl") is None:
         return
+    import warnings
+
     try:
-        from trl.experimental.ppo import AutoModelForCausalLMWithValueHead
+        with warnings.catch_warnings():  # trl warns on any import from trl.experimental; this one only probes
+            warnings.simplefilter("ignore")
+            from trl.experimental.ppo import AutoModelForCausalLMWithValueHead
     except ImportError:
         try:
             from trl import AutoModelForCausalLMWithValueHead  # noqa: F401
@@ -149,13 +155,29 @@ def register_replica(module: ModuleType) -> None:
     module.RolloutReplicaRegistry.register(ROLLOUT, load)
 
 
+def _hook() -> _AfterImport:
+    if _HOOK not in sys.meta_path:
+        sys.meta_path.insert(0, _HOOK)
+    return _HOOK
+
+
+def install_everywhere() -> None:
+    """The patch every verl process needs, GPU runs included: ``trl_without_value_head`` (idempotent)."""
+    global _EVERYWHERE
+    if not _EVERYWHERE:
+        _EVERYWHERE = True
+        _hook().add("verl.models.transformers.monkey_patch", trl_without_value_head)
+
+
 def install() -> None:
-    if _HOOK in sys.meta_path:
+    """The CPU patches and registrations (idempotent)."""
+    global _INSTALLED
+    if _INSTALLED:
         return
-    sys.meta_path.insert(0, _HOOK)
+    _INSTALLED = True
+    _hook()
     single_gloo_backend()
     transformer_impl = "verl.workers.engine.fsdp.transformer_impl"
-    _HOOK.add("verl.models.transformers.monkey_patch", trl_without_value_head)
     _HOOK.add(transformer_impl, unpinned_cpu_offload)
     _HOOK.add(transformer_impl, cpu_engines)
     _HOOK.add("verl.workers.rollout.base", register_rollout)

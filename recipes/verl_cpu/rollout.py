@@ -8,14 +8,19 @@
   weights to the server after every update (checkpoint engine backend ``naive``).
 
 Select it with ``actor_rollout_ref.rollout.name=transformers`` (the plugin registers it only with
-``VERL_PLATFORM=cpu``). Generation runs in float32 on the server's own threads.
+``VERL_PLATFORM=cpu``). Generation runs in float32 on every core the server's process may use
+(:func:`server_threads`): Ray sets ``OMP_NUM_THREADS=1`` in an actor started without CPUs, which left the server on
+one core.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 import threading
+import time
 from typing import Any
 
 import ray
@@ -27,6 +32,21 @@ logger = logging.getLogger(__name__)
 SERVER_NAME = "transformers_server_{rank}"
 #: Requests that arrive within this many seconds of each other are generated as one batch.
 GATHER_S = 0.05
+#: Environment variable that sets the server's torch threads (default: every core the process may run on).
+THREADS_ENV = "REARANK_ROLLOUT_THREADS"
+#: How often the trainer checks that the rollout server is alive (seconds; ``$REARANK_ROLLOUT_WATCH_S``).
+WATCH_S, WATCH_ENV = 10.0, "REARANK_ROLLOUT_WATCH_S"
+
+
+def server_threads() -> int:
+    """The server's torch threads: ``$REARANK_ROLLOUT_THREADS``, else every core in this process's CPU affinity
+    (not ``OMP_NUM_THREADS``, which Ray sets to 1 for an actor that reserves no CPUs)."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"{THREADS_ENV}={value!r}: a whole number of threads >= 1")
+        return int(value)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _field(config: Any, key: str) -> Any:
@@ -50,6 +70,9 @@ class TransformersServer:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.config, self.replica_rank = config, replica_rank
+        self.threads = server_threads()
+        os.environ["OMP_NUM_THREADS"] = str(self.threads)
+        torch.set_num_threads(self.threads)
         torch.manual_seed(int(_field(config, "seed") or 0) + replica_rank)  # as vLLM's per-replica seed
         path = _field(model_config, "local_path") or _field(model_config, "path")
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
@@ -64,6 +87,7 @@ class TransformersServer:
         self.pending: list[tuple[list[int], dict, asyncio.Future]] = []
         self.draining = False
         self.model_lock = threading.Lock()
+        print(f"transformers rollout server {replica_rank}: {path} on {self.threads} threads", flush=True)
 
     def _max_tokens(self, params: dict[str, Any], prompt_len: int) -> int:
         for key in ("max_tokens", "max_new_tokens"):
@@ -162,6 +186,36 @@ class TransformersServer:
     async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
         return {"aborted_count": 0, "request_ids": []}
 
+    async def alive(self) -> bool:
+        return True
+
+
+def watch(server: Any, name: str, every_s: float, on_death: Any = None) -> threading.Thread:
+    """A daemon thread that asks ``server`` every ``every_s`` seconds whether it is alive. verl does not notice a
+    dead rollout server: its requests fail, the groups are dropped and retried, and the run waits forever. When the
+    server is gone this prints one line naming it and ends the process (the trainer), so that the run fails."""
+
+    def end(error: BaseException) -> None:
+        print(f"rearank: the rollout server {name} died ({type(error).__name__}); ending the run. Its log is in "
+              "Ray's session folder (/tmp/ray/session_latest/logs); a common cause is Ray's memory monitor.",
+              file=sys.stderr, flush=True)
+        os._exit(1)
+
+    def loop() -> None:
+        while True:
+            time.sleep(every_s)
+            try:
+                ray.get(server.alive.remote(), timeout=max(60.0, every_s))
+            except ray.exceptions.GetTimeoutError:
+                continue  # busy, not dead
+            except ray.exceptions.RayActorError as error:
+                (on_death or end)(error)
+                return
+
+    thread = threading.Thread(target=loop, name=f"watch-{name}", daemon=True)
+    thread.start()
+    return thread
+
 
 class TransformersReplica(RolloutReplica):
     """One :class:`TransformersServer` per replica, beside the actor workers (hybrid mode)."""
@@ -175,6 +229,7 @@ class TransformersReplica(RolloutReplica):
         self.servers = [server.remote(self.config, self.model_config, self.replica_rank)]
         self._server_handle = self.servers[0]
         self._server_address = name
+        watch(self._server_handle, name, float(os.environ.get(WATCH_ENV, "") or WATCH_S))
 
 
 class TransformersServerAdapter(BaseRollout):
@@ -190,6 +245,8 @@ class TransformersServerAdapter(BaseRollout):
         self.replica_rank = rank // world if replica_rank == -1 else replica_rank
         self.is_leader = rank % world == 0
         self.server = None
+        print(f"transformers rollout adapter: rank {rank}, replica {self.replica_rank}, node "
+              f"{ray.get_runtime_context().get_node_id()}", flush=True)
 
     def _server(self):
         if self.server is None:

@@ -97,7 +97,7 @@ def test_one_real_sft_step_on_cpu_saves_the_model_grpo_starts_from(labels, model
            "trainer.device=cpu", "trainer.n_gpus_per_node=1", "trainer.total_training_steps=1",
            "trainer.logger=[console]", "data.train_batch_size=2", "data.micro_batch_size_per_gpu=1",
            "data.max_length=2048", "data.max_token_len_per_gpu=4096", "data.num_workers=0",
-           "model.use_remove_padding=false", "+model.override_config.attn_implementation=sdpa",
+           "model.use_remove_padding=false", "model.override_config.attn_implementation=sdpa",
            "model.enable_gradient_checkpointing=false", "engine.strategy=fsdp2", "engine.use_torch_compile=false"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tmp_path, timeout=1200,
                           env={**os.environ, "VERL_PLATFORM": "cpu", "PYTHONPATH": str(ROOT)})

@@ -40,9 +40,28 @@ def test_cpu_overrides_keep_the_recipes_algorithm_reward_and_optimiser(name, tmp
         assert pick(cpu, key) == pick(recipe, key), key
     assert cpu.actor_rollout_ref.rollout.name == "transformers" and cpu.trainer.device == "cpu"
     assert cpu.trainer.total_training_steps == 2 and cpu.trainer.resume_mode == "auto"
-    assert cpu.actor_rollout_ref.model.path == str(tmp_path / "model")
+    env_vars = cpu.ray_kwargs.ray_init.runtime_env.env_vars
+    assert env_vars.VERL_PLATFORM == "cpu"  # every Ray worker, on every node
+    if name == "grouprank":  # the recipe's own ${oc.env:GROUPRANK_SFT_MODEL}, given to the workers
+        assert env_vars.GROUPRANK_SFT_MODEL == str(tmp_path / "model")
+        from omegaconf import OmegaConf
+
+        raw = OmegaConf.to_container(cpu.actor_rollout_ref.model, resolve=False)
+        assert raw["path"].startswith("${oc.env:GROUPRANK_SFT_MODEL,")
+    else:
+        assert cpu.actor_rollout_ref.model.path == str(tmp_path / "model")
     assert cpu.trainer.default_local_dir == str(tmp_path / "ckpt")
     assert cpu.actor_rollout_ref.model.lora.merge == (recipe.actor_rollout_ref.model.lora_rank > 0)
+
+
+def test_cpu_overrides_on_a_running_cluster_declare_no_ray_resources(tmp_path):
+    stage = STAGES["rearank"]
+    overrides = size_overrides(stage, tmp_path, tmp_path / "model", tmp_path / "ckpt", 2, nnodes=2,
+                               joins_cluster=True, env={"OMP_NUM_THREADS": "1"})
+    cpu = compose_recipe(stage.recipe, overrides)
+    assert cpu.trainer.nnodes == 2 and cpu.trainer.n_gpus_per_node == 1
+    assert cpu.ray_kwargs.ray_init.num_cpus is None and "num_gpus" not in cpu.ray_kwargs.ray_init
+    assert dict(cpu.ray_kwargs.ray_init.runtime_env.env_vars) == {"VERL_PLATFORM": "cpu", "OMP_NUM_THREADS": "1"}
 
 
 def write_log(path, steps):

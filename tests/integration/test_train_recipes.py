@@ -28,8 +28,17 @@ VERL_FILES = sorted({f for files in EXPECTED.values() for f in files if not f.en
                                                                          "barrag/selector_grpo_debug"})
 
 
+#: the recipes' settings, which a dry run starts without (an earlier test in the process may have set them)
+RECIPE_SETTINGS = ("GROUPRANK_SFT_MODEL", "REASONRANK_SFT_MODEL", "BARRAG_READER_URL", "BARRAG_READER_MODEL",
+                   "ATTN_IMPL", "REARANK_RL_DATA")
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in RECIPE_SETTINGS}
+
+
 def dry_run(recipe: str, *args: str) -> str:
-    env = {**os.environ, "DRY_RUN": "1", "RECIPE": recipe}
+    env = {**clean_env(), "DRY_RUN": "1", "RECIPE": recipe}
     return subprocess.run([str(RECIPES_DIR / "train.sh"), *args], env=env, capture_output=True, text=True,
                           check=True, cwd=ROOT).stdout
 
@@ -61,7 +70,8 @@ def test_dry_run_of_barrag_prints_the_loop_with_both_stage_recipes(recipe, suffi
 def test_make_train_dry_run_for_rrpo_prints_its_own_trainer():
     out = subprocess.run(["make", "-s", "train", "RECIPE=rrpo", "DRY_RUN=1", "ARGS=epochs=1"], capture_output=True,
                          text=True, check=True, cwd=ROOT).stdout
-    assert f"'rrpo' 'train' '--config' '{RECIPES_DIR / 'rrpo' / 'hotpotqa.yaml'}' '--set' 'epochs=1'" in out
+    assert f"'rrpo' 'train' '--config' '{RECIPES_DIR / 'rrpo' / 'hotpotqa.yaml'}' '--set' 'data=/" in out
+    assert out.rstrip().endswith("'--set' 'epochs=1'")  # the user's settings last: they win
 
 
 def test_unknown_recipe_is_one_line_naming_the_choices():
@@ -123,9 +133,89 @@ def test_reasonrank_grpo_starts_from_its_sft_checkpoint(tmp_path):
     stub = tmp_path / "python"
     stub.write_text('#!/bin/sh\necho "ran $* with REASONRANK_SFT_MODEL=$REASONRANK_SFT_MODEL"\n')
     stub.chmod(0o755)
-    env = {**os.environ, "RECIPE": "reasonrank", "PYTHON": str(stub), "CKPT_ROOT": str(tmp_path / "ckpt"),
+    env = {**clean_env(), "RECIPE": "reasonrank", "PYTHON": str(stub), "CKPT_ROOT": str(tmp_path / "ckpt"),
            "REARANK_RL_DATA": str(data)}
     out = subprocess.run([str(RECIPES_DIR / "train.sh")], env=env, capture_output=True, text=True, check=True,
                          cwd=ROOT).stdout
     assert f"REASONRANK_SFT_MODEL={sft}/global_step_7/huggingface" in out.splitlines()[-1]
     assert "verl.trainer.main_ppo" in out.splitlines()[-1]
+
+
+#: every RECIPE= name train.sh accepts
+NAMES = sorted(set(EXPECTED) | {"grouprank_sft", "reasonrank_sft", "barrag", "barrag_debug", "barrag_selector_debug",
+                                "barrag_generator", "rrpo"})
+
+
+def run_sh(recipe: str, cwd, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(RECIPES_DIR / "train.sh"), *args], env={**clean_env(), "DRY_RUN": "1", "RECIPE": recipe,
+                                                                       **env},
+                          capture_output=True, text=True, check=False, cwd=cwd)
+
+
+@pytest.mark.parametrize("recipe", NAMES)
+def test_dry_run_works_from_a_folder_outside_the_checkout(recipe, tmp_path):
+    """Every path train.sh prints is absolute; the recipe folders and RRPO's question files exist."""
+    from tests.conftest import data_root
+
+    proc = run_sh(recipe, tmp_path, REARANK_DATA=str(data_root()))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("+ ")]
+    assert lines
+    for line in lines:
+        for word in line.replace("'", " ").replace("=", " ").split():
+            if word.endswith((".parquet", ".json", ".yaml")) or "/recipes" in word:
+                assert word.startswith("/"), word
+            if word.startswith(str(RECIPES_DIR)):
+                assert os.path.exists(word), word
+    if recipe == "rrpo":
+        qa = data_root() / "qa" / "hotpotqa"
+        assert f"'data={qa / 'train_distractor.sample100.json'}'" in lines[0]
+        assert f"'eval_data={qa / 'dev_distractor.first103.json'}'" in lines[0]
+        assert os.path.isfile(qa / "train_distractor.sample100.json")
+
+
+def test_attention_is_sdpa_without_flash_attn_and_printed(tmp_path):
+    proc = run_sh("rearank", tmp_path)
+    assert "train.sh: attention sdpa (flash-attn does not import" in proc.stderr
+    assert ("'actor_rollout_ref.model.override_config.attn_implementation=sdpa' "
+            "'actor_rollout_ref.model.use_remove_padding=false'") in proc.stdout
+    flash = run_sh("grouprank_sft", tmp_path, ATTN_IMPL="flash_attention_2")
+    assert "train.sh: attention flash_attention_2 (ATTN_IMPL" in flash.stderr
+    assert "'model.override_config.attn_implementation=flash_attention_2'" in flash.stdout
+    assert "use_remove_padding" not in flash.stdout
+
+
+@pytest.mark.parametrize("file", VERL_FILES + ["grouprank/sft"])
+def test_every_recipe_names_its_attention_implementation(file):
+    config = compose_recipe(file) if not file.endswith("sft") else None
+    if config is None:
+        import yaml
+
+        raw = yaml.safe_load((RECIPES_DIR / f"{file}.yaml").read_text())
+        assert raw["model"]["override_config"]["attn_implementation"] == "flash_attention_2"
+        return
+    assert config.actor_rollout_ref.model.override_config.attn_implementation == "flash_attention_2"
+
+
+def test_recipe_settings_reach_ray_workers_through_verls_runtime_env(tmp_path):
+    """GROUPRANK_SFT_MODEL / BARRAG_READER_URL set in the launching shell become runtime_env env_vars of the verl
+    command, which Ray gives every worker on every node; odd characters survive Hydra's parsing."""
+    url = "http://10.0.0.1:8000/v1?key='x'"
+    proc = run_sh("barrag_selector", tmp_path, BARRAG_READER_URL=url, BARRAG_READER_MODEL="reader")
+    words = [w for w in __import__("shlex").split(proc.stdout.splitlines()[0][2:]) if w.startswith("++ray_kwargs")]
+    config = compose_recipe("barrag/selector_grpo", words)
+    assert dict(config.ray_kwargs.ray_init.runtime_env.env_vars) == {"BARRAG_READER_URL": url,
+                                                                       "BARRAG_READER_MODEL": "reader"}
+    grouprank = run_sh("grouprank_debug", tmp_path, GROUPRANK_SFT_MODEL="/shared/sft/huggingface")
+    assert "'++ray_kwargs.ray_init.runtime_env.env_vars.GROUPRANK_SFT_MODEL='\\''/shared/sft/huggingface'\\'''" in \
+        grouprank.stdout
+    assert "runtime_env" not in run_sh("grouprank_debug", tmp_path).stdout  # nothing set, nothing passed
+
+
+def test_grouprank_sft_runs_torchrun_with_the_launchers_nodes(tmp_path):
+    proc = run_sh("grouprank_sft", tmp_path, NNODES="2", NODE_RANK="1", MASTER_ADDR="10.0.0.1", N_GPUS="4")
+    assert proc.returncode == 0, proc.stderr
+    assert ("'--nnodes=2' '--node_rank=1' '--master_addr=10.0.0.1' '--master_port=29500' '--nproc_per_node=4'"
+            in proc.stdout) and "'trainer.nnodes=2'" in proc.stdout and "--standalone" not in proc.stdout
+    missing = run_sh("grouprank_sft", tmp_path, NNODES="2", NODE_RANK="1")
+    assert missing.returncode != 0 and "MASTER_ADDR" in missing.stderr.splitlines()[-1]

@@ -75,6 +75,28 @@ def test_plugin_does_nothing_without_verl_platform_cpu():
     assert probe(None) == {"loaded": True, "cpu": False, "replica": False, "adapter": False}
 
 
+MONKEY_PATCH = """
+import torch
+from transformers import AutoModelForCausalLM, Qwen2Config
+from verl.models.transformers.monkey_patch import apply_monkey_patch
+config = Qwen2Config(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                     num_attention_heads=4, num_key_value_heads=2)
+with torch.device("meta"):
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+apply_monkey_patch(model=model)
+print("patched")
+"""
+
+
+def test_verl_model_build_patch_works_without_verl_platform():
+    """The GPU path: verl's apply_monkey_patch on every model build imports trl's AutoModelForCausalLMWithValueHead,
+    which trl >= 1.13 lacks; the plugin's guard applies without VERL_PLATFORM too."""
+    env = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
+    proc = subprocess.run([sys.executable, "-c", MONKEY_PATCH], env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("patched"), proc.stderr[-2000:]
+
+
 @pytest.mark.parametrize("name", sorted(patches.EXPECTED))
 def test_patched_verl_code_is_what_the_patches_expect(name):
     """Fails when verl changes the code a patch works around: re-check the patch (recipes/verl_cpu/patches.py)."""
@@ -158,3 +180,32 @@ def test_rollout_server_refuses_weights_of_another_model(tiny_dir):
     server = TransformersServer(SimpleNamespace(prompt_length=8, response_length=4), {"path": str(tiny_dir)}, 0)
     with pytest.raises(ValueError, match="unexpected"):
         server.load_weights({"not.a.weight": torch.zeros(2)})
+
+
+@pytest.mark.parametrize("setting, expected", [(None, None), ("3", 3)])
+def test_rollout_server_uses_every_core_it_is_given(tiny_dir, monkeypatch, setting, expected):
+    """Ray starts an actor that reserves no CPUs with OMP_NUM_THREADS=1; the server still runs on every core of its
+    CPU affinity (or on REARANK_ROLLOUT_THREADS)."""
+    from recipes.verl_cpu.rollout import THREADS_ENV, TransformersServer
+
+    before = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    if setting is None:
+        monkeypatch.delenv(THREADS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(THREADS_ENV, setting)
+    torch.set_num_threads(1)
+    try:
+        server = TransformersServer(SimpleNamespace(prompt_length=8, response_length=4), {"path": str(tiny_dir)}, 0)
+        threads = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert threads == server.threads == (expected or len(os.sched_getaffinity(0)))
+
+
+def test_rollout_threads_setting_is_checked(monkeypatch):
+    from recipes.verl_cpu.rollout import THREADS_ENV, server_threads
+
+    monkeypatch.setenv(THREADS_ENV, "0")
+    with pytest.raises(ValueError, match=f"{THREADS_ENV}='0'"):
+        server_threads()

@@ -148,3 +148,21 @@ def test_dry_run_prints_every_command(tmp_path, capsys):
 def test_bad_iterations_is_a_one_line_error(tmp_path, capsys):
     assert main(["--iterations", "0", "--out", str(tmp_path), "--qa", "q"]) == 1
     assert capsys.readouterr().err.strip() == "barrag loop: --iterations must be at least 1"
+
+
+def test_on_gpus_the_reader_listens_on_every_interface_and_reaches_every_ray_worker(tmp_path, monkeypatch):
+    """Reward workers may run on any node: vLLM binds 0.0.0.0, the URL names this machine's address (or
+    BARRAG_READER_HOST), and verl's command hands it to every worker through the runtime_env."""
+    from recipes.barrag.loop import _with_runtime_env, reader_host, serve_command
+
+    gpu = settings(tmp_path, device="gpu")
+    assert serve_command(gpu, "m", 8000)[serve_command(gpu, "m", 8000).index("--host") + 1] == "0.0.0.0"
+    monkeypatch.setenv("BARRAG_READER_HOST", "10.0.0.7")
+    assert reader_host(gpu) == "10.0.0.7"
+    monkeypatch.delenv("BARRAG_READER_HOST")
+    assert reader_host(settings(tmp_path, device="cpu")) == "127.0.0.1" and reader_host(gpu) != ""
+    env = {"BARRAG_READER_URL": "http://10.0.0.7:8000/v1", "BARRAG_READER_MODEL": "reader", "OTHER": "x"}
+    command = _with_runtime_env(["python", "-m", "verl.trainer.main_ppo", "a=1"], env)
+    assert command[4:] == ["++ray_kwargs.ray_init.runtime_env.env_vars.BARRAG_READER_URL='http://10.0.0.7:8000/v1'",
+                           "++ray_kwargs.ray_init.runtime_env.env_vars.BARRAG_READER_MODEL='reader'"]
+    assert _with_runtime_env(["python", "-m", "recipes.export"], env) == ["python", "-m", "recipes.export"]
