@@ -140,3 +140,19 @@ def test_task_count_is_unknown_for_tdpart_and_the_sliding_count_otherwise():
 def test_bad_tdpart_settings_are_one_line_errors(kwargs, message):
     with pytest.raises(RearankError, match=message):
         Listwise(**kwargs)
+
+
+def test_the_server_ranks_with_tdpart_and_reports_rounds_and_partitions():
+    import httpx
+
+    from tests.serving import oracle_service, running
+    from tests.unit.test_server import DOCS, QRELS, QUERY, TEXTS, TOPICS
+
+    # window 3, pivot 2 over 6: the top window [0,1,2] by grade [1,0,3] -> [2,0,1], pivot doc 0; partitions
+    # (0; 3,4) and (0; 5) put doc 4 (grade 2) above it; the candidates [2,4] are ranked last: [2,4,0,1,3,5]
+    options = {"strategy": "tdpart", "window": 3, "pivot": 2}
+    with running(oracle_service(TOPICS, DOCS, QRELS, options=options)) as url:
+        body = httpx.post(url + "/v1/rerank", json={"query": QUERY, "documents": TEXTS}).json()
+    assert [r["index"] for r in body["results"]] == [2, 4, 0, 1, 3, 5]
+    windows = body["rearank"]["windows"]
+    assert [(w["round"], w["partition"]) for w in windows] == [(0, 0), (1, 0), (1, 1), (2, 0)]
