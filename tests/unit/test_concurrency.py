@@ -71,8 +71,8 @@ def reasoning_lengths(seed=0):
 
 def test_a_server_where_concurrency_does_not_help_settles_low():
     final, seen, _ = simulate(lambda n: 1000.0)
-    # one step up, no gain: halves while as good; then now and then one step up again
-    assert seen[:5] == [8, 16, 4, 2, 1] and set(seen[4:]) == {1, 2} and final <= 2
+    # a quarter first, as good: halves while as good; then now and then one step up again
+    assert seen[:3] == [8, 2, 1] and set(seen[2:]) == {1, 2} and final <= 2
 
 
 def test_short_answers_coming_back_first_do_not_make_a_flat_server_look_faster():
@@ -82,23 +82,44 @@ def test_short_answers_coming_back_first_do_not_make_a_flat_server_look_faster()
 
 def test_a_server_that_slows_down_with_concurrency_settles_at_one():
     final, seen, _ = simulate(lambda n: 1000.0 / (1 + 0.15 * (n - 1)), answers=1500, lengths=reasoning_lengths(1))
-    assert final == 1 and seen[:2] == [8, 16]
+    assert final == 1 and seen[:3] == [8, 2, 1]
 
 
 def test_a_batching_server_grows_the_count():
     final, seen, _ = simulate(lambda n: 1000.0 * n / (1 + 0.02 * n), answers=2000, lengths=reasoning_lengths(2))
-    assert final >= 32 and seen[:3] == [8, 16, 32]
+    assert final >= 32 and seen[:4] == [8, 2, 16, 32]
 
 
 def test_decisions_take_a_few_window_latencies_not_a_count_of_answers():
-    # windows of 10 s at one in flight: each decision comes about span (2) x the windows' latency later
+    # windows of 10 s at one in flight: each decision comes about span (1) x the windows' latency later
     rate = lambda n: 10.0 * n / (1 + 0.02 * n)
     _, seen, changes = simulate(rate, answers=400)
     times = {count: t for t, count in reversed(changes)}
     latency_at = lambda n: TOKENS / (rate(n) / n)
-    assert seen[:3] == [8, 16, 32]
-    assert times[16] <= 3 * latency_at(8)
-    assert times[32] - times[16] <= 3 * latency_at(16)
+    assert seen[:4] == [8, 2, 16, 32]
+    assert times[2] <= 1.5 * latency_at(8)
+    assert times[16] - times[2] <= 2.5 * latency_at(2)
+    assert times[32] - times[16] <= 2.5 * latency_at(16)
+
+
+def test_a_step_that_costs_throughput_is_abandoned_from_the_windows_sent_before_it():
+    # reasoning lengths on a batching server: the first step down (8 -> 2) is judged from the 8 windows still
+    # running when it was taken, long before the drain to 2 and a window's latency at 2 would allow
+    rate = lambda n: 10.0 * n / (1 + 0.02 * n)
+    _, seen, changes = simulate(rate, answers=400, lengths=reasoning_lengths(3))
+    times = {count: t for t, count in reversed(changes)}
+    median_latency_at_8 = 1050 / (rate(8) / 8)
+    assert seen[:3] == [8, 2, 16]
+    assert times[16] - times[2] < 0.5 * median_latency_at_8
+
+
+def test_a_server_where_concurrency_costs_throughput_backs_off_within_a_few_latencies():
+    # each request slower than n-fold with n in flight: 8 -> 2 after the first answers at 8, then 1
+    rate = lambda n: 10.0 / (1 + 0.15 * (n - 1))
+    final, seen, changes = simulate(rate, answers=200)
+    times = {count: t for t, count in reversed(changes)}
+    assert seen[:3] == [8, 2, 1] and final <= 2
+    assert times[2] <= 1.5 * TOKENS / (rate(8) / 8)
 
 
 def test_a_rate_limited_server_stays_under_its_limit():
