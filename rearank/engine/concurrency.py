@@ -99,7 +99,7 @@ class InFlightLimit:
     """
 
     def __init__(self, fixed: int | None = None, *, start: int = 8, maximum: int = 256, margin: float = 0.1,
-                 span: float = 1.0, reprobe: int = 8, high_kv: float = 0.9, poll_s: float = 1.0, early: int = 2,
+                 span: float = 1.0, reprobe: int = 8, high_kv: float = 0.9, poll_s: float = 1.0, early: int = 3,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.fixed, self.margin, self.span, self.reprobe, self.early = fixed, margin, span, reprobe, early
         self.high_kv, self.poll_s, self.clock = high_kv, poll_s, clock
