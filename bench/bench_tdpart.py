@@ -11,7 +11,8 @@ Parts, each one run (ratios are tdpart over sliding):
   (:mod:`rearank.testing.fake_server`, continuous batching, reasoning-length answers, simulated seconds), through
   the openai backend: the mean seconds a query waits, and the throughput of all of them at once.
 * **embedded**: the embedded SmolLM2-135M (hf backend, CPU) on the first ``--embedded-queries`` dl19 queries at
-  depth ``--embedded-depth``, rankgpt template (a bare permutation), ``--embedded-tokens`` new tokens.
+  depth ``--embedded-depth``, rankgpt template (a bare permutation), passages cut to ``--embedded-budget`` (a
+  window's prompt of full passages takes minutes on a shared CPU), ``--embedded-tokens`` new tokens.
 
     python bench/bench_tdpart.py [--parts oracle latency embedded] [--noise 0.1 0.3] [--embedded-queries 3]
 """
@@ -160,11 +161,11 @@ def _latency(requests: list[Request], model: ServiceModel, answer: str, strategy
 def embedded_part(args: argparse.Namespace) -> None:
     requests, qrels = judged_requests("dl19", top_k=args.embedded_depth, max_queries=args.embedded_queries)
     print(f"== embedded SmolLM2-135M (hf, CPU), {len(requests)} dl19 queries x top-{args.embedded_depth}, rankgpt "
-          f"template, {args.embedded_tokens} new tokens")
+          f"template, passages {args.embedded_budget}, {args.embedded_tokens} new tokens")
     rows = {}
     for strategy in STRATEGIES:
         reranker = Reranker("embedded", backend="hf", prompt="rankgpt", max_new_tokens=args.embedded_tokens,
-                            top_k=args.embedded_depth, strategy=strategy)
+                            top_k=args.embedded_depth, passage_budget=args.embedded_budget, strategy=strategy)
         started = time.perf_counter()
         rankings = reranker.rerank_many(requests)
         wall = time.perf_counter() - started
@@ -198,6 +199,7 @@ def main() -> None:
     parser.add_argument("--embedded-queries", type=int, default=3)
     parser.add_argument("--embedded-depth", type=int, default=100)
     parser.add_argument("--embedded-tokens", type=int, default=80)
+    parser.add_argument("--embedded-budget", default="100c", help="embedded: passage budget (100c)")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     started = time.perf_counter()

@@ -66,16 +66,33 @@ def parse_concurrency(value: int | str) -> int | str:
 
 @dataclass
 class _Change:
-    """The last change of the count: when, the in-flight area then, the old count's per-window speed and rate,
-    and what the old windows answered since made after it (tokens, seconds)."""
+    """The last change of the count: when, the in-flight area then, the old count's per-window speed, the delay
+    before a window's first token and the rate, and what the old windows answered since made after it (tokens,
+    seconds)."""
 
     at: float
     area: float
     speed: float
+    delay: float
     rate: float
     tokens: float = 0.0
     seconds: float = 0.0
     windows: int = 0
+
+
+def _pace(samples: list[tuple[int, float, float]]) -> tuple[float, float]:
+    """Per-window speed (tokens/s) and fixed delay (s) at one count, from its answers' (tokens, latency, crowd):
+    the least-squares line latency = delay + tokens / speed, so that a slow start (connections, a queue, the
+    prefill) is not read as a slow speed; tokens over seconds when the line does not fit."""
+    pooled = sum(s[0] for s in samples) / sum(s[1] for s in samples), 0.0
+    if len(samples) < 3:
+        return pooled
+    mean_t = statistics.fmean(s[0] for s in samples)
+    mean_l = statistics.fmean(s[1] for s in samples)
+    spread = sum((s[0] - mean_t) ** 2 for s in samples)
+    slope = sum((s[0] - mean_t) * (s[1] - mean_l) for s in samples) / spread if spread else 0.0
+    delay = mean_l - slope * mean_t
+    return (1 / slope, delay) if slope > 0 and delay >= 0 else pooled
 
 
 @dataclass(frozen=True)
@@ -172,7 +189,7 @@ class InFlightLimit:
         if change is None or ticket.sent_at >= change.at or now <= change.at:
             return
         tokens = max(generation.completion_tokens, 1)
-        rest = tokens - change.speed * (change.at - ticket.sent_at)
+        rest = tokens - change.speed * max(0.0, change.at - ticket.sent_at - change.delay)
         if rest < 0.1 * tokens:  # made almost all at the old count: says little about the new one
             return
         change.tokens += rest
@@ -213,8 +230,7 @@ class InFlightLimit:
             self._choose(count, rate)
         finally:
             if self.limit != count and samples:  # measured at the old count: the new one can be judged early
-                speed = sum(s[0] for s in samples) / sum(s[1] for s in samples)
-                self._change = _Change(self._since, self._area, speed, rate)
+                self._change = _Change(self._since, self._area, *_pace(samples), rate)
 
     def _choose(self, count: int, rate: float) -> None:
         """Move (or not) from ``count``, just measured at ``rate`` (the rules in the module docstring)."""
