@@ -222,3 +222,15 @@ def test_sglang_metrics_are_read_and_label_sets_are_summed():
                                   "vllm:num_requests_running{ 3\n"])
 def test_a_page_without_load_gauges_is_no_load(page):
     assert parse_load(page) is None
+
+
+def test_a_counts_speed_is_read_apart_from_a_slow_start():
+    from rearank.engine.concurrency import _pace
+
+    # windows of 100..400 tokens at 50 tokens/s each after a 3 s start: the line gives both back
+    samples = [(tokens, 3.0 + tokens / 50, 8.0) for tokens in (100, 250, 400)]
+    speed, delay = _pace(samples)
+    assert speed == pytest.approx(50) and delay == pytest.approx(3.0)
+    # two answers, or a line that does not fit (a negative delay): tokens over seconds
+    assert _pace(samples[:2]) == (pytest.approx(350 / 13), 0.0)
+    assert _pace([(100, 1.0, 8.0), (200, 5.0, 8.0), (300, 6.0, 8.0)])[1] == 0.0
