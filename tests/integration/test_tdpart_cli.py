@@ -76,6 +76,13 @@ def test_an_interrupted_tdpart_run_resumes_to_the_same_run(dl19_env, tmp_path, m
     assert stats["queries"] == 6
 
 
+def test_a_resume_with_another_strategy_is_refused(dl19_env, tmp_path, capsys):
+    out, _ = rerank(tmp_path, "run", "--strategy", "tdpart", "--max-queries", "2")
+    assert main(["rerank", "--dataset", "dl19", "--backend", "oracle", "--no-progress", "--output", str(out),
+                 "--max-queries", "2", "--resume"]) == 2
+    assert "other settings (strategy: 'tdpart' -> 'sliding')" in capsys.readouterr().err
+
+
 def test_the_python_face_ranks_with_tdpart_and_refuses_bad_settings(dl19_env):
     qrels = packs.load_qrels(dl19_env / "qrels.txt")
     request = packs.load_requests(dataset="dl19", max_queries=1)[0]
