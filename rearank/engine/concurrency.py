@@ -18,17 +18,12 @@ backend: 8), never more than the windows the ready queries can fill (the engine 
   generated tokens over its share come out the same for short and long answers, so the figure does not favour
   short answers coming back first, and it is ready as soon as windows sent at the new count are answered. A count is measured for ``span`` times its windows'
   median latency (at least two answers), so a decision takes seconds on a server whose windows take a second,
-  whatever the number in flight. After the first figure it tries a quarter of the count first: on a server
-  where concurrency costs throughput (each window slower than n-fold with n in flight) that is where it goes,
-  and it halves on while the rate stays within ``margin`` of the best (a server where concurrency does not
-  help settles low, one that slows down with concurrency at 1); where fewer cost throughput it doubles from the
-  start count while the rate grows by more than ``margin``. Every ``reprobe`` spans at the settled count it
-  tries one step up again, since a server's load changes.
-  A new count is also judged early, from the windows sent before the change that are answered after it: their
-  tokens less what they made at the old count's per-window speed, over the time since the change, is the
-  per-window speed at the new count. Once ``early`` of them are in, a new count that delivers less than the
-  old one by more than ``margin`` is abandoned at once, so that the step down on a batching server costs a
-  fraction of a window's latency, not the drain to the new count and a latency there.
+  whatever the number in flight. From the start the count doubles while the rate grows by more than ``margin``;
+  if the first step up does not help, it halves while the rate stays within ``margin`` of the best (a server
+  where concurrency does not help settles low); if it costs throughput (lower by more than ``margin``: each
+  window slower than n-fold with n in flight), it goes to a quarter of the best count at once and halves on from
+  there (such a server settles at 1 or 2, without a span at every count on the way down). Every
+  ``reprobe`` spans at the settled count it tries one step up again, since a server's load changes.
 * A 429/503 caps the count: as soon as it arrives, where the backend reports it (the openai backend), at the
   number of our requests the server held then (those in flight less those turned away); else when the answer
   reports it
@@ -64,37 +59,6 @@ def parse_concurrency(value: int | str) -> int | str:
     return value
 
 
-@dataclass
-class _Change:
-    """The last change of the count: when, the in-flight area then, the old count's per-window speed, the delay
-    before a window's first token and the rate, and what the old windows answered since made after it (tokens,
-    seconds)."""
-
-    at: float
-    area: float
-    speed: float
-    delay: float
-    rate: float
-    tokens: float = 0.0
-    seconds: float = 0.0
-    windows: int = 0
-
-
-def _pace(samples: list[tuple[int, float, float]]) -> tuple[float, float]:
-    """Per-window speed (tokens/s) and fixed delay (s) at one count, from its answers' (tokens, latency, crowd):
-    the least-squares line latency = delay + tokens / speed, so that a slow start (connections, a queue, the
-    prefill) is not read as a slow speed; tokens over seconds when the line does not fit."""
-    pooled = sum(s[0] for s in samples) / sum(s[1] for s in samples), 0.0
-    if len(samples) < 3:
-        return pooled
-    mean_t = statistics.fmean(s[0] for s in samples)
-    mean_l = statistics.fmean(s[1] for s in samples)
-    spread = sum((s[0] - mean_t) ** 2 for s in samples)
-    slope = sum((s[0] - mean_t) * (s[1] - mean_l) for s in samples) / spread if spread else 0.0
-    delay = mean_l - slope * mean_t
-    return (1 / slope, delay) if slope > 0 and delay >= 0 else pooled
-
-
 @dataclass(frozen=True)
 class Ticket:
     """What :meth:`InFlightLimit.sent` hands out, to give back to :meth:`InFlightLimit.record`: when the request
@@ -116,9 +80,9 @@ class InFlightLimit:
     """
 
     def __init__(self, fixed: int | None = None, *, start: int = 8, maximum: int = 256, margin: float = 0.1,
-                 span: float = 1.0, reprobe: int = 8, high_kv: float = 0.9, poll_s: float = 1.0, early: int = 3,
+                 span: float = 1.0, reprobe: int = 8, high_kv: float = 0.9, poll_s: float = 1.0,
                  clock: Callable[[], float] = time.perf_counter) -> None:
-        self.fixed, self.margin, self.span, self.reprobe, self.early = fixed, margin, span, reprobe, early
+        self.fixed, self.margin, self.span, self.reprobe = fixed, margin, span, reprobe
         self.high_kv, self.poll_s, self.clock = high_kv, poll_s, clock
         self.cap = maximum
         self.limit = fixed if fixed is not None else max(1, min(start, maximum))
@@ -138,7 +102,6 @@ class InFlightLimit:
         self._period = 0
         self._since = self._area_at
         self._samples: list[tuple[int, float, float]] = []  # (tokens, latency, mean in flight) at this count
-        self._change: _Change | None = None  # the last change, while windows sent before it are answered
 
     @property
     def auto(self) -> bool:
@@ -170,10 +133,7 @@ class InFlightLimit:
             if not self.reported:
                 self._throttled(ticket.crowd)
             return
-        if generation.finish_reason == ERROR or self.load is not None:
-            return
-        if ticket.period != self._period:
-            self._early(ticket, generation, now)
+        if ticket.period != self._period or generation.finish_reason == ERROR or self.load is not None:
             return
         latency = max(now - ticket.sent_at, 1e-9)
         crowd = max((self._area - ticket.area) / latency, 1.0)
@@ -181,25 +141,6 @@ class InFlightLimit:
         median = statistics.median(s[1] for s in self._samples)
         if len(self._samples) >= 2 and now - self._since >= self.span * median:
             self._decide(sum(s[0] for s in self._samples) / sum(s[1] / s[2] for s in self._samples))
-
-    def _early(self, ticket: Ticket, generation: Generation, now: float) -> None:
-        """A window sent before the last change, answered after it: what it made since, toward judging the new
-        count early (see the module docstring)."""
-        change = self._change
-        if change is None or ticket.sent_at >= change.at or now <= change.at:
-            return
-        tokens = max(generation.completion_tokens, 1)
-        rest = tokens - change.speed * max(0.0, change.at - ticket.sent_at - change.delay)
-        if rest < 0.1 * tokens:  # made almost all at the old count: says little about the new one
-            return
-        change.tokens += rest
-        change.seconds += now - change.at
-        change.windows += 1
-        if change.windows >= self.early:
-            crowd = max((self._area - change.area) / (now - change.at), 1.0)
-            rate = change.tokens / change.seconds * crowd
-            if rate < change.rate * (1 - self.margin):
-                self._decide(rate)
 
     def observe(self, load: ServerLoad | None) -> None:
         """The server's load from its metrics (None: it reports none, and the limit is found by measuring)."""
@@ -225,15 +166,6 @@ class InFlightLimit:
     def _decide(self, rate: float) -> None:
         count = self.limit
         self.history.append((count, rate))
-        samples = self._samples
-        try:
-            self._choose(count, rate)
-        finally:
-            if self.limit != count and samples:  # measured at the old count: the new one can be judged early
-                self._change = _Change(self._since, self._area, *_pace(samples), rate)
-
-    def _choose(self, count: int, rate: float) -> None:
-        """Move (or not) from ``count``, just measured at ``rate`` (the rules in the module docstring)."""
         can_raise = count < self.cap and self.ready > count
         why = f"{rate:,.0f} tokens/s at {min(count, self.ready)} in flight"
         if self.direction == SETTLED:
@@ -244,30 +176,26 @@ class InFlightLimit:
                 self._set(min(2 * count, self.cap), f"{why}; trying one step up")
             else:
                 self._set(count, why)
-        elif len(self.history) == 1:  # the first figure: fewer first, which costs little where more would help
-            self.peak, self.best = rate, count
-            if min(count, self.ready) > 1:
+        elif not self.history[:-1] or (self.direction == UP and rate > self.peak * (1 + self.margin)):
+            self.peak, self.best = max(rate, self.peak), count
+            if can_raise:
+                self._set(min(2 * count, self.cap), f"{why}, best so far")
+            elif min(count, self.ready) > 1 and len(self.history) == 1:
                 self.direction = DOWN
-                self._set(max(1, min(count, self.ready) // 4), f"{why}; trying fewer first")
-            elif can_raise:
-                self.direction = UP
-                self._set(min(2 * count, self.cap), f"{why}; trying more")
+                self._set(max(1, min(count, self.ready) // 2), f"{why}; no room above (ready windows: "
+                                                                 f"{self.ready}), trying fewer")
             else:
                 self._settle(why)
+        elif self.direction == UP and len(self.history) == 2 and self.best > 1:
+            self.direction = DOWN  # the first step up did not help: fewer; far fewer where more cost throughput
+            worse = rate < self.peak * (1 - self.margin)
+            self._set(max(1, min(self.best, self.ready) // (4 if worse else 2)),
+                      f"{why}, {'worse' if worse else 'not better'} than {self.peak:,.0f} at {self.best}; "
+                      "trying fewer")
         elif self.direction == DOWN and rate >= self.peak * (1 - self.margin):
             self.peak, self.best = max(rate, self.peak), count
             if count > 1:
                 self._set(max(1, count // 2), f"{why}, as good as more; trying fewer")
-            else:
-                self._settle(why)
-        elif self.direction == DOWN and len(self.history) == 2 and self.best < self.cap and self.ready > self.best:
-            self.direction = UP  # the first step down cost throughput: more may help
-            self._set(min(2 * self.best, self.cap), f"{why}, worse than {self.peak:,.0f} at {self.best}; "
-                                                    "trying more")
-        elif self.direction == UP and rate > self.peak * (1 + self.margin):
-            self.peak, self.best = rate, count
-            if can_raise:
-                self._set(min(2 * count, self.cap), f"{why}, best so far")
             else:
                 self._settle(why)
         else:
@@ -297,11 +225,9 @@ class InFlightLimit:
         self._set(min(self.limit, cap), why)
 
     def _set(self, limit: int, why: str) -> None:
-        now = self._advance()
-        self._change = None
         if limit != self.limit:
             log.info("concurrency %d -> %d: %s", self.limit, limit, why)
         self.limit = limit
         self._period += 1
-        self._since = now
+        self._since = self._advance()
         self._samples = []
