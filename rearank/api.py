@@ -137,10 +137,11 @@ class Reranker:
     scoring, ``pointwise`` scores: with ``backend="scorer"``, a saved RRPO scorer or a cross-encoder). Keyword
     options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), the engine's
     (``batch_size``; ``in_flight``), the method's own (:func:`rearank.methods.method_options`: listwise ``prompt window step passes
-    top_k passage_budget``; groupwise ``prompt group_size group_step shuffles fusion_weight fallback top_k fusion
-    shuffle_all passage_budget``; ``passage_budget`` None keeps the template's; every method's ``reasoning``: True /
-    ``"on"`` reasons before answering, False / ``"off"`` answers at once, None does what the template asks); any other
-    keyword goes to the backend
+    top_k passage_budget strategy pivot budget``, ``strategy="tdpart"`` for top-down partitioning; groupwise
+    ``prompt group_size group_step shuffles fusion_weight fallback top_k fusion shuffle_all passage_budget``;
+    ``passage_budget`` None keeps the template's; every method's ``reasoning``: True / ``"on"`` reasons before
+    answering, False / ``"off"`` answers at once, None does what the template asks); any other keyword goes to the
+    backend
     (e.g. ``device="cuda"``, ``tensor_parallel_size=4``, ``base_url=...``). All are checked before a model loads.
     ``progress=True`` shows a progress bar in :meth:`rerank_many` (``rerank_run`` shows one by default).
     """

@@ -43,7 +43,9 @@ class Request:
 @dataclass(frozen=True)
 class WindowTrace:
     """What happened in one window: span, tokens, raw output, parsed permutation, status, latency; the reasoning's
-    tokens and whether the backend closed it at the think budget (``-O max_think_tokens``), when known."""
+    tokens and whether the backend closed it at the think budget (``-O max_think_tokens``), when known; the
+    query's sequential ``round`` it belongs to (the windows of one round were sent together: a sliding window is
+    a round of its own) and its ``partition``, its place in the round (listwise ``tdpart``)."""
 
     qid: str
     start: int
@@ -57,6 +59,8 @@ class WindowTrace:
     latency_s: float
     think_tokens: int | None = None
     think_budget_hit: bool = False
+    round: int = 0
+    partition: int = 0
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     qrels = _load_qrels(args, packs)
     config.backend_kwargs(qrels)  # the oracle without qrels fails now, before any output is written
 
-    windows = {r.query.qid: config.ranking_method.task_count(len(r.candidates)) for r in requests}
+    counts = {r.query.qid: config.ranking_method.task_count(len(r.candidates)) for r in requests}
+    windows = {qid: n for qid, n in counts.items() if n is not None}  # tdpart's depend on the answers
     record = _record(args, config)
 
     def make_reranker() -> Engine:

@@ -20,7 +20,9 @@ backend: 8), never more than the windows the ready queries can fill (the engine 
   median latency (at least two answers), so a decision takes seconds on a server whose windows take a second,
   whatever the number in flight. From the start the count doubles while the rate grows by more than ``margin``;
   if the first step up does not help, it halves while the rate stays within ``margin`` of the best (a server
-  where concurrency does not help settles low, one that slows down with concurrency settles at 1). Every
+  where concurrency does not help settles low); if it costs throughput (lower by more than ``margin``: each
+  window slower than n-fold with n in flight), it goes to a quarter of the best count at once and halves on from
+  there (such a server settles at 1 or 2, without a span at every count on the way down). Every
   ``reprobe`` spans at the settled count it tries one step up again, since a server's load changes.
 * A 429/503 caps the count: as soon as it arrives, where the backend reports it (the openai backend), at the
   number of our requests the server held then (those in flight less those turned away); else when the answer
@@ -78,7 +80,7 @@ class InFlightLimit:
     """
 
     def __init__(self, fixed: int | None = None, *, start: int = 8, maximum: int = 256, margin: float = 0.1,
-                 span: float = 2.0, reprobe: int = 8, high_kv: float = 0.9, poll_s: float = 1.0,
+                 span: float = 1.0, reprobe: int = 8, high_kv: float = 0.9, poll_s: float = 1.0,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.fixed, self.margin, self.span, self.reprobe = fixed, margin, span, reprobe
         self.high_kv, self.poll_s, self.clock = high_kv, poll_s, clock
@@ -185,9 +187,11 @@ class InFlightLimit:
             else:
                 self._settle(why)
         elif self.direction == UP and len(self.history) == 2 and self.best > 1:
-            self.direction = DOWN  # the first step up did not help: try fewer
-            self._set(max(1, min(self.best, self.ready) // 2), f"{why}, not better than "
-                                                               f"{self.peak:,.0f} at {self.best}; trying fewer")
+            self.direction = DOWN  # the first step up did not help: fewer; far fewer where more cost throughput
+            worse = rate < self.peak * (1 - self.margin)
+            self._set(max(1, min(self.best, self.ready) // (4 if worse else 2)),
+                      f"{why}, {'worse' if worse else 'not better'} than {self.peak:,.0f} at {self.best}; "
+                      "trying fewer")
         elif self.direction == DOWN and rate >= self.peak * (1 - self.margin):
             self.peak, self.best = max(rate, self.peak), count
             if count > 1:

@@ -17,8 +17,8 @@ backend, hands every generation back to the method, and emits each query's resul
   when it sent them).
 
 With a deterministic backend both schedules give the same results and traces: a method's state depends only on
-the answers, never on their order (listwise has one window of a query out at a time; groupwise sums in group
-order).
+the answers, never on their order (listwise has one window of a query out at a time, or with ``tdpart`` applies
+a round's windows in window order once all are answered; groupwise sums in group order).
 
 A :class:`rearank.engine.journal.Journal` makes a run resumable window by window: every answer is appended as
 it arrives, an answer already in the journal is replayed instead of sent, and the journal is deleted when the

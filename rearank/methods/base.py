@@ -34,8 +34,9 @@ class Method(Protocol):
     #: dataclasses, so the engine makes a copy with it).
     tokenizer: Any
 
-    def task_count(self, n_candidates: int) -> int:
-        """How many tasks (and traces) a query with ``n_candidates`` has in all."""
+    def task_count(self, n_candidates: int) -> int | None:
+        """How many tasks (and traces) a query with ``n_candidates`` has in all; None when that depends on the
+        answers (listwise ``tdpart``)."""
         ...
 
     def start(self, request: Request) -> tuple[Any, list[Task]]:

@@ -1,4 +1,5 @@
-"""Run statistics of a reranking run: LLM calls, tokens, parse statuses, wall time; written as JSON."""
+"""Run statistics of a reranking run: LLM calls, sequential rounds, tokens, parse statuses, wall time; written as
+JSON."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class RunStats:
 
     queries: int = 0
     calls: int = 0
+    rounds: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     statuses: Counter = field(default_factory=Counter)
@@ -32,7 +34,8 @@ class RunStats:
         self.started = time.perf_counter()
 
     def add(self, result: Result) -> None:
-        """Count one finished query: one LLM call per window."""
+        """Count one finished query: one LLM call per window, and its sequential rounds (windows of one round
+        were sent together; a query waits for each round in turn)."""
         self.add_traces(result.traces)
 
     def add_traces(self, traces: Iterable[WindowTrace]) -> None:
@@ -40,6 +43,7 @@ class RunStats:
         traces = list(traces)
         self.queries += 1
         self.calls += len(traces)
+        self.rounds += max((trace.round for trace in traces), default=-1) + 1
         for trace in traces:
             self.prompt_tokens += trace.prompt_tokens
             self.completion_tokens += trace.completion_tokens
@@ -56,7 +60,9 @@ class RunStats:
             "calls": self.calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "rounds": self.rounds,
             "calls_per_query": self.calls / per_query,
+            "rounds_per_query": self.rounds / per_query,
             "prompt_tokens_per_query": self.prompt_tokens / per_query,
             "completion_tokens_per_query": self.completion_tokens / per_query,
             "status_counts": {s: self.statuses.get(s, 0) for s in (*STATUSES, *sorted(set(self.statuses) - known))},
@@ -71,7 +77,8 @@ class RunStats:
         d = self.to_dict()
         bad = {s: n for s, n in d["status_counts"].items() if s != "ok" and n}
         return (
-            f"{d['queries']} queries, {d['calls']} LLM calls, {d['prompt_tokens']} prompt + "
+            f"{d['queries']} queries, {d['calls']} LLM calls in {d['rounds']} sequential rounds, "
+            f"{d['prompt_tokens']} prompt + "
             f"{d['completion_tokens']} completion tokens, {d['wall_time_s']:.1f}s "
             f"({d['queries_per_s']:.3f} queries/s); parse: {d['status_counts'].get('ok', 0)} ok"
             + "".join(f", {n} {s}" for s, n in bad.items())

@@ -247,7 +247,8 @@ class RerankService:
             "calls": len(traces), "failed_windows": outcome.ranking.failed_windows if outcome.ranking else None,
             "prompt_tokens": sum(t.prompt_tokens for t in traces),
             "completion_tokens": sum(t.completion_tokens for t in traces),
-            "windows": [{"start": t.start, "end": t.end, "pass": t.pass_index, "status": t.status,
+            "windows": [{"start": t.start, "end": t.end, "pass": t.pass_index, "round": t.round,
+                         "partition": t.partition, "status": t.status,
                          "permutation": list(t.permutation), "reasoning": t.raw_output} for t in traces],
         }
         if outcome.message:

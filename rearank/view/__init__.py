@@ -107,7 +107,8 @@ def _query_view(data: ViewInput, qid: str, ndcg: tuple[dict, dict]) -> tuple[dic
         "windows": len(traces), "not_ok": sum(t.status != "ok" for t in traces),
         "mapped": shown is not None,
     }
-    windows = [{"start": t.start, "end": t.end, "pass": t.pass_index, "status": t.status,
+    windows = [{"start": t.start, "end": t.end, "pass": t.pass_index, "round": t.round,
+                "partition": t.partition, "status": t.status,
                 "permutation": list(t.permutation), "raw": t.raw_output, "prompt_tokens": t.prompt_tokens,
                 "completion_tokens": t.completion_tokens, "latency_s": round(t.latency_s, 3),
                 "docids": [[d, rel(d)] for d in shown[i]] if shown is not None else None}

@@ -60,6 +60,15 @@ def test_listwise_oracle_run_equals_the_local_driver(local_ray, dl19_env, tmp_pa
     assert len(traces_without_latency(distributed.with_name("ray.trec.traces.jsonl"))) == 3 * 2
 
 
+def test_tdpart_oracle_run_equals_the_local_driver(local_ray, dl19_env, tmp_path):
+    # top-down partitioning: a round's windows (the partitions) go to Ray in one Dataset with other queries'
+    local, distributed = rerank_both(tmp_path, ["--dataset", "dl19", "--backend", "oracle", "--max-queries", "3",
+                                                "--top-k", "50", "--strategy", "tdpart"])
+    assert_same_outputs(local, distributed)
+    rounds = {t["round"] for t in traces_without_latency(distributed.with_name("ray.trec.traces.jsonl"))}
+    assert {0, 1} <= rounds
+
+
 @pytest.mark.slow
 def test_groupwise_oracle_run_equals_the_local_driver(local_ray, dl19_env, tmp_path):
     local, distributed = rerank_both(tmp_path, ["--dataset", "dl19", "--backend", "oracle", "--mode",
