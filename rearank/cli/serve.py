@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 import sys
 
 from rearank.backends.registry import rerank_backends
@@ -44,7 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     oracle.add_argument("--docs", help="docs: 'docid TAB text' TSV or BEIR corpus.jsonl")
     http = p.add_argument_group("HTTP")
     http.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 to listen on all)")
-    http.add_argument("--port", type=int, default=8000)
+    http.add_argument("--port", type=int, default=8000, help="port to bind (0: one the OS picks, named in the "
+                      "'serving ... at' line)")
+    http.add_argument("--fd", type=int, metavar="N", help="serve on the listening socket inherited as file "
+                      "descriptor N instead of binding --host/--port (socket activation; tests pass a port-0 socket)")
     http.add_argument("--api-key-env", metavar="NAME",
                       help="require 'Authorization: Bearer <key>' with the key read from this environment variable")
     http.add_argument("--queue-size", type=int, default=256, help="queries queued or running before 429")
@@ -75,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     for name in ("queue_size", "max_batch_queries", "max_documents", "max_document_chars", "max_body_bytes"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise RearankError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    inherited = _listening(args.fd) if args.fd is not None else None  # checked before the model loads
     options = backend_options(args.option)
     if args.max_batch_queries is not None:
         options.setdefault("batch_size", args.max_batch_queries)
@@ -88,14 +93,30 @@ def run(args: argparse.Namespace) -> int:
     name = args.served_name or args.model or args.backend
     service = RerankService(reranker, model_name=name, limits=limits, api_key=key, capacity=args.queue_size,
                             judge=judge, fusion_weight=args.fusion_weight)
-    with contextlib.suppress(OSError):  # a log that cannot be written (stderr on a full disk) must not stop serving
-        print(f"serving {name!r} ({args.method}, {args.backend}) at http://{args.host}:{args.port}"
-              + (" (bearer key required)" if key else ""), file=sys.stderr, flush=True)
+    config = uvicorn.Config(create_app(service), host=args.host, port=args.port, log_level="info")
     try:
-        uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="info")
+        sock = inherited or config.bind_socket()
+        host, port = sock.getsockname()[:2]
+        with contextlib.suppress(OSError):  # a log that cannot be written (stderr on a full disk) must not stop serving
+            print(f"serving {name!r} ({args.method}, {args.backend}) at http://{f'[{host}]' if ':' in host else host}:{port}"
+                  + (" (bearer key required)" if key else ""), file=sys.stderr, flush=True)
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         reranker.close()
     return 0
+
+
+def _listening(fd: int) -> socket.socket:
+    """The inherited socket behind ``--fd``; anything but a listening TCP socket is a one-line error."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as err:
+        raise RearankError(f"--fd {fd}: not an open socket ({err.strerror})") from None
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or not sock.getsockopt(socket.SOL_SOCKET,
+                                                                                  socket.SO_ACCEPTCONN):
+        sock.detach()
+        raise RearankError(f"--fd {fd}: not a listening TCP socket; pass one bound and listening (or use --port)")
+    return sock
 
 
 def _judge(args: argparse.Namespace, judge_cls: type) -> object:
