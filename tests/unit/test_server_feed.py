@@ -5,7 +5,6 @@ failure answers the requests it hit and the engine goes on."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -145,10 +144,8 @@ def test_stop_answers_the_waiting_requests():
     feed.submit(request("b", 4), answers.done_for("b"))
     stopper = threading.Thread(target=feed.stop)
     stopper.start()
-    for _ in range(1000):  # until stop() has said so (it then waits for the running query)
-        if feed._stopping:
-            break
-        time.sleep(0.01)
+    with feed._cond:  # until stop() has said so (it notifies, then waits for the running query)
+        assert feed._cond.wait_for(lambda: feed._stopping, timeout=60)
     backend.step()  # a's first window; b is never started: the feed is stopping
     backend.step()  # a's second window
     stopper.join(10)
