@@ -60,7 +60,45 @@ MODULES: dict[str, list[str]] = {
     "rearank/rag/rrpo/objective.py": ["tests/unit/test_rrpo_objective.py", "tests/unit/test_rrpo_objective_edges.py"],
     "rearank/run/job.py": ["tests/unit/test_job.py", "tests/unit/test_job_edges.py", "tests/integration/test_rerank_cli.py",
                        "tests/integration/test_rerank_safety.py"],
+    # where state and numbers live (issue 33): the engine, the run, the server, RAG, synthesis, export
+    "rearank/engine/loop.py": ["tests/unit/test_engine_listwise.py", "tests/unit/test_engine_in_flight.py",
+                               "tests/unit/test_rounds.py", "tests/unit/test_server_feed.py"],
+    "rearank/engine/concurrency.py": ["tests/unit/test_concurrency.py", "tests/unit/test_server_load.py"],
+    "rearank/engine/journal.py": ["tests/unit/test_rounds.py"],
+    "rearank/engine/ray.py": ["tests/unit/test_rounds.py", "tests/integration/test_ray_engine.py"],
+    "rearank/run/config.py": ["tests/unit/test_run_config.py", "tests/unit/test_job_edges.py",
+                              "tests/integration/test_rerank_safety.py"],
+    "rearank/run/stats.py": ["tests/unit/test_job.py", "tests/unit/test_job_edges.py", "tests/unit/test_engine_listwise.py"],
+    "rearank/server/app.py": ["tests/unit/test_server.py", "tests/unit/test_server_scores.py", "tests/unit/test_serve.py"],
+    "rearank/server/feed.py": ["tests/unit/test_server_feed.py", "tests/unit/test_server.py"],
+    "rearank/methods/groupwise/rbo.py": ["tests/unit/test_grouprank_reward.py"],
+    "rearank/methods/groupwise/labels.py": ["tests/unit/test_grouprank_labels.py",
+                                            "tests/integration/test_grouprank_labels.py"],
+    "rearank/methods/pointwise/method.py": ["tests/unit/test_pointwise_method.py"],
+    "rearank/methods/pointwise/scorer.py": ["tests/unit/test_pointwise_method.py"],
+    "rearank/methods/pointwise/backend.py": ["tests/unit/test_pointwise_method.py"],
+    "rearank/rag/evaluate.py": ["tests/unit/test_rag_evaluate.py", "tests/unit/test_rag_judge.py",
+                                "tests/unit/test_rag_eval_barrag_arena.py"],
+    "rearank/rag/selectors.py": ["tests/unit/test_rag_evaluate.py", "tests/unit/test_rag_judge.py",
+                                 "tests/unit/test_rag_eval_barrag_arena.py"],
+    "rearank/rag/readers.py": ["tests/unit/test_rag_readers.py", "tests/unit/test_rag_evaluate.py"],
+    "rearank/rag/cache.py": ["tests/unit/test_rag_readers.py"],
+    "rearank/rag/rrpo/trainer.py": ["tests/unit/test_rrpo_trainer.py", "tests/unit/test_rrpo_distributed.py"],
+    "rearank/rag/barrag/train_filter.py": ["tests/integration/test_rag_synth.py", "tests/integration/test_rag_faults.py"],
+    "rearank/io/files.py": ["tests/unit/test_io_files.py", "tests/unit/test_io_formats.py",
+                            "tests/unit/test_input_errors.py"],
+    "rearank/data/bm25.py": ["tests/integration/test_bm25.py"],
+    "data_synthesis/sampling.py": ["tests/unit/test_synthesis.py", "tests/integration/test_synth_dl21.py"],
+    "data_synthesis/filters.py": ["tests/unit/test_synthesis.py"],
+    "data_synthesis/writers.py": ["tests/unit/test_synthesis.py"],
+    "eval/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/integration/test_eval_suite.py"],
+    "rearank/backends/openai.py": ["tests/unit/test_openai_backend.py", "tests/unit/test_openai_faults.py",
+                                   "tests/unit/test_server_load.py", "tests/unit/test_constrain_openai.py"],
+    "rearank/backends/constrain.py": ["tests/unit/test_constrain.py", "tests/unit/test_constrain_openai.py"],
+    "recipes/export.py": ["tests/integration/test_train_recipes.py"],
 }
+#: Top-level folders a mutated module can live in (mutmut mutates the module's own, and copies the others).
+PACKAGES = ("rearank", "data_synthesis", "eval", "recipes")
 #: mutmut's exit codes by outcome (mutmut.stats.status_by_exit_code, read here so a new mutmut cannot shift them).
 KILLED, TIMEOUT = "killed", "timeout"
 
@@ -84,7 +122,9 @@ def prepare(module: str, tests: list[str], workdir: Path) -> None:
         if not target.is_file() or target.read_bytes() != (ROOT / name).read_bytes():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ROOT / name, target)
-    config = {"source_paths": ["rearank"], "only_mutate": [module], "also_copy": ["data_synthesis", "eval"],
+    package = module.split("/")[0]
+    config = {"source_paths": [package], "only_mutate": [module],
+              "also_copy": [p for p in PACKAGES if p != package],
               "pytest_add_cli_args_test_selection": tests,
               "pytest_add_cli_args": ["-q", "-x", "-p", "no:cacheprovider", "-m", "not slow and not vllm"]}
     base = (ROOT / "pyproject.toml").read_text(encoding="utf-8").split("\n[tool.mutmut]")[0]
