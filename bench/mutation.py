@@ -8,15 +8,20 @@ rerun gives the same counts.
 
 Writes ``bench/out/mutation.json`` (per module: killed, survived, no tests, timed out, score and the surviving
 mutants' names; modules not run this time keep their earlier entry) and prints a markdown table for
-docs/testing.md. ``--show NAME`` prints a mutant's diff (run from the module's work folder by mutmut).
+docs/testing.md. ``--show NAME`` prints a mutant's diff (run from the module's work folder by mutmut). ``--check``
+runs nothing: it counts each module's mutants now (mutmut's own generator, in a second) and names every module whose
+count differs from the recorded one, or that was never measured (exit 1), so a score is never older than its code.
 
     python bench/mutation.py                      # every module (about an hour on 2 cores)
     python bench/mutation.py rearank/methods/listwise/window.py    # one module
+    python bench/mutation.py --check              # which recorded scores are stale
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import hashlib
 import json
 import os
 import shutil
@@ -158,13 +163,48 @@ def run_module(module: str, tests: list[str], workdir: Path, timeout_s: int) -> 
     total = len(statuses)
     detected = counts[KILLED] + counts[TIMEOUT]
     return {
-        "tests": tests, "mutants": total, "killed": counts[KILLED], "timeout": counts[TIMEOUT],
+        "tests": tests, "code": code_digest(module), "mutants": total, "killed": counts[KILLED], "timeout": counts[TIMEOUT],
         "survived": counts["survived"], "no_tests": counts["no tests"],
         "other": total - detected - counts["survived"] - counts["no tests"],
         "score": round(detected / total, 4) if total else None,
         "survivors": sorted(n for n, s in statuses.items() if s in ("survived", "no tests")),
         "seconds": round(time.monotonic() - started, 1),
     }
+
+
+def code_digest(module: str) -> str:
+    """A digest of ``module``'s code (its syntax tree without docstrings: comments and docs do not make a score
+    stale), read in milliseconds: what the fast test compares with the recorded one."""
+    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree, annotate_fields=False).encode()).hexdigest()[:16]
+
+
+def count_mutants(module: str) -> int:
+    """The mutants mutmut makes of ``module`` now, generated in-process without running a test."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    return len(mutate_file_contents(module, (ROOT / module).read_text(encoding="utf-8")).mutant_names)
+
+
+def stale(results: dict[str, dict], modules: list[str]) -> list[str]:
+    """One line for each of ``modules`` whose recorded count is not its count now (or whose code digest, where
+    recorded, is not its digest now), or that has no record."""
+    lines = []
+    for module in modules:
+        if module not in results:
+            lines.append(f"{module}: not measured; run make mutation for {module}")
+            continue
+        now, measured = count_mutants(module), results[module]["mutants"]
+        if now != measured:
+            lines.append(f"{module}: {now} mutants now, {measured} measured: re-run make mutation for {module}")
+        elif results[module].get("code", code_digest(module)) != code_digest(module):
+            lines.append(f"{module}: its code changed since it was measured: re-run make mutation for {module}")
+    return lines
 
 
 def table(results: dict[str, dict]) -> str:
@@ -184,11 +224,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the per-module copies live")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds a module may take")
     parser.add_argument("--out", type=Path, default=OUT, help="the JSON written (merged with earlier entries)")
+    parser.add_argument("--check", action="store_true", help="run nothing; name the modules (default: all) whose "
+                        "recorded mutant count differs from their count now, or that were never measured")
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         parser.error(f"not a listed module: {', '.join(unknown)} (choose from {', '.join(MODULES)})")
     results = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    if args.check:
+        lines = stale(results, args.modules or list(MODULES))
+        print("\n".join(lines) or f"every recorded score in {args.out} matches its module's mutants now")
+        return 1 if lines else 0
     failed = []
     for module in args.modules or list(MODULES):
         slug = module.removesuffix(".py").replace("/", ".")
