@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     config = uvicorn.Config(create_app(service), host=args.host, port=args.port, log_level="info")
     try:
         sock = inherited or config.bind_socket()
+        sock.listen(config.backlog)  # from here a connection waits in the backlog: the line below can be acted on
         host, port = sock.getsockname()[:2]
         with contextlib.suppress(OSError):  # a log that cannot be written (stderr on a full disk) must not stop serving
             print(f"serving {name!r} ({args.method}, {args.backend}) at http://{f'[{host}]' if ':' in host else host}:{port}"
