@@ -8,15 +8,20 @@ rerun gives the same counts.
 
 Writes ``bench/out/mutation.json`` (per module: killed, survived, no tests, timed out, score and the surviving
 mutants' names; modules not run this time keep their earlier entry) and prints a markdown table for
-docs/testing.md. ``--show NAME`` prints a mutant's diff (run from the module's work folder by mutmut).
+docs/testing.md. ``--show NAME`` prints a mutant's diff (run from the module's work folder by mutmut). ``--check``
+runs nothing: it counts each module's mutants now (mutmut's own generator, in a second) and names every module whose
+count differs from the recorded one, or that was never measured (exit 1), so a score is never older than its code.
 
     python bench/mutation.py                      # every module (about an hour on 2 cores)
     python bench/mutation.py rearank/methods/listwise/window.py    # one module
+    python bench/mutation.py --check              # which recorded scores are stale
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import hashlib
 import json
 import os
 import shutil
@@ -60,7 +65,45 @@ MODULES: dict[str, list[str]] = {
     "rearank/rag/rrpo/objective.py": ["tests/unit/test_rrpo_objective.py", "tests/unit/test_rrpo_objective_edges.py"],
     "rearank/run/job.py": ["tests/unit/test_job.py", "tests/unit/test_job_edges.py", "tests/integration/test_rerank_cli.py",
                        "tests/integration/test_rerank_safety.py"],
+    # where state and numbers live (issue 33): the engine, the run, the server, RAG, synthesis, export
+    "rearank/engine/loop.py": ["tests/unit/test_engine_listwise.py", "tests/unit/test_engine_in_flight.py",
+                               "tests/unit/test_rounds.py", "tests/unit/test_server_feed.py"],
+    "rearank/engine/concurrency.py": ["tests/unit/test_concurrency.py", "tests/unit/test_server_load.py"],
+    "rearank/engine/journal.py": ["tests/unit/test_rounds.py"],
+    "rearank/engine/ray.py": ["tests/unit/test_rounds.py", "tests/integration/test_ray_engine.py"],
+    "rearank/run/config.py": ["tests/unit/test_run_config.py", "tests/unit/test_job_edges.py",
+                              "tests/integration/test_rerank_safety.py"],
+    "rearank/run/stats.py": ["tests/unit/test_job.py", "tests/unit/test_job_edges.py", "tests/unit/test_engine_listwise.py"],
+    "rearank/server/app.py": ["tests/unit/test_server.py", "tests/unit/test_server_scores.py", "tests/unit/test_serve.py"],
+    "rearank/server/feed.py": ["tests/unit/test_server_feed.py", "tests/unit/test_server.py"],
+    "rearank/methods/groupwise/rbo.py": ["tests/unit/test_grouprank_reward.py"],
+    "rearank/methods/groupwise/labels.py": ["tests/unit/test_grouprank_labels.py",
+                                            "tests/integration/test_grouprank_labels.py"],
+    "rearank/methods/pointwise/method.py": ["tests/unit/test_pointwise_method.py"],
+    "rearank/methods/pointwise/scorer.py": ["tests/unit/test_pointwise_method.py"],
+    "rearank/methods/pointwise/backend.py": ["tests/unit/test_pointwise_method.py"],
+    "rearank/rag/evaluate.py": ["tests/unit/test_rag_evaluate.py", "tests/unit/test_rag_judge.py",
+                                "tests/unit/test_rag_eval_barrag_arena.py"],
+    "rearank/rag/selectors.py": ["tests/unit/test_rag_evaluate.py", "tests/unit/test_rag_judge.py",
+                                 "tests/unit/test_rag_eval_barrag_arena.py"],
+    "rearank/rag/readers.py": ["tests/unit/test_rag_readers.py", "tests/unit/test_rag_evaluate.py"],
+    "rearank/rag/cache.py": ["tests/unit/test_rag_readers.py"],
+    "rearank/rag/rrpo/trainer.py": ["tests/unit/test_rrpo_trainer.py", "tests/unit/test_rrpo_distributed.py"],
+    "rearank/rag/barrag/train_filter.py": ["tests/integration/test_rag_synth.py", "tests/integration/test_rag_faults.py"],
+    "rearank/io/files.py": ["tests/unit/test_io_files.py", "tests/unit/test_io_formats.py",
+                            "tests/unit/test_input_errors.py"],
+    "rearank/data/bm25.py": ["tests/integration/test_bm25.py"],
+    "data_synthesis/sampling.py": ["tests/unit/test_synthesis.py", "tests/integration/test_synth_dl21.py"],
+    "data_synthesis/filters.py": ["tests/unit/test_synthesis.py"],
+    "data_synthesis/writers.py": ["tests/unit/test_synthesis.py"],
+    "eval/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/integration/test_eval_suite.py"],
+    "rearank/backends/openai.py": ["tests/unit/test_openai_backend.py", "tests/unit/test_openai_faults.py",
+                                   "tests/unit/test_server_load.py", "tests/unit/test_constrain_openai.py"],
+    "rearank/backends/constrain.py": ["tests/unit/test_constrain.py", "tests/unit/test_constrain_openai.py"],
+    "recipes/export.py": ["tests/integration/test_train_recipes.py"],
 }
+#: Top-level folders a mutated module can live in (mutmut mutates the module's own, and copies the others).
+PACKAGES = ("rearank", "data_synthesis", "eval", "recipes")
 #: mutmut's exit codes by outcome (mutmut.stats.status_by_exit_code, read here so a new mutmut cannot shift them).
 KILLED, TIMEOUT = "killed", "timeout"
 
@@ -84,7 +127,9 @@ def prepare(module: str, tests: list[str], workdir: Path) -> None:
         if not target.is_file() or target.read_bytes() != (ROOT / name).read_bytes():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ROOT / name, target)
-    config = {"source_paths": ["rearank"], "only_mutate": [module], "also_copy": ["data_synthesis", "eval"],
+    package = module.split("/")[0]
+    config = {"source_paths": [package], "only_mutate": [module],
+              "also_copy": [p for p in PACKAGES if p != package],
               "pytest_add_cli_args_test_selection": tests,
               "pytest_add_cli_args": ["-q", "-x", "-p", "no:cacheprovider", "-m", "not slow and not vllm"]}
     base = (ROOT / "pyproject.toml").read_text(encoding="utf-8").split("\n[tool.mutmut]")[0]
@@ -118,13 +163,48 @@ def run_module(module: str, tests: list[str], workdir: Path, timeout_s: int) -> 
     total = len(statuses)
     detected = counts[KILLED] + counts[TIMEOUT]
     return {
-        "tests": tests, "mutants": total, "killed": counts[KILLED], "timeout": counts[TIMEOUT],
+        "tests": tests, "code": code_digest(module), "mutants": total, "killed": counts[KILLED], "timeout": counts[TIMEOUT],
         "survived": counts["survived"], "no_tests": counts["no tests"],
         "other": total - detected - counts["survived"] - counts["no tests"],
         "score": round(detected / total, 4) if total else None,
         "survivors": sorted(n for n, s in statuses.items() if s in ("survived", "no tests")),
         "seconds": round(time.monotonic() - started, 1),
     }
+
+
+def code_digest(module: str) -> str:
+    """A digest of ``module``'s code (its syntax tree without docstrings: comments and docs do not make a score
+    stale), read in milliseconds: what the fast test compares with the recorded one."""
+    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree, annotate_fields=False).encode()).hexdigest()[:16]
+
+
+def count_mutants(module: str) -> int:
+    """The mutants mutmut makes of ``module`` now, generated in-process without running a test."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    return len(mutate_file_contents(module, (ROOT / module).read_text(encoding="utf-8")).mutant_names)
+
+
+def stale(results: dict[str, dict], modules: list[str]) -> list[str]:
+    """One line for each of ``modules`` whose recorded count is not its count now (or whose code digest, where
+    recorded, is not its digest now), or that has no record."""
+    lines = []
+    for module in modules:
+        if module not in results:
+            lines.append(f"{module}: not measured; run make mutation for {module}")
+            continue
+        now, measured = count_mutants(module), results[module]["mutants"]
+        if now != measured:
+            lines.append(f"{module}: {now} mutants now, {measured} measured: re-run make mutation for {module}")
+        elif results[module].get("code", code_digest(module)) != code_digest(module):
+            lines.append(f"{module}: its code changed since it was measured: re-run make mutation for {module}")
+    return lines
 
 
 def table(results: dict[str, dict]) -> str:
@@ -144,11 +224,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the per-module copies live")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds a module may take")
     parser.add_argument("--out", type=Path, default=OUT, help="the JSON written (merged with earlier entries)")
+    parser.add_argument("--check", action="store_true", help="run nothing; name the modules (default: all) whose "
+                        "recorded mutant count differs from their count now, or that were never measured")
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         parser.error(f"not a listed module: {', '.join(unknown)} (choose from {', '.join(MODULES)})")
     results = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    if args.check:
+        lines = stale(results, args.modules or list(MODULES))
+        print("\n".join(lines) or f"every recorded score in {args.out} matches its module's mutants now")
+        return 1 if lines else 0
     failed = []
     for module in args.modules or list(MODULES):
         slug = module.removesuffix(".py").replace("/", ".")

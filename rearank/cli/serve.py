@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -51,7 +52,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     reads(oracle.add_argument("--docs", help="docs: 'docid TAB text' TSV or BEIR corpus.jsonl"))
     http = p.add_argument_group("HTTP")
     http.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 to listen on all)")
-    http.add_argument("--port", type=int, default=8000)
+    http.add_argument("--port", type=int, default=8000, help="port to bind (0: one the OS picks, named in the "
+                      "'serving ... at' line)")
+    http.add_argument("--fd", type=int, metavar="N", help="serve on the listening socket inherited as file "
+                      "descriptor N instead of binding --host/--port (socket activation; tests pass a port-0 socket)")
     http.add_argument("--api-key-env", metavar="NAME",
                       help="require 'Authorization: Bearer <key>' with the key read from this environment variable")
     http.add_argument("--queue-size", type=int, default=256, help="queries queued or running before 429")
@@ -89,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         raise RearankError(f"the server needs FastAPI and uvicorn ({err}); pip install 'rearank[serve]'") from None
     if args.mcp:
         _mcp_available()
+    inherited = _listening(args.fd) if args.fd is not None else None  # checked before the model loads
     # over stdio, stdout is the protocol's: whatever loading prints goes to stderr
     with _stdout_to_stderr() if args.mcp == "stdio" else contextlib.nullcontext():
         service = build_service(args)
@@ -98,10 +103,15 @@ def run(args: argparse.Namespace) -> int:
         if args.mcp:
             _serve_mcp(args, service, searcher, keyed=bool(key))
             return 0
+        config = uvicorn.Config(create_app(service), host=args.host, port=args.port, log_level="info")
+        sock = inherited or config.bind_socket()
+        sock.listen(config.backlog)  # from here a connection waits in the backlog: the line below can be acted on
+        host, port = sock.getsockname()[:2]
         with contextlib.suppress(OSError):  # a log that cannot be written (stderr on a full disk) must not stop
-            print(f"serving {name!r} ({args.method}, {args.backend}) at http://{args.host}:{args.port}"
+            print(f"serving {name!r} ({args.method}, {args.backend}) at "
+                  f"http://{f'[{host}]' if ':' in host else host}:{port}"
                   + (" (bearer key required)" if key else ""), file=sys.stderr, flush=True)
-        uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="info")
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         service.reranker.close()
         if searcher is not None:
@@ -142,6 +152,19 @@ def build_service(args: argparse.Namespace) -> RerankService:
     limits = Limits(**{name: getattr(args, name) for name in LIMIT_FLAGS})
     return RerankService(reranker, model_name=args.served_name or args.model or args.backend, limits=limits,
                          api_key=key, capacity=args.queue_size, judge=judge, fusion_weight=args.fusion_weight)
+
+
+def _listening(fd: int) -> socket.socket:
+    """The inherited socket behind ``--fd``; anything but a listening TCP socket is a one-line error."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as err:
+        raise RearankError(f"--fd {fd}: not an open socket ({err.strerror})") from None
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or not sock.getsockopt(socket.SOL_SOCKET,
+                                                                                  socket.SO_ACCEPTCONN):
+        sock.detach()
+        raise RearankError(f"--fd {fd}: not a listening TCP socket; pass one bound and listening (or use --port)")
+    return sock
 
 
 def _judge(args: argparse.Namespace, judge_cls: type) -> object:

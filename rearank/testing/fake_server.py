@@ -15,7 +15,8 @@ A sequence joins at the next step boundary; its prefill (``prefill_s_per_token``
 step. Completion lengths are drawn per request, seeded by the request's content (order-independent):
 ``reasoning`` from a log-normal clipped to 100-2,000 tokens (the spread of the Rearank paper's Figure 6),
 ``answer`` about 4 tokens per passage. ``max_in_flight`` answers 429 with ``Retry-After`` beyond that many
-requests (a hosted API's rate limit). Prompt tokens are counted as ``ceil(characters / 4) + 4`` a message
+requests (a hosted API's rate limit); with ``hold`` it keeps every answer until it has turned one request away, so
+a test's client meets the limit however slowly its requests go out. Prompt tokens are counted as ``ceil(characters / 4) + 4`` a message
 (no tokenizer).
 
 Answers: ``presented`` ranks the passages ``[1] > … > [n]``; ``number`` ranks them by the first integer in each
@@ -241,7 +242,7 @@ class FakeServer(ThreadingHTTPServer):
 
     def __init__(self, model: ServiceModel | None = None, *, time_scale: float = 100.0, lengths: str = "reasoning",
                  answer: str = "presented", max_in_flight: int | None = None, retry_after_s: float = 1.0,
-                 seed: int = 0, host: str = "127.0.0.1", port: int = 0) -> None:
+                 seed: int = 0, host: str = "127.0.0.1", port: int = 0, hold: bool = False) -> None:
         if lengths not in LENGTHS or answer not in ANSWERS:
             raise ValueError(f"lengths must be one of {LENGTHS}, answer one of {ANSWERS}")
         super().__init__((host, port), _Handler)
@@ -251,6 +252,8 @@ class FakeServer(ThreadingHTTPServer):
         self.max_in_flight, self.retry_after_s = max_in_flight, retry_after_s
         self.cond = threading.Condition()
         self.in_flight = 0
+        self.turned_away = threading.Event()  # set at the first 429 (answers wait for it with ``hold``)
+        self.hold = hold
         self._stop = False
         self.reset()
         self._clock = threading.Thread(target=self._run_clock, daemon=True)
@@ -300,11 +303,14 @@ class FakeServer(ThreadingHTTPServer):
         with self.cond:
             if self.max_in_flight is not None and self.in_flight >= self.max_in_flight:
                 self.engine.stats.rejected += 1
+                self.turned_away.set()
                 return 429, error_body("rate limit"), {"Retry-After": f"{self.retry_after_s:g}"}
             self.in_flight += 1
             self.engine.submit(seq, self.sim_now())
             self.cond.notify_all()
         seq.done.wait()
+        if self.hold:
+            self.turned_away.wait()
         with self.cond:
             self.in_flight -= 1
         if want > max_tokens:

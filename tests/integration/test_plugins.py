@@ -18,7 +18,7 @@ from rearank.data import packs
 from rearank.io.trec import read_run
 from rearank.run.job import ALL_CANDIDATES
 from tests.conftest import require_pack
-from tests.integration.test_serve_cli import bound_url
+from tests.serving import serve_command
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "tests" / "fixtures" / "toy_plugin"
@@ -104,18 +104,11 @@ def test_benchmark_command_runs_the_plugin(plugin_env, dl19, tmp_path):
 
 
 def test_server_serves_the_plugin(plugin_env, tmp_path):
-    log_path = tmp_path / "server.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "rearank", "serve", "--backend", "toy-length", "--method",
-                                 "toy-sort", "-O", "preview_chars=3", "--port", "0"],
-                                stdout=log, stderr=subprocess.STDOUT, env=plugin_env)
-        try:
-            url = bound_url(proc, log_path)
-            answer = httpx.post(url + "/v1/rerank", json={"query": "q", "documents": ["ab", "a", "abcdef", "abc"]},
-                                timeout=60).json()
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+    with open(tmp_path / "server.log", "w") as log, \
+            serve_command(["--backend", "toy-length", "--method", "toy-sort", "-O", "preview_chars=3"], plugin_env,
+                          log) as (_, url):
+        answer = httpx.post(url + "/v1/rerank", json={"query": "q", "documents": ["ab", "a", "abcdef", "abc"]},
+                            timeout=600).json()
     # previews of 3 characters: "ab" 2, "a" 1, "abc" 3, "abc" 3 -> 2, 3 (tie: input order), 0, 1
     assert [r["index"] for r in answer["results"]] == [2, 3, 0, 1]
     assert answer["rearank"]["method"] == "toy-sort" and answer["rearank"]["status"] == "ok"

@@ -3,13 +3,11 @@ HTTP; and its argument errors."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
+import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -17,45 +15,56 @@ import pytest
 from rearank.cli import main
 from rearank.data.packs import load_docs, load_topics
 from rearank.io.trec import read_run
-
-#: Polls of /health, 100 ms apart, before giving up (60 s: the subprocess imports FastAPI and loads the pack).
-HEALTH_POLLS = 600
-
-
-def bound_url(proc: subprocess.Popen, log: Path) -> str:
-    """The address a server started with ``--port 0`` bound (uvicorn logs it), once it answers /health."""
-    for _ in range(HEALTH_POLLS):
-        assert proc.poll() is None, log.read_text()
-        found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", log.read_text())
-        if found:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(found[1] + "/health").status_code == 200:
-                    return found[1]
-        time.sleep(0.1)
-    raise AssertionError(f"the server did not come up: {log.read_text()}")
+from tests.serving import serve_command
 
 
 def test_serve_command_answers_with_the_oracle(dl19, tmp_path):
     env = {**os.environ, "REARANK_DATA": str(dl19.parents[1]), "REARANK_TEST_SERVE_KEY": "k-123"}
-    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
-    # port 0: the OS picks a free port as the server binds (a port picked beforehand could be taken meanwhile)
-    proc = subprocess.Popen([sys.executable, "-m", "rearank", "serve", "--backend", "oracle", "--dataset", "dl19",
-                             "--port", "0", "--api-key-env", "REARANK_TEST_SERVE_KEY"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        url = bound_url(proc, tmp_path / "server.log")
+    with open(tmp_path / "server.log", "w") as log, \
+            serve_command(["--backend", "oracle", "--dataset", "dl19", "--api-key-env", "REARANK_TEST_SERVE_KEY"],
+                          env, log) as (_, url):
         qid, pairs = next(iter(read_run(dl19 / "run.bm25.top100.trec").items()))
         texts = load_docs(dl19 / "docs.tsv", {d for d, _ in pairs[:20]})
         query = load_topics(dl19 / "topics.tsv")[qid]
         body = {"model": "oracle", "query": query, "documents": [texts[d][1] for d, _ in pairs[:20]]}
-        answer = httpx.post(url + "/v1/rerank", json=body, headers={"Authorization": "Bearer k-123"}).json()
+        answer = httpx.post(url + "/v1/rerank", json=body, headers={"Authorization": "Bearer k-123"},
+                            timeout=600).json()
         assert len(answer["results"]) == 20 and answer["rearank"]["status"] == "ok"
-        assert httpx.post(url + "/v1/rerank", json=body).status_code == 401
+        assert httpx.post(url + "/v1/rerank", json=body, timeout=600).status_code == 401
+    text = (tmp_path / "server.log").read_text()
+    assert f"serving 'oracle' (listwise, oracle) at {url} (bearer key required)" in text and "k-123" not in text
+
+
+def test_port_0_serves_on_the_port_the_os_picked_and_names_it(dl19):
+    """``--port 0``: the 'serving ... at' line names the port bound, and the server answers there."""
+    env = {**os.environ, "REARANK_DATA": str(dl19.parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "rearank", "serve", "--backend", "oracle", "--dataset", "dl19",
+                             "--port", "0"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        seen = []
+        for line in proc.stderr:  # blocks until a line is written; the line is printed once the port is bound
+            seen.append(line)
+            found = re.search(r"serving 'oracle' \(listwise, oracle\) at (http://127\.0\.0\.1:(\d+))$", line.strip())
+            if found:
+                break
+        assert found and int(found[2]) > 0, "".join(seen)
+        assert httpx.get(found[1] + "/health", timeout=600).status_code == 200  # bound and listening: waits in the backlog
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
-    assert "k-123" not in (tmp_path / "server.log").read_text()
+        proc.wait(timeout=60)
+        proc.stderr.close()
+
+
+def test_fd_that_is_not_a_listening_socket_is_a_clear_error(tmp_path, capsys):
+    with socket.socket() as sock:  # bound, not listening
+        sock.bind(("127.0.0.1", 0))
+        assert main(["serve", "--backend", "oracle", "--fd", str(sock.fileno())]) == 2
+        assert f"--fd {sock.fileno()}: not a listening TCP socket" in capsys.readouterr().err
+        assert sock.fileno() >= 0  # still open: the check does not close what it was handed
+    with open(tmp_path / "f", "w") as handle:
+        fd = handle.fileno()
+        assert main(["serve", "--backend", "oracle", "--fd", str(fd)]) == 2
+    assert f"--fd {fd}: not an open socket (Socket operation on non-socket)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -49,15 +49,11 @@ print(json.dumps(out))
 
 
 def probe(env_platform: str | None) -> dict:
-    import socket
-
     env = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
     if env_platform:
         env["VERL_PLATFORM"] = env_platform
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
-    proc = subprocess.run([sys.executable, "-c", PROBE, port], env=env, capture_output=True, text=True, timeout=300,
+    # MASTER_PORT 0: the one-process group's store binds a port the OS picks (none picked beforehand and freed)
+    proc = subprocess.run([sys.executable, "-c", PROBE, "0"], env=env, capture_output=True, text=True, timeout=300,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

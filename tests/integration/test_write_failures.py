@@ -13,13 +13,10 @@ What each case simulates, honestly:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -27,6 +24,7 @@ import pytest
 
 from rearank.cli import main
 from tests.conftest import ROOT, data_root, require_pack
+from tests.serving import serve_command
 
 QA = "hotpotqa/dev_distractor.first103.json"
 RERANK = ["rerank", "--dataset", "dl19", "--backend", "oracle", "--max-queries", "3", "--no-progress"]
@@ -173,39 +171,15 @@ def test_a_disk_that_fills_mid_run(dl19, tiny_disk, command, size, full_file):
 # ---------------------------------------------------------------- server logs
 
 
-def start_server_logging_to_dev_full(env: dict) -> tuple[subprocess.Popen, str]:
-    """Start ``rearank serve`` with stdout and stderr on /dev/full, on a port picked here (its log, which would
-    name the port, cannot be read); a port taken meanwhile by another process makes it exit: try another, 3 times."""
-    for _ in range(3):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        with open("/dev/full", "w") as full:
-            proc = subprocess.Popen([sys.executable, "-m", "rearank", "serve", "--backend", "oracle", "--dataset",
-                                     "dl19", "--port", str(port)], stdout=full, stderr=full, env=env, cwd=ROOT)
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(600):  # 60 s: the server imports FastAPI and loads the pack
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(url + "/health").status_code == 200:
-                    return proc, url
-            if proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        proc.kill()
-        proc.wait(timeout=30)
-    raise AssertionError(f"rearank serve with its log on /dev/full exited with {proc.returncode}, three times")
-
-
 def test_server_keeps_answering_when_its_log_cannot_be_written(dl19):
     """``rearank serve`` logs to stderr only (no log file of its own): with stdout and stderr on /dev/full, every
-    log line fails, and the server still starts and answers; a log that cannot be written must not stop it."""
-    proc, url = start_server_logging_to_dev_full({**os.environ, "REARANK_DATA": str(dl19.parents[1])})
-    try:
+    log line fails, and the server still starts and answers; a log that cannot be written must not stop it. The
+    test owns the port-0 socket (``--fd``): the log that would name a port cannot be read."""
+    env = {**os.environ, "REARANK_DATA": str(dl19.parents[1])}
+    with open("/dev/full", "w") as full, \
+            serve_command(["--backend", "oracle", "--dataset", "dl19"], env, full, cwd=str(ROOT)) as (proc, url):
         body = {"model": "oracle", "query": "what is a flea", "documents": ["a flea is an insect", "a dog"]}
-        answer = httpx.post(url + "/v1/rerank", json=body)
+        answer = httpx.post(url + "/v1/rerank", json=body, timeout=600)
         assert answer.status_code == 200 and len(answer.json()["results"]) == 2
-        assert httpx.post(url + "/v1/rerank", json={"query": 3}).status_code == 422  # a logged client error
+        assert httpx.post(url + "/v1/rerank", json={"query": 3}, timeout=600).status_code == 422  # a logged error
         assert proc.poll() is None
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

@@ -52,3 +52,12 @@ def test_judged_queries_the_run_lacks_or_leaves_empty_count_zero():
     assert result.per_query["q1"] == {"ndcg_cut_10": 1.0, "P_1": 1.0}
     assert result.aggregate == {"ndcg_cut_10": pytest.approx(1 / 3), "P_1": pytest.approx(1 / 3)}
     assert result.missing == ("q2", "q3") and result.unjudged == 1
+
+
+@pytest.mark.parametrize("run", [{"other": [("a", 1.0)]}, {"q1": []}, {}])
+def test_a_run_sharing_no_judged_query_with_the_qrels_scores_zero(run):
+    """ir-measures is not called at all then: the 0.0 defaults are the result (mutation: 1.0 or None survived)."""
+    result = evaluate({"q1": {"a": 1}}, run, ["nDCG@10", "P@1"])
+    assert result.per_query == {"q1": {"ndcg_cut_10": 0.0, "P_1": 0.0}}
+    assert result.aggregate == {"ndcg_cut_10": 0.0, "P_1": 0.0}
+    assert result.missing == ("q1",) and result.unjudged == len(set(run) - {"q1"})

@@ -125,13 +125,13 @@ def test_over_capacity_is_429_with_retry_after():
 
     def gated(prompts, settings):
         entered.set()
-        assert release.wait(10)
+        assert release.wait(60)
         return generate(prompts, settings)
 
     service.reranker.backend.generate = gated
     with running(service) as url, ThreadPoolExecutor(1) as pool:
         first = pool.submit(httpx.post, url + "/v1/rerank", json={"query": QUERY, "documents": TEXTS}, timeout=30)
-        assert entered.wait(10)
+        assert entered.wait(60)
         over = httpx.post(url + "/v2/rerank", json={"query": QUERY, "documents": TEXTS})
         release.set()
         assert [r["index"] for r in first.result().json()["results"]] == EXPECTED

@@ -5,7 +5,6 @@ failure answers the requests it hit and the engine goes on."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -35,14 +34,14 @@ class SteppedBackend(BackendBase):
     def generate(self, prompts, settings):
         self.calls.append([p.qid for p in prompts])
         self.entered.release()
-        assert self._steps.acquire(timeout=10)
+        assert self._steps.acquire(timeout=60)
         if self.fail:
             raise RuntimeError("boom")
         return [Generation(self.method.answer_text([0] * len(p.docids), 1), 10, 5) for p in prompts]
 
     def step(self) -> None:
         """Let one call finish, after waiting (10 s at most) until it has started."""
-        assert self.entered.acquire(timeout=10)
+        assert self.entered.acquire(timeout=60)
         self._steps.release()
 
 
@@ -69,7 +68,7 @@ class Answers:
         return done
 
     def wait(self, qid: str) -> None:
-        assert self.events[qid].wait(10)
+        assert self.events[qid].wait(60)
 
 
 def test_a_small_request_joins_the_next_call_and_is_answered_before_the_large_one():
@@ -78,7 +77,7 @@ def test_a_small_request_joins_the_next_call_and_is_answered_before_the_large_on
     answers = Answers()
     feed.start()
     feed.submit(request("large", 20), answers.done_for("large"))  # 9 windows, one after the other
-    assert backend.entered.acquire(timeout=10)
+    assert backend.entered.acquire(timeout=60)
     backend.entered.release()  # the first call (window 1 of large) is running ...
     feed.submit(request("small", 4), answers.done_for("small"))  # ... when a one-window request arrives
     backend.step()  # call 1 ends
@@ -140,18 +139,16 @@ def test_stop_answers_the_waiting_requests():
     answers = Answers()
     feed.start()
     feed.submit(request("a", 6), answers.done_for("a"))  # 2 windows
-    assert backend.entered.acquire(timeout=10)
+    assert backend.entered.acquire(timeout=60)
     backend.entered.release()
     feed.submit(request("b", 4), answers.done_for("b"))
     stopper = threading.Thread(target=feed.stop)
     stopper.start()
-    for _ in range(1000):  # until stop() has said so (it then waits for the running query)
-        if feed._stopping:
-            break
-        time.sleep(0.01)
+    with feed._cond:  # until stop() has said so (it notifies, then waits for the running query)
+        assert feed._cond.wait_for(lambda: feed._stopping, timeout=60)
     backend.step()  # a's first window; b is never started: the feed is stopping
     backend.step()  # a's second window
-    stopper.join(10)
+    stopper.join(60)
     assert answers.order == ["a", "b"] and answers.errors == {"b": "the server is shutting down"}
     with pytest.raises(Exception, match="shutting down"):
         feed.submit(request("c", 4), answers.done_for("c"))
@@ -173,7 +170,7 @@ class HeldBackend(BackendBase):
     def generate(self, prompts, settings):
         (prompt,) = prompts
         self.sent.append(prompt.qid)
-        assert self.go[prompt.qid].wait(10)
+        assert self.go[prompt.qid].wait(60)
         return [Generation(self.method.answer_text([0] * len(prompt.docids), 1), 10, 5)]
 
 

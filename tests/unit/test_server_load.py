@@ -52,12 +52,12 @@ def test_a_server_without_metrics_or_not_answering_has_no_load():
 
 
 def test_429s_are_reported_as_they_come():
-    # each answer takes 200 ms of wall time (10 tokens at 50 tokens/s, time_scale 1), so the other three requests
-    # meet the one in flight however slowly the client's threads start (at time_scale 1000 it was 0.2 ms, and a
-    # loaded CI machine could send the four one after another without a single 429)
-    fake = start("batching", time_scale=1.0, lengths="answer", max_in_flight=1, retry_after_s=0.0)
+    # hold: the one admitted answer waits for the first 429, so the other three requests meet it however slowly
+    # the client's threads start (timed answers let a loaded machine send the four one after another)
+    fake = start("batching", time_scale=1000.0, lengths="answer", max_in_flight=1, retry_after_s=0.0, hold=True)
     try:
-        backend = OpenAIBackend("m", base_url=fake.base_url, concurrency=4, backoff_s=0.01, max_retries=20)
+        backend = OpenAIBackend("m", base_url=fake.base_url, concurrency=4, backoff_s=0.01, max_retries=20,
+                                timeout_s=60)
         prompt = Prompt(messages=({"role": "user", "content": "[1] a\n[2] b"},))
         answers = backend.generate([prompt] * 4, SamplingSettings(max_new_tokens=64))
         backend.close()
@@ -69,15 +69,19 @@ def test_429s_are_reported_as_they_come():
 
 
 def test_auto_runs_under_a_rate_limit_without_failing_a_window():
-    fake = start("batching", time_scale=100.0, lengths="answer", max_in_flight=3, retry_after_s=0.0)
+    # hold: the 3 admitted answers wait for the first 429, so auto's first 8 windows meet the limit whatever the
+    # machine's speed; how far the cap comes down depends on how the 429s interleave with the engine's checks
+    # (exact caps: tests/unit/test_concurrency.py), so this asserts that it comes down and stays down
+    fake = start("batching", time_scale=100.0, lengths="answer", max_in_flight=3, retry_after_s=0.0, hold=True)
     try:
         reranker = Reranker("m", backend="openai", base_url=fake.base_url, concurrency="auto", backoff_s=0.01,
-                            max_retries=20, max_new_tokens=64, top_k=20)
+                            max_retries=20, max_new_tokens=64, top_k=20, timeout_s=60)
         rankings = reranker.rerank_many(requests(24))
         reranker.close()
     finally:
         fake.shutdown()
         fake.server_close()
     limits = reranker.engine.counts.limits
-    assert limits[0] == 8 and limits[-1] <= 3  # started at the backend's 8, capped under the limit at once
+    assert limits[0] == 8 and max(limits[1:]) < 8  # started at the backend's 8, capped by the 429s, never above
+    assert fake.engine.stats.rejected > 0
     assert not any(r.failed_windows for r in rankings)

@@ -1,0 +1,46 @@
+"""bench/out/mutation.json is never older than the code it scores: each recorded module exists at its current
+path, is in ``make mutation``'s table, and has the code digest it was measured with (else: re-run make mutation
+for it); ``bench/mutation.py --check`` names stale and unmeasured modules by their mutant counts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import mutation
+from tests.conftest import ROOT, require
+
+RECORDED = json.loads(mutation.OUT.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("module", sorted(RECORDED))
+def test_each_recorded_score_is_of_the_code_as_it_is(module):
+    assert module in mutation.MODULES and (ROOT / module).is_file(), f"{module}: not a module make mutation runs"
+    entry = RECORDED[module]
+    assert entry.get("code") == mutation.code_digest(module), f"{module} changed: re-run make mutation for {module}"
+    assert entry["tests"] == mutation.MODULES[module], f"{module}'s tests changed: re-run make mutation for {module}"
+
+
+def test_the_digest_ignores_docs_and_comments_not_code(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text('"""Doc."""\n\ndef f(x):\n    """Doc."""\n    return x + 1  # one\n')
+    before = mutation.code_digest(str(path))
+    path.write_text('"""Other doc."""\n\ndef f(x):\n    return x + 1  # two\n')
+    assert mutation.code_digest(str(path)) == before
+    path.write_text('"""Doc."""\n\ndef f(x):\n    return x + 2\n')
+    assert mutation.code_digest(str(path)) != before
+
+
+def test_check_names_stale_and_unmeasured_modules():
+    require("mutmut", "make mutation needs it (the dev extra)")
+    module = "rearank/methods/listwise/window.py"
+    count = mutation.count_mutants(module)
+    assert count == 48  # mutmut's generator, run in-process (the recorded run of this module made 48)
+    fresh = {module: {"mutants": count, "code": mutation.code_digest(module)}}
+    assert mutation.stale(fresh, [module]) == []
+    assert mutation.stale({module: {"mutants": count + 1}}, [module]) == [
+        f"{module}: 48 mutants now, 49 measured: re-run make mutation for {module}"]
+    assert mutation.stale({module: {"mutants": count, "code": "0" * 16}}, [module]) == [
+        f"{module}: its code changed since it was measured: re-run make mutation for {module}"]
+    assert mutation.stale({}, [module]) == [f"{module}: not measured; run make mutation for {module}"]
