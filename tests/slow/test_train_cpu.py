@@ -45,13 +45,13 @@ def check_reranked(out, recipe, folder):
     assert len({line.split()[0] for line in run}) == 2 and len(run) >= 20  # two dl19 queries, reranked
 
 
+@pytest.mark.train_all
 def test_listwise_recipe_trains_resumes_exports_and_reranks(tmp_path):
     require_pack("msmarco-v2-passage/dl21")
     require_pack("msmarco-v1-passage/dl19")
     check_reranked(train_cpu("rearank", tmp_path), "rearank", tmp_path / "rearank")
 
 
-@pytest.mark.train_all
 def test_grouprank_on_a_two_node_ray_cluster_starts_from_its_sft_folder(tmp_path):
     """Two Ray nodes on this machine, each with its own CPUs and one declared GPU slot: the GroupRank recipe's FSDP
     ranks (gloo) run on both, and its GRPO starts from the folder named by GROUPRANK_SFT_MODEL, which reaches the
