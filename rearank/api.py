@@ -252,7 +252,7 @@ class Reranker:
         stats, extra = job.rerank_to_files(requests, lambda: self.engine, own_ranker=False, output=output,
                                            traces=traces, resume=resume,
                                            tag=tag, progress=progress, inputs=inputs,
-                                           config={"method": self.method_name, **self.config.record(),
+                                           config={**self.config.record(),
                                                    **_run_inputs(run, topics, docs, tag, skip_missing)})
         if qrels is not None:
             judged = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)

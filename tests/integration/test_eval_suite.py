@@ -78,7 +78,7 @@ def test_report_numbers_equal_metrics_json(oracle_suite):
 
 def test_efficiency_figures_match_traces(oracle_suite):
     from rearank.data import packs
-    from rearank.window import schedule
+    from rearank.methods.listwise.window import schedule
 
     rows = {r["Dataset"]: r for r in parse_tables((oracle_suite.path / "report.md").read_text())["Efficiency"]}
     for name, result in oracle_suite.datasets.items():

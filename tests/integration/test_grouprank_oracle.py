@@ -10,10 +10,10 @@ from rearank.backends.base import Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
 from rearank.cli import main
 from rearank.data.packs import load_qrels, load_requests
-from rearank.grouprank.parser import format_scores
-from rearank.grouprank.reward import compute_score
 from rearank.io.trec import read_run
 from rearank.methods import Groupwise
+from rearank.methods.groupwise.parser import format_scores
+from rearank.methods.groupwise.reward import compute_score
 from rearank.metrics import evaluate
 from rearank.run.stats import RunStats
 from tests.engines import groupwise

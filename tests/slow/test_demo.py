@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from rearank.answer import parse_answer
 from rearank.demo import main
+from rearank.methods.listwise.answer import parse_answer
 from tests.conftest import require
 
 pytestmark = pytest.mark.slow

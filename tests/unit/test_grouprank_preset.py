@@ -6,8 +6,8 @@ from rearank.backends.base import BackendBase, Generation
 from rearank.cli import build_parser
 from rearank.errors import RearankError
 from rearank.flags import apply_defaults
-from rearank.grouprank import load_group_template
-from rearank.grouprank.parser import format_scores
+from rearank.methods.groupwise import load_group_template
+from rearank.methods.groupwise.parser import format_scores
 from rearank.prompts import build_messages
 from rearank.types import Candidate, Query, Request
 from tests.engines import groupwise
