@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m eval.run``: the same parser and implementation as ``rearank benchmark``."""
     parser = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

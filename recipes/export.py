@@ -80,7 +80,7 @@ def export(checkpoint: Path, output: Path, step: int | None = None, force: bool 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("checkpoint", type=Path, help="run folder, global_step_N folder or its actor folder")
     parser.add_argument("--output-dir", type=Path, required=True, metavar="DIR", help="Hugging Face folder to write")
     parser.add_argument("--step", type=int, help="global step to export (default: the latest checkpoint)")

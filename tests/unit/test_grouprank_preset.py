@@ -64,7 +64,7 @@ def test_released_template_is_one_user_message_with_character_cut():
 
 def test_preset_fills_settings_left_at_their_defaults():
     parser = build_parser()
-    args = parser.parse_args(["rerank", "--dataset", "dl19", "--mode", "groupwise", "--preset", "grouprank-released",
+    args = parser.parse_args(["rerank", "--dataset", "dl19", "--method", "groupwise", "--preset", "grouprank-released",
                               "--top-p", "0.5", "-o", "x.trec"])
     apply_defaults(args)
     assert (args.prompt, args.temperature, args.max_new_tokens, args.fusion_weight, args.fusion, args.shuffle_all) == (
