@@ -80,7 +80,7 @@ class PassageBudget:
 
 
 _BUDGET = re.compile(r"(\d+)\s*(c|chars?|characters?|w|words?|t|tokens?)?")
-#: The budget of a template that declares none (the former default: 300 tokens).
+#: The budget of a template that declares none: 300 tokens.
 DEFAULT_BUDGET = PassageBudget(300, "tokens")
 
 
