@@ -152,7 +152,6 @@ class Reranker:
             raise RearankError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
         if backend not in BACKENDS:
             raise RearankError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-        self.method_name = method
         self.progress = progress
         self.qrels_file: Path | None = None
         names = method_options(method)
