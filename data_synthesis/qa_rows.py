@@ -37,7 +37,7 @@ from rearank.errors import FormatError, RearankError
 from rearank.io.files import iter_json_lines
 from rearank.methods.arena.prompt import arena_messages, n_references
 from rearank.methods.barrag.prompt import SELECT_K, SELECTOR_CANDIDATES, generator_messages, selector_messages
-from rearank.rag.types import Passage, QAItem
+from rearank.types import Passage, QAItem
 
 MODES = ("barrag-selector", "barrag-generator", "arena")
 ABILITY = {"barrag-selector": "evidence-selection", "barrag-generator": "rag-qa", "arena": "rag-qa"}

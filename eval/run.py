@@ -33,7 +33,7 @@ from eval.suites import SUITES, expand
 from rearank.backends.base import Backend
 from rearank.data import packs
 from rearank.errors import MissingDataError, RearankError
-from rearank.flags import add_method_arguments, add_model_arguments, add_renamed, run_config
+from rearank.flags import add_method_arguments, add_model_arguments, run_config
 from rearank.io.outputs import check_flags, exclusive, reads, writes
 from rearank.io.trec import read_run
 from rearank.metrics import evaluate
@@ -46,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model, sampling and method flags are ``rearank rerank``'s (:mod:`rearank.flags`)."""
     parser.add_argument("--suite", required=True,
                         help=f"{', '.join(SUITES)}, or a comma-separated list of suites and datasets (e.g. dl19,dl21)")
-    writes(add_renamed(parser, ["--output-dir"], ["--out"], dest="out", type=Path, required=True,
-                       help="result folder (one sub-folder per dataset)"))
+    writes(parser.add_argument("--output-dir", dest="out", type=Path, required=True,
+                               help="result folder (one sub-folder per dataset)"))
     parser.add_argument("--label", help="name of this system in the tables (default: the model, else the backend)")
     parser.add_argument("--max-queries", type=int, help="evaluate only the first N judged queries of each dataset")
     reads(parser.add_argument("--first-stage", metavar="RUN",
@@ -89,7 +89,7 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
     if not resume:
         raise RearankError(f"{out} already holds suite results; pass --resume to continue them or choose another --output-dir")
     old = read_json(previous)
-    ours, theirs = resume_settings(config, suite=True), resume_settings(old, suite=True)
+    ours, theirs = resume_settings(config, suite=True), resume_settings(old, suite=True, source=f"--resume: {previous}")
     changed = [f"{k}: {theirs.get(k)!r} -> {ours.get(k)!r}" for k in {**theirs, **ours} if theirs.get(k) != ours.get(k)]
     if changed:
         raise RearankError(f"cannot resume {out} with other settings ({'; '.join(changed)}); use another --output-dir")
@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m eval.run``: the same parser and implementation as ``rearank benchmark``."""
     parser = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

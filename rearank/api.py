@@ -152,7 +152,6 @@ class Reranker:
             raise RearankError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
         if backend not in BACKENDS:
             raise RearankError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-        self.method_name = method
         self.progress = progress
         self.qrels_file: Path | None = None
         names = method_options(method)
@@ -252,7 +251,7 @@ class Reranker:
         stats, extra = job.rerank_to_files(requests, lambda: self.engine, own_ranker=False, output=output,
                                            traces=traces, resume=resume,
                                            tag=tag, progress=progress, inputs=inputs,
-                                           config={"method": self.method_name, **self.config.record(),
+                                           config={**self.config.record(),
                                                    **_run_inputs(run, topics, docs, tag, skip_missing)})
         if qrels is not None:
             judged = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)

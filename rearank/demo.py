@@ -21,7 +21,6 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from rearank.cli import main as cli_main
-from rearank.flags import add_renamed
 from rearank.methods.listwise.window import schedule
 
 NOTE = """\
@@ -43,7 +42,7 @@ def demo_args(out: Path, args: argparse.Namespace, constrain: str) -> list[str]:
     return [
         "rerank", "--dataset", "dl19", "--backend", "hf", "--model", "embedded",
         "--max-queries", str(args.queries), "--top-k", str(args.top_k), "--window", str(args.window),
-        "--step", str(args.step), "--max-passage-tokens", str(args.max_passage_tokens),
+        "--step", str(args.step), "--passage-budget", args.passage_budget,
         "--max-new-tokens", str(args.max_new_tokens),
         # the engine sends the windows of all queries together; on CPU, transformers generates them one by one
         # (a padded lock-step batch is slower there), so hf gets micro-batches of 1
@@ -55,16 +54,18 @@ def demo_args(out: Path, args: argparse.Namespace, constrain: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit code of the first ``rearank rerank`` that fails, else 0."""
-    parser = argparse.ArgumentParser(prog="python -m rearank.demo", description=__doc__.splitlines()[0])
-    add_renamed(parser, ["--output-dir"], ["--out"], type=Path, default=Path("out/demo"), metavar="DIR",
-                help="folder for the two runs (free/ and constrained/: run, traces and stats)")
+    parser = argparse.ArgumentParser(prog="python -m rearank.demo", description=__doc__.splitlines()[0],
+                                     allow_abbrev=False)
+    parser.add_argument("--output-dir", type=Path, default=Path("out/demo"), metavar="DIR",
+                        help="folder for the two runs (free/ and constrained/: run, traces and stats)")
     parser.add_argument("--queries", type=int, default=3)
     parser.add_argument("--top-k", type=int, default=20)
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--step", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=112)
     parser.add_argument("--max-think-tokens", type=int, default=16)
-    parser.add_argument("--max-passage-tokens", type=int, default=40)
+    parser.add_argument("--passage-budget", default="40t", metavar="BUDGET",
+                        help="cut each passage to N characters, words or tokens (e.g. 40t, 200c)")
     args = parser.parse_args(argv)
     windows = len(schedule(args.top_k, args.window, args.step))
     print(NOTE.format(queries=args.queries, top_k=args.top_k, window=args.window, step=args.step, windows=windows,

@@ -1,8 +1,7 @@
 """Command-line flags shared by ``rearank rerank`` and ``rearank benchmark``, and what they build.
 
-One spelling per idea: ``--output FILE`` for a file, ``--output-dir DIR`` for a folder; a flag once spelled
-otherwise keeps its old spelling as a hidden alias (:func:`add_renamed`). One declaration per flag: the model and
-sampling flags (:func:`add_model_arguments`), the method flags
+One spelling per idea: ``--output FILE`` for a file, ``--output-dir DIR`` for a folder. One declaration per flag:
+the model and sampling flags (:func:`add_model_arguments`), the method flags
 (:func:`add_method_arguments`), and the method, backend options and generation budget they give
 (:func:`run_config`: the typed :class:`~rearank.run.config.RunConfig` the command hands on, after
 :func:`apply_defaults`; :func:`backend_options`).
@@ -13,7 +12,6 @@ from __future__ import annotations
 import argparse
 import math
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 from rearank.backends.base import SamplingSettings
@@ -32,20 +30,6 @@ from rearank.run.config import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS, 
 _PRESET_KEYS = ("prompt", "temperature", "top_p", "max_new_tokens", "group_size", "fusion_weight", "fusion",
                 "shuffle_all")
 _DEFAULTS: dict[str, Any] = {}
-
-
-def add_renamed(container: Any, names: Sequence[str], old: Sequence[str], **kwargs: Any) -> argparse.Action:
-    """Add the option ``names`` (shown in help) and the hidden aliases ``old`` writing the same ``dest``.
-
-    ``container`` is a parser or an argument group. ``required=True`` holds for the option under any spelling
-    (a required mutually exclusive group of the two, whose error names only the shown spelling).
-    """
-    required = kwargs.pop("required", False)
-    target = container.add_mutually_exclusive_group(required=True) if required else container
-    action = target.add_argument(*names, **kwargs)
-    alias = {k: v for k, v in kwargs.items() if k in ("type", "metavar", "choices", "action", "nargs")}
-    target.add_argument(*old, dest=action.dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **alias)
-    return action
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,19 +55,18 @@ _SHARED_OPTIONS = ("prompt", "top_k", "passage_budget", "seed", "reasoning")
 
 
 def add_method_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--method`` (a method of :data:`rearank.methods.METHODS`; ``--mode``, its former spelling, hidden), the
-    options methods share (``--template``, formerly ``--prompt``), each method's own flags (its ``FLAGS``; an option
+    """``--method`` (a method of :data:`rearank.methods.METHODS`), the options methods share (``--template``,
+    ``--top-k``, ``--passage-budget``, ``--reasoning``), each method's own flags (its ``FLAGS``; an option
     it does not describe gets ``--name`` typed from its default) and ``--preset``."""
     rank = parser.add_argument_group("reranking")
-    method = rank.add_argument("--method", dest="mode", default="listwise",
+    method = rank.add_argument("--method", default="listwise",
                                help="listwise sliding windows, groupwise scoring (GroupRank), pointwise scores (with "
                                "--backend scorer, the default for it: --model a saved RRPO scorer, a cross-encoder or "
                                "a causal LM; -O kind=, device=, num_layers=), or a method an installed package "
                                "registers (entry points rearank.methods)")
-    former = rank.add_argument("--mode", dest="mode", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    reads(add_renamed(rank, ["--template"], ["--prompt"], dest="prompt", metavar="NAME|FILE",
-                      help=f"ranking template ({', '.join(names(RANKING))}) or a YAML template file "
-                      "(default: rearank; grouprank for --method groupwise)"))
+    reads(rank.add_argument("--template", dest="prompt", metavar="NAME|FILE",
+                            help=f"ranking template ({', '.join(names(RANKING))}) or a YAML template file "
+                            "(default: rearank; grouprank for --method groupwise)"))
     rank.add_argument("--top-k", type=int, default=100, help="rerank the first K candidates; the rest follow them")
     rank.add_argument("--batch-size", type=int, default=32,
                       help="windows (from as many queries) per backend call on hf, vllm and the oracle; openai and "
@@ -91,22 +74,21 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     add_passage_budget_argument(rank, "default: the budget the template declares (rearank 400 characters, rankgpt 300)")
     add_reasoning_argument(rank)
     declared = {*_SHARED_OPTIONS, *(action.dest for action in parser._actions)}
-    modes = []
+    available = []
     for name in METHODS:
         try:
             _add_own_flags(parser, name, declared)
         except RearankError as err:  # a broken plugin is left out (and named), the others still work
             warnings.warn(f"{err}; --method {name} is not available", stacklevel=2)
             continue
-        modes.append(name)
-    method.choices = former.choices = modes
+        available.append(name)
+    method.choices = available
     rank.add_argument(
         "--preset", choices=("grouprank-released",),
         help="groupwise only; grouprank-released: GroupRank's released inference (one user message of [i]. text, "
         "3,000 characters, temperature 0.3, top-p 0.8, 8,000 new tokens, reshuffled repeats, "
         "0.6 x score/10 + 0.4 x raw retriever score); flags left at their defaults take its values")
-    defaults = {key: parser.get_default(key) for key in _PRESET_KEYS}  # a hidden alias's default is SUPPRESS
-    _DEFAULTS.update({key: None if value == argparse.SUPPRESS else value for key, value in defaults.items()})
+    _DEFAULTS.update({key: parser.get_default(key) for key in _PRESET_KEYS})
 
 
 def _add_own_flags(parser: argparse.ArgumentParser, method: str, declared: set[str]) -> None:
@@ -151,12 +133,10 @@ def add_reasoning_argument(group: Any) -> None:
 
 
 def add_passage_budget_argument(group: Any, default_help: str) -> None:
-    """``--passage-budget`` (and its former spelling ``--max-passage-tokens``, hidden); ``default_help`` says what
-    is cut when it is not given."""
+    """``--passage-budget``; ``default_help`` says what is cut when it is not given."""
     group.add_argument("--passage-budget", metavar="BUDGET",
                        help=f"cut each passage to N characters, words or tokens (e.g. 400c, 300w, 300t, none); "
                        f"{default_help}")
-    group.add_argument("--max-passage-tokens", dest="passage_budget", type=int, help=argparse.SUPPRESS)
 
 
 def add_engine_argument(parser: argparse.ArgumentParser) -> None:
@@ -189,8 +169,8 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     apply_defaults(args)
     sampling = SamplingSettings(max_new_tokens=max_new_tokens_for(args), temperature=args.temperature,
                                 top_p=args.top_p, seed=args.seed)
-    return RunConfig(backend=args.backend, model=args.model, method=args.mode,
-                     options={key: getattr(args, key) for key in method_options(args.mode)},
+    return RunConfig(backend=args.backend, model=args.model, method=args.method,
+                     options={key: getattr(args, key) for key in method_options(args.method)},
                      backend_options=backend_options(args.backend_option), sampling=sampling,
                      batch_size=args.batch_size)
 
@@ -214,10 +194,10 @@ def apply_defaults(args: argparse.Namespace) -> None:
     """Fill the defaults that hang on other flags: ``--backend`` (``scorer`` for ``--method pointwise``, else ``hf``)
     and the settings of ``--preset`` left at their defaults (groupwise only)."""
     if args.backend is None:
-        args.backend = "scorer" if args.mode == "pointwise" else "hf"
+        args.backend = "scorer" if args.method == "pointwise" else "hf"
     if not getattr(args, "preset", None):
         return
-    if args.mode != "groupwise":
+    if args.method != "groupwise":
         raise RearankError(f"--preset {args.preset} is a groupwise preset: add --method groupwise")
     for key, value in preset(args.preset).items():
         if getattr(args, key) == _DEFAULTS.get(key):

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 from rearank.errors import MissingDataError, RearankError
-from rearank.flags import add_renamed
 from rearank.io.files import atomic_folder
 from rearank.io.outputs import check_replaced_folder
 
@@ -81,10 +80,9 @@ def export(checkpoint: Path, output: Path, step: int | None = None, force: bool 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("checkpoint", type=Path, help="run folder, global_step_N folder or its actor folder")
-    add_renamed(parser, ["--output-dir"], ["--output"], type=Path, required=True, metavar="DIR",
-                help="Hugging Face folder to write")
+    parser.add_argument("--output-dir", type=Path, required=True, metavar="DIR", help="Hugging Face folder to write")
     parser.add_argument("--step", type=int, help="global step to export (default: the latest checkpoint)")
     parser.add_argument("--force", action="store_true", help="replace --output-dir if it exists")
     args = parser.parse_args(argv)

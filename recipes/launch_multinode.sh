@@ -7,7 +7,7 @@
 #   any node:        recipes/launch_multinode.sh stop
 #
 # Every node needs the same GPU environment (pip install 'verl[vllm]==0.9.1' -e .; the reward is loaded as
-# pkg://rearank.reward on the workers) and the same paths for REARANK_RL_DATA and CKPT_ROOT (a shared
+# pkg://rearank.methods.listwise.reward on the workers) and the same paths for REARANK_RL_DATA and CKPT_ROOT (a shared
 # filesystem), because verl's workers read the data and write checkpoints on every node.
 # Environment: RAY_PORT (6379), GPUS_PER_NODE (8), NNODES (2), plus everything recipes/train.sh reads.
 set -euo pipefail

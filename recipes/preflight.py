@@ -54,8 +54,8 @@ TESTED = {
 }
 ENV = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 #: reward function -> the train-cpu stage whose completions it scores (recipes.train_cpu.answer_kinds)
-REWARD_STAGES = {("pkg://rearank.reward", "compute_score"): "rearank",
-                 ("pkg://rearank.grouprank.reward", "compute_score"): "grouprank",
+REWARD_STAGES = {("pkg://rearank.methods.listwise.reward", "compute_score"): "rearank",
+                 ("pkg://rearank.methods.groupwise.reward", "compute_score"): "grouprank",
                  ("pkg://rearank.methods.barrag.reward", "compute_selector_score"): "barrag_selector",
                  ("pkg://rearank.methods.barrag.reward", "compute_generator_score"): "barrag_generator",
                  ("pkg://rearank.methods.arena.reward", "compute_score"): "arena",

@@ -6,7 +6,8 @@
    model's tokenizer, overlong-prompt filter on, and collates into a batch.
 3. verl's reward loop worker (reward manager loaded by ``load_reward_manager`` from the recipe's
    ``reward.custom_reward_function``) scores tokenized completions -- ideal, presented and reversed orders,
-   garbage -- through ``compute_score`` of ``pkg://rearank.reward``; scores are checked against the reward's definition.
+   garbage -- through ``compute_score`` of ``pkg://rearank.methods.listwise.reward``; scores are checked against
+   the reward's definition.
 4. verl's GRPO advantage on those scores has the expected signs (ideal > 0, garbage < 0).
 
     python -m recipes.train_check [--data DIR] [--rows N]
@@ -283,7 +284,8 @@ def check_reward_and_advantage(config: Any, train: Any, tokenizer: Any, n_rows: 
     for uid, group in advantage_groups(data, kinds, advantages).items():
         _expect(group["ideal"] > 0 > group["garbage"], f"GRPO advantage signs in group {uid}: {group}")
     return [(f"{len(rows)} prompts x {len(KINDS)} tokenized completions scored by verl's "
-             f"'{config.reward.reward_manager.name}' reward manager through rearank.reward.compute_score"),
+             f"'{config.reward.reward_manager.name}' reward manager through "
+             "rearank.methods.listwise.reward.compute_score"),
             *kind_lines(kinds, scores, advantages, 9)]
 
 

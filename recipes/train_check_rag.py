@@ -10,7 +10,8 @@ For each recipe and its one-GPU debug variant:
 3. verl's reward loop worker (naive reward manager, the recipe's ``custom_reward_function``) scores tokenized
    completions of known kinds; every score must equal the reward function called directly, and fixed kinds must
    score their hand-derived values. The selector's async reward is awaited by verl and asks the noisy-oracle reader
-   (``python -m rearank.serve --backend qa-oracle``) on 127.0.0.1; a reader that is down scores -0.5, counted;
+   (``python -m rearank.backends.chat_server --backend qa-oracle``) on 127.0.0.1; a reader that is down scores
+   -0.5, counted;
 4. verl's GRPO advantage on those scores has the expected signs (best kind > 0 > garbage).
 
     python -m recipes.train_check_rag [--rows N]
@@ -195,10 +196,11 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def reader_server(qa_file: Path, name: str = "reader") -> Iterator[str]:
-    """``python -m rearank.serve --backend qa-oracle`` on 127.0.0.1 in a child process; yields its base URL."""
+    """``python -m rearank.backends.chat_server --backend qa-oracle`` on 127.0.0.1 in a child process; yields its
+    base URL."""
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rearank.serve", "--backend", "qa-oracle", "--model", str(qa_file),
+        [sys.executable, "-m", "rearank.backends.chat_server", "--backend", "qa-oracle", "--model", str(qa_file),
          "--served-name", name, "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base_url = f"http://127.0.0.1:{port}/v1"

@@ -1,8 +1,8 @@
 """``make train-smoke``: a few GRPO steps on CPU with TRL, the embedded SmolLM2-135M-Instruct and a recipe's reward.
 
 ``--family rearank`` (the default): verl parquet rows from the data-synthesis pipeline, scored by the same
-``compute_score`` of ``rearank.reward`` as the verl recipe (wrapped in TRL's reward-function signature). To keep a
-step short on a laptop CPU the default rows are synthesized from dl21 with 5 passages of at most 24 tokens;
+``compute_score`` of ``rearank.methods.listwise.reward`` as the verl recipe (wrapped in TRL's reward-function
+signature). To keep a step short on a laptop CPU the default rows are synthesized from dl21 with 5 passages of at most 24 tokens;
 passage turns are further cut to 8 words and completions to 32 tokens. The default prompt is the answer-only
 ``rankgpt`` template: with the reasoning template SmolLM2-135M writes no passage id within 32 tokens, so every
 reward is 0, GRPO's advantages vanish and the policy never moves; answer-only prompts get some ids, so

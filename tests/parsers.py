@@ -20,7 +20,7 @@ def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
 
 
 def shown(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    """The actions of ``parser`` a user sees (hidden aliases and --help left out)."""
+    """The actions of ``parser`` a user sees (--help and any option hidden from it left out)."""
     return [a for a in parser._actions if a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)]
 
 

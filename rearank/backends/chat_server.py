@@ -5,9 +5,7 @@ at a time. It exists to test the ``openai`` backend end to end and to serve a lo
 throughput use ``vllm serve`` or SGLang. Binds to 127.0.0.1 unless told otherwise. ``rearank serve``
 (:mod:`rearank.server`) answers the same route through :func:`chat_completion`, beside its rerank routes.
 
-    python -m rearank.serve --backend hf --model embedded --port 8000
-
-(``rearank.serve``, the old path of this module, is an alias of it.)
+    python -m rearank.backends.chat_server --backend hf --model embedded --port 8000
 """
 
 from __future__ import annotations
@@ -166,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     """Serve a backend until interrupted."""
     from rearank.backends.registry import BACKENDS, make_backend
 
-    parser = argparse.ArgumentParser(prog="python -m rearank.serve", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rearank.backends.chat_server", description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="hf", choices=[b for b in BACKENDS if b != "oracle"])
     parser.add_argument("--model", default="embedded", help="hub id, local folder, .gguf file, or 'embedded'")
     parser.add_argument("--served-name", help="name clients send as 'model' (default: --model)")
@@ -176,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         backend = make_backend(args.backend, args.model)
     except RearankError as err:
-        print(f"rearank.serve: error: {err}", file=sys.stderr)
+        print(f"rearank.backends.chat_server: error: {err}", file=sys.stderr)
         return 2
     server = ChatServer(backend, args.served_name or args.model, args.host, args.port)
     return serve_until_interrupted(server, f"serving {args.model!r} at {server.base_url}")

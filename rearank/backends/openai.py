@@ -50,7 +50,7 @@ from rearank.grammar import AnswerGrammar
 
 log = logging.getLogger(__name__)
 
-#: The server ``vllm serve`` and ``python -m rearank.serve`` start by default.
+#: The server ``vllm serve`` and ``python -m rearank.backends.chat_server`` start by default.
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 _CHAT_PATH = "/chat/completions"

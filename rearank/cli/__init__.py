@@ -5,6 +5,7 @@ Each subcommand module exposes ``register(subparsers)``, which adds its parser a
 (``data_synthesis``, ``eval``) add commands through the ``rearank.commands`` entry-point
 group, so ``rearank`` itself imports none of them. Flags marked as inputs and outputs
 (:func:`rearank.io.outputs.reads`, ``writes``) are checked before any command runs: no output is an input.
+Options match by their full spelling only (no argparse abbreviations), so one flag has one spelling.
 """
 
 from __future__ import annotations
@@ -31,7 +32,18 @@ def build_parser() -> argparse.ArgumentParser:
         except Exception as err:  # noqa: BLE001 - a broken plugin must not take the other commands down
             _register_unavailable(sub, ep.name, f"{type(err).__name__}: {err}")
     guard_commands(parser)  # no command writes over one of its inputs
+    _exact_options(parser)
     return parser
+
+
+def _exact_options(parser: argparse.ArgumentParser) -> None:
+    """Turn off argparse's abbreviations in ``parser`` and its subcommands: a prefix of an option (``--mode`` of
+    ``--model``) is an unknown option, not that option."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _exact_options(sub)
 
 
 def _register_unavailable(sub: argparse._SubParsersAction, name: str, reason: str) -> None:

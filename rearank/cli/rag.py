@@ -15,7 +15,7 @@ from rearank.cli.rag_barrag import register_barrag
 from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_items
 from rearank.cli.rerank import _HelpFormatter
 from rearank.errors import RearankError
-from rearank.flags import add_renamed, backend_options
+from rearank.flags import backend_options
 from rearank.io.outputs import reads, writes
 from rearank.prompts.registry import RAG, names
 from rearank.rag.readers import RULE_READERS, reader_names
@@ -87,8 +87,7 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     sc = p.add_argument_group("scoring and output")
     sc.add_argument("--k", default="1,3,5", help="comma-separated top-k values read by the reader")
     sc.add_argument("--style", default="squad", choices=("squad", "arena"), help="answer normalisation")
-    writes(add_renamed(sc, ["--output-dir"], ["--output", "-o"], type=Path, required=True, metavar="DIR",
-                       help="output folder"))
+    writes(sc.add_argument("--output-dir", type=Path, required=True, metavar="DIR", help="output folder"))
     sc.add_argument("--label", help="run name in the table (default: selector + reader)")
     sc.add_argument("--resume", action="store_true", help="keep the questions already in DIR/items.jsonl")
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")

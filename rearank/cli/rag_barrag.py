@@ -16,7 +16,7 @@ selector's choices make the reader succeed sometimes, not always or never (BAR-R
 samples a question, each selection read 10 times at temperature 0.7; a selection's accuracy is the share of
 reader answers whose generator reward is >= 0.8; keep when the accuracies are not all equal, their mean is in
 [0.25, 0.85] and their variance >= 0.02. Both models are called through OpenAI-compatible servers (`vllm serve`,
-`python -m rearank.serve`) with n samples a request.
+`python -m rearank.backends.chat_server`) with n samples a request.
 
 Every judged question is appended to DIR/filter_log.jsonl as it finishes: rerun the same command to resume.
 When all are judged, DIR gets train.parquet (kept questions), val.parquet (copied) and filter_stats.json.

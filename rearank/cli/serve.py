@@ -59,8 +59,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     http.add_argument("--api-key-env", metavar="NAME",
                       help="require 'Authorization: Bearer <key>' with the key read from this environment variable")
     http.add_argument("--queue-size", type=int, default=256, help="queries queued or running before 429")
-    # former spelling of -O batch_size=N (windows per backend call; one window per query with listwise)
-    http.add_argument("--max-batch-queries", type=int, help=argparse.SUPPRESS)
     http.add_argument("--max-documents", type=int, default=1000, help="documents per request (413 above)")
     http.add_argument("--max-document-chars", type=int, default=20_000, help="characters per document (413 above)")
     http.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024, help="request body size (413 above)")
@@ -136,12 +134,10 @@ def build_service(args: argparse.Namespace) -> RerankService:
         key = os.environ.get(args.api_key_env, "")
         if not key:
             raise RearankError(f"environment variable {args.api_key_env} (the API key) is not set or empty")
-    for name in ("queue_size", "max_batch_queries", *LIMIT_FLAGS):
+    for name in ("queue_size", *LIMIT_FLAGS):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise RearankError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     options = backend_options(args.option)
-    if args.max_batch_queries is not None:
-        options.setdefault("batch_size", args.max_batch_queries)
     judge = None
     if args.backend == "oracle":
         judge = _judge(args, TextJudge)

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if first_path is not None:
         first_stage = {qid: [d for d, _ in ranked] for qid, ranked in read_run(first_path).items()}
         label = f"First stage ({Path(first_path).name})"
-    elif traces and _stats(stats_path).get("config", {}).get("mode", "listwise") == "listwise":
+    elif traces and _stats(stats_path).get("config", {}).get("method", "listwise") == "listwise":
         first_stage = {qid: undo_windows(docids, traces.get(qid, ())) for qid, docids in run.items()}
         label = "First stage (recovered from the traces)"
     topics_path, docs_path = args.topics or (pack.topics if pack else None), args.docs or (pack.docs if pack else None)

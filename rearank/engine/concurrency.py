@@ -30,7 +30,7 @@ backend: 8), never more than the windows the ready queries can fill (the engine 
   (:attr:`Generation.throttled <rearank.backends.base.Generation.throttled>`), just under the number that was in
   flight when that request was sent. A rate-limited API runs just under its limit.
 
-Every change is logged (logger ``rearank.concurrency``, its name from before the move; INFO) with its reason.
+Every change is logged (logger ``rearank.engine.concurrency``, INFO) with its reason.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from rearank.backends.base import AUTO, ERROR, Generation
 from rearank.backends.metrics import ServerLoad
 from rearank.errors import RearankError
 
-log = logging.getLogger("rearank.concurrency")
+log = logging.getLogger(__name__)
 
 UP, DOWN, SETTLED = "up", "down", "settled"
 

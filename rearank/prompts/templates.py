@@ -52,7 +52,7 @@ class PassageBudget:
     def parse(cls, text: object) -> PassageBudget:
         """Read ``400 characters`` / ``400c`` / ``300 words`` / ``300w`` / ``300 tokens`` / ``300t`` / ``none``.
 
-        A bare integer counts tokens (the meaning of the former ``--max-passage-tokens``); 0 means no cut.
+        A bare integer counts tokens; 0 means no cut.
         Raises ``ValueError`` with the accepted forms.
         """
         if isinstance(text, PassageBudget):
@@ -80,7 +80,7 @@ class PassageBudget:
 
 
 _BUDGET = re.compile(r"(\d+)\s*(c|chars?|characters?|w|words?|t|tokens?)?")
-#: The budget of a template that declares none (the former default: 300 tokens).
+#: The budget of a template that declares none: 300 tokens.
 DEFAULT_BUDGET = PassageBudget(300, "tokens")
 
 

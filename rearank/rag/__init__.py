@@ -1,6 +1,7 @@
 """RAG layer: QA items, answer metrics, readers, selectors, `rag eval`, and RRPO training.
 
-- :mod:`rearank.rag.types`: :class:`Passage`, :class:`QAItem` (a QA item converts to a :class:`rearank.types.Request`)
+- QA items are :class:`rearank.types.QAItem` with :class:`rearank.types.Passage` candidates (a QA item converts to a
+  :class:`rearank.types.Request`)
 - :mod:`rearank.rag.metrics`: answer normalisation, EM, token F1, Hit, answer recall, supporting-passage recall
 - :mod:`rearank.rag.metrics` also holds DPR's has-answer rule
 - :mod:`rearank.rag.readers`: LLM readers (any backend; ``plain``/``rrpo``/``barrag``/``arena`` templates), oracle
@@ -19,7 +20,3 @@
 - :mod:`rearank.rag.rrpo`: RRPO's formulas, trainer (Algorithm 1) and data parallelism
 - loaders live with the other formats in :mod:`rearank.io.qa`
 """
-
-from rearank.rag.types import Passage, QAItem
-
-__all__ = ["Passage", "QAItem"]

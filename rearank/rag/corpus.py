@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from rearank.errors import RearankError
 from rearank.io.beir import write_corpus, write_queries
 from rearank.io.files import PathLike
-from rearank.rag.types import Passage, QAItem
+from rearank.types import Passage, QAItem
 
 
 def norm_text(text: str) -> str:

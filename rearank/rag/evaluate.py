@@ -29,8 +29,8 @@ from rearank.rag.barrag.figures import TABLE1_AVG_EM_QWEN25_7B as BARRAG_TABLE1
 from rearank.rag.metrics import answer_recall, exact_match, hit, support_recall, token_f1
 from rearank.rag.readers import Reader, ReaderOutput, answer_format
 from rearank.rag.selectors import Selector
-from rearank.rag.types import Passage, QAItem
 from rearank.significance import paired_t_p, randomization_p
+from rearank.types import Passage, QAItem
 
 MEASURES = ("em", "f1", "hit", "answer_recall", "support_recall", "support_all")
 #: The record key and measures of an ARENA generator run (``--template arena``: one reading of its references).

@@ -1,6 +1,7 @@
 """The one answering rule of rearank's QA oracles: the ``oracle`` / ``noisy-oracle`` readers
 (:mod:`rearank.rag.readers`) and the served ``qa-oracle`` backend (:mod:`rearank.rag.qa_oracle`) both call
-:func:`oracle_answer`, so a reader in ``rag eval`` and a reader behind ``python -m rearank.serve`` cannot drift.
+:func:`oracle_answer`, so a reader in ``rag eval`` and a reader behind ``python -m rearank.backends.chat_server``
+cannot drift.
 
 The gold evidence of an item is its supporting passages and its has-answer passages (DPR); the *share* is the part
 of it in the context. ``require`` says how the share turns into a right answer:
@@ -19,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from rearank.rag.types import QAItem
+from rearank.types import QAItem
 
 WRONG_ANSWER = "unanswerable"  # matches no gold answer (unlike "no answer", which Hits "no")
 REQUIRES = ("any", "all", "share")

@@ -11,7 +11,8 @@ An unknown question gets the wrong answer. Answers come in the BAR-RAG generator
 the question, the copy's index among identical prompts of one batch), so ``n`` copies of a prompt are ``n``
 independent samples and a rerun gives the same answers.
 
-    python -m rearank.serve --backend qa-oracle --model ../shared/data/qa/hotpotqa/dev_distractor.first103.json
+    python -m rearank.backends.chat_server --backend qa-oracle \
+        --model ../shared/data/qa/hotpotqa/dev_distractor.first103.json
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from rearank.backends.base import BackendBase, Generation, Prompt, SamplingSettings
 from rearank.io.qa import load_qa
 from rearank.rag.oracle import WRONG_ANSWER, coin, oracle_answer
-from rearank.rag.types import QAItem
+from rearank.types import QAItem
 
 __all__ = ["WRONG_ANSWER", "QAOracleBackend"]
 _QUESTION_LINE = re.compile(r"^Question:\s*(.+?)\s*$", re.MULTILINE)

@@ -30,8 +30,7 @@ from rearank.prompts.registry import RAG, names
 from rearank.rag.cache import CachedBackend, ResponseCache
 from rearank.rag.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
 from rearank.rag.prompt_files import load_prompt_file
-from rearank.rag.types import Passage, QAItem
-from rearank.types import Message
+from rearank.types import Message, Passage, QAItem
 
 #: Short answers: enough for an entity, a date or yes/no.
 READER_MAX_NEW_TOKENS = 32

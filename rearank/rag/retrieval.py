@@ -34,8 +34,7 @@ from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
 from rearank.io.trec import trec_order
 from rearank.rag.corpus import norm_text, passage_key, with_passages
 from rearank.rag.metrics import has_answer
-from rearank.rag.types import Passage, QAItem
-from rearank.types import Run
+from rearank.types import Passage, QAItem, Run
 
 log = logging.getLogger("rearank.rag.retrieval")
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from rearank.errors import RearankError
-from rearank.rag.types import Passage, QAItem
+from rearank.types import Passage, QAItem
 
 
 class Selector(Protocol):

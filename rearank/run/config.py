@@ -29,18 +29,26 @@ EMBEDDED_MAX_NEW_TOKENS = 256
 #: its ``--engine ray`` round journal and ``rearank benchmark`` (``suite.json``); anything else (output paths,
 #: progress, the batch size, how many queries) may change between a run and its resume.
 RESUME_KEYS = ("dataset", "run", "requests", "topics", "docs", "skip_missing", "tag", "backend", "model",
-               "backend_options", "mode", "method", "prompt", "top_k", "passage_budget", "max_new_tokens",
+               "backend_options", "method", "prompt", "top_k", "passage_budget", "max_new_tokens",
                "temperature", "top_p", "seed", "reasoning")
 #: What a resumed ``rearank benchmark`` suite must also share: how many queries each dataset's metrics count,
 #: and the first stage they rerank.
 SUITE_RESUME_KEYS = ("max_queries", "first_stage")
 
 
-def resume_settings(config: Mapping[str, Any], suite: bool = False) -> dict[str, Any]:
+def resume_settings(config: Mapping[str, Any], suite: bool = False,
+                    source: object = "the recorded run") -> dict[str, Any]:
     """The settings of ``config`` (a run's recorded settings) that a resume must match: :data:`RESUME_KEYS`, the
-    options of its method (``mode``, or ``method`` for the face; :func:`rearank.methods.method_options`) and, for a
-    benchmark suite, :data:`SUITE_RESUME_KEYS`."""
-    method = config.get("mode") or config.get("method")
+    options of its ``method`` (:func:`rearank.methods.method_options`) and, for a benchmark suite,
+    :data:`SUITE_RESUME_KEYS`.
+
+    A record that names its method ``mode`` (an earlier rearank's key) is refused with a
+    :class:`~rearank.errors.RearankError` naming ``source``: its settings cannot be compared.
+    """
+    if "mode" in config:
+        raise RearankError(f"{source} records its method under 'mode' (an earlier rearank's key), so the run cannot "
+                           "be resumed: start a new output folder (or --output file) and run without --resume")
+    method = config.get("method")
     own = method_options(method) if method in METHODS else []
     keys = (*RESUME_KEYS, *own, *(SUITE_RESUME_KEYS if suite else ()))
     return {key: config.get(key) for key in dict.fromkeys(keys)}
@@ -108,7 +116,7 @@ class RunConfig:
         return Engine(backend, self.ranking_method, self.sampling, batch_size=self.batch_size)
 
     def record(self) -> dict[str, Any]:
-        """The settings as recorded in stats and ``suite.json``: flat, the method under ``mode``, its options under
+        """The settings as recorded in stats and ``suite.json``: flat, the method under ``method``, its options under
         their flag names (an option not given by its default)."""
         options = {key: option_default(self.method, key) if self.options.get(key) is None else self.options[key]
                    for key in method_options(self.method)}
@@ -116,6 +124,6 @@ class RunConfig:
             options["reasoning"] = self.ranking_method.reasoning
         sampling = self.sampling
         return {"backend": self.backend, "model": self.model, "backend_options": dict(self.backend_options),
-                "mode": self.method, **options, "max_new_tokens": sampling.max_new_tokens,
+                "method": self.method, **options, "max_new_tokens": sampling.max_new_tokens,
                 "temperature": sampling.temperature, "top_p": sampling.top_p, "seed": sampling.seed,
                 "batch_size": self.batch_size}

@@ -147,7 +147,8 @@ def check_resume_settings(output: Path, stats_path: Path, config: Mapping[str, A
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         raise RearankError(f"--resume: {stats_path} (the settings of the run in {output}) is missing or unreadable, "
                            "so the run cannot be continued safely; rerun without --resume") from None
-    ours, theirs = resume_settings(config), resume_settings(recorded)
+    source = f"--resume: {stats_path} (the settings of the run in {output})"
+    ours, theirs = resume_settings(config), resume_settings(recorded, source=source)
     changed = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
     if changed:
         diff = ", ".join(f"{k}: {recorded.get(k)!r} -> {config.get(k)!r}" for k in changed)

@@ -3,8 +3,8 @@
 Before the loop, once: the selector rows (``rearank synth --mode barrag-selector``). Then, for iteration i = 1..N,
 with S_0 = G_0 = the base model:
 
-1. serve G_{i-1} as the reader (an OpenAI-compatible server: ``vllm serve`` on GPUs, ``python -m rearank.serve``
-   on CPU) while
+1. serve G_{i-1} as the reader (an OpenAI-compatible server: ``vllm serve`` on GPUs,
+   ``python -m rearank.backends.chat_server`` on CPU) while
 2. the selector S_i trains from S_{i-1} (``recipes/barrag/selector_grpo.yaml``; its reward asks the reader);
 3. S_i is exported to a Hugging Face folder (``recipes.export``);
 4. S_i selects evidence for every question of the selector rows (``select`` below: ``{"qid", "pids"}`` JSONL);
@@ -164,8 +164,8 @@ def serve_command(settings: Settings, model: str, port: int) -> tuple[str, ...]:
     """The reader server's command: vLLM on GPUs, bound to every interface (reward workers may run on any node of
     the Ray cluster), rearank's small OpenAI-compatible server on CPU (one machine: loopback)."""
     if settings.device == "cpu":
-        return (settings.python, "-m", "rearank.serve", "--backend", "hf", "--model", model, "--served-name",
-                READER_NAME, "--port", str(port))
+        return (settings.python, "-m", "rearank.backends.chat_server", "--backend", "hf", "--model", model,
+                "--served-name", READER_NAME, "--port", str(port))
     return ("vllm", "serve", model, "--served-model-name", READER_NAME, "--host", "0.0.0.0", "--port", str(port),
             "--gpu-memory-utilization", "0.3")
 

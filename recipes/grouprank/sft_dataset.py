@@ -1,6 +1,6 @@
 """verl SFT dataset for GroupRank rows: the loss on the final assistant turn only.
 
-The groupwise prompt (rearank/grouprank/grouprank.yaml) gives each document its own user turn followed by an
+The groupwise prompt (rearank/methods/groupwise/grouprank.yaml) gives each document its own user turn followed by an
 assistant acknowledgement ("Received document [i]."). verl 0.9.1's ``MultiTurnSFTDataset`` trains on every assistant
 turn; these acknowledgements are part of the prompt, so this subclass masks all but the last turn, the teacher's
 ``<reason>``/``<answer>``. ``recipes/grouprank/sft.yaml`` selects it with ``data.custom_cls``.

@@ -39,7 +39,7 @@ def oracle_suite(tmp_path_factory):
     out = tmp_path_factory.mktemp("suite") / "oracle"
     try:
         code = suite_run.main(["--suite", "dl19,beir-scifact,beir-trec-covid", "--backend", "oracle",
-                               "--out", str(out), "--no-progress"])
+                               "--output-dir", str(out), "--no-progress"])
         assert code == 0
         yield load_suite(out)
     finally:
@@ -78,7 +78,7 @@ def test_report_numbers_equal_metrics_json(oracle_suite):
 
 def test_efficiency_figures_match_traces(oracle_suite):
     from rearank.data import packs
-    from rearank.window import schedule
+    from rearank.methods.listwise.window import schedule
 
     rows = {r["Dataset"]: r for r in parse_tables((oracle_suite.path / "report.md").read_text())["Efficiency"]}
     for name, result in oracle_suite.datasets.items():
@@ -111,21 +111,21 @@ def test_plot_is_a_png(oracle_suite):
 def test_rearank_benchmark_is_the_same_command(packs_env, tmp_path):
     out = tmp_path / "b"
     assert rearank_main(["benchmark", "--suite", "dl19", "--backend", "oracle", "--max-queries", "2",
-                         "--out", str(out), "--no-progress"]) == 0
+                         "--output-dir", str(out), "--no-progress"]) == 0
     suite = load_suite(out)
     assert suite.config["max_queries"] == 2 and suite.datasets["dl19"].metrics["queries"] == 2
     assert "first 2 queries per dataset only" in (out / "report.md").read_text()
     # existing results are not overwritten without --resume, nor resumed with other settings
-    assert rearank_main(["benchmark", "--suite", "dl19", "--backend", "oracle", "--out", str(out)]) == 2
+    assert rearank_main(["benchmark", "--suite", "dl19", "--backend", "oracle", "--output-dir", str(out)]) == 2
     assert rearank_main(["benchmark", "--suite", "dl19", "--backend", "oracle", "--max-queries", "3", "--resume",
-                         "--out", str(out)]) == 2
-    assert rearank_main(["benchmark", "--suite", "nosuch", "--backend", "oracle", "--out", str(tmp_path / "c")]) == 2
+                         "--output-dir", str(out)]) == 2
+    assert rearank_main(["benchmark", "--suite", "nosuch", "--backend", "oracle", "--output-dir", str(tmp_path / "c")]) == 2
 
 
 def test_interrupted_suite_resumes_per_query_and_keeps_done_datasets(packs_env, tmp_path, monkeypatch, capsys):
     args = ["--suite", "beir-scifact,dl19", "--backend", "oracle", "--max-queries", "6", "--batch-size", "2",
             "--no-progress"]
-    assert suite_run.main([*args, "--out", str(tmp_path / "full")]) == 0
+    assert suite_run.main([*args, "--output-dir", str(tmp_path / "full")]) == 0
 
     class Interrupted(OracleBackend):
         calls = 0
@@ -139,7 +139,7 @@ def test_interrupted_suite_resumes_per_query_and_keeps_done_datasets(packs_env, 
     real = registry.make_backend
     monkeypatch.setattr(registry, "make_backend", lambda name, model=None, **o: Interrupted(o["qrels"]))
     out = tmp_path / "resumed"
-    assert suite_run.main([*args, "--out", str(out)]) == 130
+    assert suite_run.main([*args, "--output-dir", str(out)]) == 130
     assert (out / "beir-scifact" / "metrics.json").is_file()
     assert not (out / "dl19" / "metrics.json").exists()
     partial = read_run(out / "dl19" / "run.trec")
@@ -148,7 +148,7 @@ def test_interrupted_suite_resumes_per_query_and_keeps_done_datasets(packs_env, 
 
     monkeypatch.setattr(registry, "make_backend", real)
     capsys.readouterr()
-    assert suite_run.main([*args, "--out", str(out), "--resume"]) == 0
+    assert suite_run.main([*args, "--output-dir", str(out), "--resume"]) == 0
     assert "beir-scifact: done earlier, kept" in capsys.readouterr().err
     assert (out / "beir-scifact" / "metrics.json").stat().st_mtime_ns == scifact_mtime
     assert read_run(out / "dl19" / "run.trec") == read_run(tmp_path / "full" / "dl19" / "run.trec")
@@ -164,7 +164,7 @@ def test_interrupted_suite_resumes_per_query_and_keeps_done_datasets(packs_env, 
 def test_passes_and_length_analyses(packs_env, tmp_path):
     out = tmp_path / "passes"
     assert analyses.main(["passes", "--suite", "dl19", "--backend", "oracle", "--max-queries", "4", "--passes", "2",
-                          "--out", str(out), "--no-progress"]) == 0
+                          "--output-dir", str(out), "--no-progress"]) == 0
     suite = load_suite(out)
     curve = analyses.pass_curves(suite)["dl19"]
     assert len(curve) == 3
@@ -185,7 +185,7 @@ def test_passes_and_length_analyses(packs_env, tmp_path):
 def test_reasoning_analysis_runs_both_prompts(packs_env, tmp_path):
     out = tmp_path / "reasoning"
     assert analyses.main(["reasoning", "--suite", "dl19", "--backend", "oracle", "--max-queries", "2",
-                          "--out", str(out), "--no-progress"]) == 0
+                          "--output-dir", str(out), "--no-progress"]) == 0
     assert load_suite(out / "reasoning").config["prompt"] == "rearank"
     assert load_suite(out / "zero-shot").config["prompt"] == "rankgpt"
     text = (out / "reasoning.md").read_text()
@@ -196,12 +196,12 @@ def test_reasoning_analysis_runs_both_prompts(packs_env, tmp_path):
 
 
 def test_groupwise_benchmark_reaches_the_groupwise_oracle_ceiling(packs_env, tmp_path):
-    """``rearank benchmark --mode groupwise``: one group of 100 per dl19 query, judged by the oracle, reaches the
+    """``rearank benchmark --method groupwise``: one group of 100 per dl19 query, judged by the oracle, reaches the
     ideal nDCG@10 of the candidates (0.8922, as the listwise oracle does) with one call per query."""
     out = tmp_path / "gw"
-    assert rearank_main(["benchmark", "--suite", "dl19", "--mode", "groupwise", "--backend", "oracle",
-                         "--group-size", "100", "--out", str(out), "--no-progress"]) == 0
+    assert rearank_main(["benchmark", "--suite", "dl19", "--method", "groupwise", "--backend", "oracle",
+                         "--group-size", "100", "--output-dir", str(out), "--no-progress"]) == 0
     metrics = json.loads((out / "dl19" / "metrics.json").read_text())
     assert round(metrics["rerank"]["aggregate"]["ndcg_cut_10"], 4) == 0.8922
     assert json.loads((out / "dl19" / "stats.json").read_text())["calls"] == 43
-    assert json.loads((out / "suite.json").read_text())["mode"] == "groupwise"
+    assert json.loads((out / "suite.json").read_text())["method"] == "groupwise"

@@ -24,8 +24,8 @@ def test_first_stage_run_replaces_bm25(tmp_path, monkeypatch):
     (runs / "beir-scifact.trec").write_text(
         "".join(f"{q} Q0 {d} {r} {-float(s)} other\n" for q, _, d, r, s, _ in map(str.split, lines)))
     out = tmp_path / "out"
-    code = suite_run.main(["--suite", "beir-scifact", "--backend", "oracle", "--mode", "groupwise", "--max-queries",
-                           "20", "--first-stage", str(runs / "{dataset}.trec"), "--out", str(out), "--no-progress"])
+    code = suite_run.main(["--suite", "beir-scifact", "--backend", "oracle", "--method", "groupwise", "--max-queries",
+                           "20", "--first-stage", str(runs / "{dataset}.trec"), "--output-dir", str(out), "--no-progress"])
     assert code == 0
     metrics = json.loads((out / "beir-scifact" / "metrics.json").read_text())
     assert metrics["first_stage"] == str(runs / "beir-scifact.trec")
@@ -45,7 +45,7 @@ def test_missing_first_stage_run_skips_the_dataset_naming_the_file(tmp_path, mon
     pack = require_pack("beir/scifact")
     monkeypatch.setenv("REARANK_DATA", str(pack.parents[1]))
     code = suite_run.main(["--suite", "beir-scifact", "--backend", "oracle", "--max-queries", "2",
-                           "--first-stage", str(tmp_path / "{dataset}.trec"), "--out", str(tmp_path / "o"),
+                           "--first-stage", str(tmp_path / "{dataset}.trec"), "--output-dir", str(tmp_path / "o"),
                            "--no-progress"])
     captured = capsys.readouterr()
     assert code == 0 and "0 datasets done, 1 skipped" in captured.out

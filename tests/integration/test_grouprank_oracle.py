@@ -10,10 +10,10 @@ from rearank.backends.base import Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
 from rearank.cli import main
 from rearank.data.packs import load_qrels, load_requests
-from rearank.grouprank.parser import format_scores
-from rearank.grouprank.reward import compute_score
 from rearank.io.trec import read_run
 from rearank.methods import Groupwise
+from rearank.methods.groupwise.parser import format_scores
+from rearank.methods.groupwise.reward import compute_score
 from rearank.metrics import evaluate
 from rearank.run.stats import RunStats
 from tests.engines import groupwise
@@ -82,7 +82,7 @@ def test_fusion_blends_toward_bm25(dl19_data):
 
 def test_cli_groupwise_oracle(dl19_data, tmp_path, capsys):
     out = tmp_path / "g.trec"
-    assert main(["rerank", "--dataset", "dl19", "--backend", "oracle", "--mode", "groupwise", "--group-size", "25",
+    assert main(["rerank", "--dataset", "dl19", "--backend", "oracle", "--method", "groupwise", "--group-size", "25",
                  "--max-queries", "4", "--no-progress", "--output", str(out)]) == 0
     assert "after" in capsys.readouterr().out
     stats = json.loads((tmp_path / "g.trec.stats.json").read_text())

@@ -16,8 +16,8 @@ require("hydra", "the `train` extra")
 from transformers import AutoTokenizer
 from verl import DataProto
 
-import rearank.grouprank.reward as group_reward
-from rearank.grouprank.parser import format_scores, label_scores
+import rearank.methods.groupwise.reward as group_reward
+from rearank.methods.groupwise.parser import format_scores, label_scores
 from rearank.models import embedded_model_path
 from recipes.train_check import compose_recipe, score_with_verl
 
@@ -72,7 +72,7 @@ def model_dir():
     return embedded_model_path()
 
 
-@pytest.mark.parametrize("path", ["pkg://rearank.grouprank.reward", group_reward.__file__])
+@pytest.mark.parametrize("path", ["pkg://rearank.methods.groupwise.reward", group_reward.__file__])
 def test_verl_reward_loop_scores_groupwise_completions(model_dir, path):
     config = groupwise_config(model_dir, path)
     assert dict(config.reward.custom_reward_function.reward_kwargs) == REWARD_KWARGS
@@ -101,8 +101,9 @@ def test_verl_reward_loop_scores_groupwise_completions(model_dir, path):
 def test_listwise_reward_kwargs_are_refused(model_dir):
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
-    config = compose_recipe("rearank/grpo", [f"actor_rollout_ref.model.path={model_dir}",
-                                             "reward.custom_reward_function.path=pkg://rearank.grouprank.reward"])
+    config = compose_recipe("rearank/grpo", [
+        f"actor_rollout_ref.model.path={model_dir}",
+        "reward.custom_reward_function.path=pkg://rearank.methods.groupwise.reward"])
     reward_fn = get_custom_reward_fn(config)
     with pytest.raises(ValueError, match="listwise"):
         reward_fn(data_source="d", solution_str="x", ground_truth='{"labels": [1]}')

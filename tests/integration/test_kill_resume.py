@@ -138,7 +138,7 @@ def test_killed_benchmark_resumes_to_the_uninterrupted_run(dl19, tmp_path, monke
     def cmd(server, out, *extra):
         return [sys.executable, "-m", "rearank", "benchmark", "--suite", "dl19", "--max-queries", "4", "--top-k", "30",
                 "--backend", "openai", "--model", "m", "-O", f"base_url={server.base_url}", "-O", "max_retries=0",
-                "--batch-size", "2", "--no-progress", "--out", str(out), *extra]
+                "--batch-size", "2", "--no-progress", "--output-dir", str(out), *extra]
 
     def figures(out):
         return outputs(out / "dl19" / "run.trec", out / "dl19" / "stats.json", out / "dl19" / "traces.jsonl")

@@ -73,7 +73,7 @@ def ranked(run_file: Path) -> dict[str, list[str]]:
 def test_rerank_command_runs_a_plugin_method_on_a_plugin_backend(plugin_env, dl19, tmp_path):
     out = tmp_path / "toy.trec"
     done = rearank(plugin_env, "rerank", "--run", str(dl19 / "run.bm25.top100.trec"), "--topics",
-                   str(dl19 / "topics.tsv"), "--docs", str(dl19 / "docs.tsv"), "--max-queries", "3", "--mode",
+                   str(dl19 / "topics.tsv"), "--docs", str(dl19 / "docs.tsv"), "--max-queries", "3", "--method",
                    "toy-sort", "--backend", "toy-length", "--top-k", "20", "--preview-chars", "1000",
                    "-o", str(out), "--no-progress")
     assert done.returncode == 0, done.stderr
@@ -89,12 +89,12 @@ def test_rerank_command_runs_a_plugin_method_on_a_plugin_backend(plugin_env, dl1
 
 def test_benchmark_command_runs_the_plugin(plugin_env, dl19, tmp_path):
     out = tmp_path / "suite"
-    done = rearank(plugin_env, "benchmark", "--suite", "dl19", "--max-queries", "2", "--mode", "toy-sort",
+    done = rearank(plugin_env, "benchmark", "--suite", "dl19", "--max-queries", "2", "--method", "toy-sort",
                    "--backend", "toy-length", "--top-k", "20", "--preview-chars", "1000", "--output-dir", str(out),
                    "--no-progress")
     assert done.returncode == 0, done.stderr
     suite = json.loads((out / "suite.json").read_text())
-    assert suite["mode"] == "toy-sort" and suite["backend"] == "toy-length" and suite["preview_chars"] == 1000
+    assert suite["method"] == "toy-sort" and suite["backend"] == "toy-length" and suite["preview_chars"] == 1000
     metrics = json.loads((out / "dl19" / "metrics.json").read_text())
     assert metrics["queries"] == 2
     judged = set(packs.load_qrels(dl19 / "qrels.txt"))

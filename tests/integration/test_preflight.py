@@ -142,9 +142,9 @@ def broken_copy(tmp_path: Path, file: str, old: str, new: str) -> Path:
 @pytest.mark.parametrize("case, edit, check_name, message", [
     ("missing env value", ("experiment_name: qwen2.5-7b-grpo", "experiment_name: ${oc.env:PREFLIGHT_UNSET_NAME}"),
      "env", r"not set: PREFLIGHT_UNSET_NAME \(trainer\.experiment_name\)"),
-    ("missing file", ("path: pkg://rearank.reward", "path: /nonexistent/reward.py"),
+    ("missing file", ("path: pkg://rearank.methods.listwise.reward", "path: /nonexistent/reward.py"),
      "files", r"missing: /nonexistent/reward\.py"),
-    ("wrong reward path", ("path: pkg://rearank.reward", "path: pkg://rearank.no_such_reward"),
+    ("wrong reward path", ("path: pkg://rearank.methods.listwise.reward", "path: pkg://rearank.no_such_reward"),
      "reward", r"pkg://rearank\.no_such_reward:compute_score"),
 ])
 def test_a_broken_recipe_fails_with_one_clear_line(case, edit, check_name, message, data, tiny, tmp_path):

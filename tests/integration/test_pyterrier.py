@@ -9,8 +9,8 @@ import pyterrier as pt
 import pytest
 
 from rearank.data.packs import load_qrels, load_requests
+from rearank.methods.listwise.window import schedule
 from rearank.pyterrier import RearankTransformer, qrels_frame, run_frame, topics_frame
-from rearank.window import schedule
 
 
 def test_bm25_then_oracle_reaches_the_ceiling(scifact):

@@ -23,7 +23,7 @@ def test_oracle_reader_em_is_one_exactly_where_support_is_in_top_k(tmp_path, sel
     data = require_pack("qa") / DEV
     out = tmp_path / selector
     code = main(["rag", "eval", "--data", str(data), "--selector", selector, "--reader", "oracle",
-                 "-R", "require=all", "--k", "1,2,3", "-o", str(out), "--no-progress"])
+                 "-R", "require=all", "--k", "1,2,3", "--output-dir", str(out), "--no-progress"])
     assert code == 0
     rows = records(out)
     assert len(rows) == 103
@@ -45,7 +45,7 @@ def test_oracle_reader_em_is_one_exactly_where_support_is_in_top_k(tmp_path, sel
 def test_none_selector_gives_answer_recall_of_the_given_order(tmp_path):
     data = require_pack("qa") / DEV
     out = tmp_path / "none"
-    assert main(["rag", "eval", "--data", str(data), "--selector", "none", "--k", "3", "-o", str(out),
+    assert main(["rag", "eval", "--data", str(data), "--selector", "none", "--k", "3", "--output-dir", str(out),
                  "--no-progress"]) == 0
     items = load_qa(data)
     expected = sum(answer_recall([p.text for p in i.passages[:3]], i.answers, 3) for i in items)
@@ -59,14 +59,14 @@ def test_none_selector_gives_answer_recall_of_the_given_order(tmp_path):
 def test_resume_and_bad_input_errors(tmp_path, capsys):
     data = require_pack("qa") / DEV
     out = tmp_path / "r"
-    args = ["rag", "eval", "--data", str(data), "--limit", "5", "--k", "2", "-o", str(out), "--no-progress"]
+    args = ["rag", "eval", "--data", str(data), "--limit", "5", "--k", "2", "--output-dir", str(out), "--no-progress"]
     assert main(args) == 0
     assert main(args) == 2 and "pass --resume" in capsys.readouterr().err
     assert main([*args, "--resume"]) == 0 and "5 of 5 questions already" in capsys.readouterr().err
-    assert main(["rag", "eval", "--data", str(data), "--k", "0", "-o", str(tmp_path / "x")]) == 2
+    assert main(["rag", "eval", "--data", str(data), "--k", "0", "--output-dir", str(tmp_path / "x")]) == 2
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q", "answers": ["a"]}\n{"question": 3}\n')
-    assert main(["rag", "eval", "--data", str(bad), "-o", str(tmp_path / "y")]) == 2
+    assert main(["rag", "eval", "--data", str(bad), "--output-dir", str(tmp_path / "y")]) == 2
     assert "bad.jsonl:2:" in capsys.readouterr().err
 
 
@@ -76,7 +76,7 @@ def test_bm25_selector_ranks_each_items_own_passages(tmp_path):
     for selector in ("bm25", "none"):
         out = tmp_path / selector
         assert main(["rag", "eval", "--data", str(data), "--limit", "40", "--selector", selector, "--k", "3",
-                     "-o", str(out), "--no-progress"]) == 0
+                     "--output-dir", str(out), "--no-progress"]) == 0
         runs[selector] = json.loads((out / "metrics.json").read_text())["k"]["3"]
         rows = records(out)
         assert all(sorted(r["ranking"], key=int) == [str(i) for i in range(len(r["ranking"]))] for r in rows)

@@ -47,7 +47,7 @@ def rag_eval(server: FaultServer, out: Path, *extra: str, retries: int = len(RET
             "--k", ",".join(map(str, KS)), "--reader", "openai", "--reader-model", "m",
             "-R", f"base_url={server.base_url}", "-R", f"max_retries={retries}", "-R", "backoff_s=0.01",
             "-R", "max_backoff_s=0.05", "-R", "timeout_s=120", "-R", "concurrency=2", "--batch-size", "4",
-            "-o", str(out), "--no-progress", *extra]
+            "--output-dir", str(out), "--no-progress", *extra]
 
 
 def items(out: Path) -> Counter:

@@ -55,7 +55,7 @@ def test_eval_candidates_equal_rearank_bm25_hit_for_hit(pooled, tmp_path):
     corpus, queries = pooled
     out = tmp_path / "open"
     assert main(["rag", "eval", "--data", str(require_pack("qa") / DEV), "--corpus", str(corpus), "--depth", "100",
-                 "--selector", "none", "--reader", "oracle", "--k", "3,5,25,100", "-o", str(out),
+                 "--selector", "none", "--reader", "oracle", "--k", "3,5,25,100", "--output-dir", str(out),
                  "--no-progress"]) == 0
     ours = read_run(out / "candidates.trec")
     assert main(["bm25", "--corpus", str(corpus), "--topics", str(queries), "--output", str(tmp_path / "bm25.trec"),
@@ -91,7 +91,7 @@ def test_gold_matched_by_text_and_by_id_and_candidates_run(pooled, tmp_path, cap
     # ids outside the corpus are refused
     write_run(tmp_path / "bad.trec", {items[0].qid: [("not-a-passage", 1.0)]})
     assert main(["rag", "eval", "--data", str(require_pack("qa") / DEV), "--limit", "1", "--corpus", str(corpus),
-                 "--candidates", str(tmp_path / "bad.trec"), "-o", str(tmp_path / "bad"), "--no-progress"]) == 2
+                 "--candidates", str(tmp_path / "bad.trec"), "--output-dir", str(tmp_path / "bad"), "--no-progress"]) == 2
     assert "'not-a-passage'" in capsys.readouterr().err
 
 
@@ -117,7 +117,7 @@ def test_dpr_tsv_corpus_matches_gold_by_id(tmp_path):
 ])
 def test_bad_retrieval_flags(tmp_path, capsys, args, message):
     data = str(require_pack("qa") / DEV)
-    assert main(["rag", "eval", "--data", data, *args, "-o", str(tmp_path / "a"), "--no-progress"]) == 2
+    assert main(["rag", "eval", "--data", data, *args, "--output-dir", str(tmp_path / "a"), "--no-progress"]) == 2
     assert message in capsys.readouterr().err
     assert main(["rag", "corpus", "--qa", data, "--output", data]) == 2
     assert f"--output {data} is the input --qa;" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """verl 0.9.1 scores the RAG rewards through its reward loop worker (naive reward manager) with each RAG recipe's
 ``custom_reward_function``: ARENA and the BAR-RAG generator synchronously, the BAR-RAG selector's async reward
-awaited by verl and asking the noisy-oracle reader behind ``python -m rearank.serve`` on 127.0.0.1."""
+awaited by verl and asking the noisy-oracle reader behind ``python -m rearank.backends.chat_server`` on 127.0.0.1."""
 
 import asyncio
 import json

@@ -16,7 +16,7 @@ from rearank.methods.barrag.prompt import generator_messages
 from rearank.methods.barrag.reader import ReaderError, sample_reader
 from rearank.rag.barrag.train_filter import LOG, FilterSettings, run_filter
 from rearank.rag.qa_oracle import WRONG_ANSWER, QAOracleBackend
-from rearank.rag.types import Passage, QAItem
+from rearank.types import Passage, QAItem
 from tests.conftest import require_pack
 
 

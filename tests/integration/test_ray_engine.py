@@ -71,7 +71,7 @@ def test_tdpart_oracle_run_equals_the_local_driver(local_ray, dl19_env, tmp_path
 
 @pytest.mark.slow
 def test_groupwise_oracle_run_equals_the_local_driver(local_ray, dl19_env, tmp_path):
-    local, distributed = rerank_both(tmp_path, ["--dataset", "dl19", "--backend", "oracle", "--mode",
+    local, distributed = rerank_both(tmp_path, ["--dataset", "dl19", "--backend", "oracle", "--method",
                                                 "groupwise", "--max-queries", "2", "--top-k", "40",
                                                 "--group-size", "10"], ["-O", "concurrency=2"])
     assert_same_outputs(local, distributed)
@@ -92,7 +92,7 @@ def test_embedded_model_through_map_batches_equals_the_local_driver(local_ray, d
     # greedy, batch 1 on CPU: the generations depend on the prompt only, so both engines agree
     local, distributed = rerank_both(tmp_path, ["--dataset", "dl19", "--max-queries", "1", "--top-k", "6",
                                                 "--window", "4", "--step", "2", "--max-new-tokens", "24",
-                                                "--max-passage-tokens", "40"])
+                                                "--passage-budget", "40"])
     assert_same_outputs(local, distributed)
 
 

@@ -85,12 +85,12 @@ def test_requests_jsonl_input_with_rankgpt_prompt_and_groupwise_mode(dl19, tmp_p
     write_requests(tmp_path / "req.jsonl", requests)
     common = ["rerank", "--requests", str(tmp_path / "req.jsonl"), "--qrels", str(dl19 / "qrels.txt"),
               "--backend", "oracle", "--no-progress"]
-    assert main([*common, "--prompt", "rankgpt", "--top-k", "30", "--output", str(tmp_path / "a.trec")]) == 0
+    assert main([*common, "--template", "rankgpt", "--top-k", "30", "--output", str(tmp_path / "a.trec")]) == 0
     run = read_run(tmp_path / "a.trec")
     assert set(run) == {r.query.qid for r in requests}
     for request in requests:  # beyond top-k: first-stage order, after the reranked head
         assert [d for d, _ in run[request.query.qid][30:]] == [c.docid for c in request.candidates[30:]]
-    assert main([*common, "--mode", "groupwise", "--group-size", "10", "--output", str(tmp_path / "g.trec")]) == 0
+    assert main([*common, "--method", "groupwise", "--group-size", "10", "--output", str(tmp_path / "g.trec")]) == 0
     assert len(read_run(tmp_path / "g.trec")) == 3
 
 
@@ -99,7 +99,7 @@ def test_requests_jsonl_input_with_rankgpt_prompt_and_groupwise_mode(dl19, tmp_p
     [
         (["--run", "nope.trec", "--topics", "t.tsv", "--docs", "d.tsv"], "nope.trec"),
         (["--run", "x.trec"], "--run needs --topics and --docs"),
-        (["--dataset", "dl19", "--prompt", "BADFILE"], "BADFILE"),
+        (["--dataset", "dl19", "--template", "BADFILE"], "BADFILE"),
         (["--dataset", "dl19", "--step", "30"], "step (30) must not exceed window (20)"),
         (["--dataset", "dl19", "--backend-option", "novalue"], "expected KEY=VALUE"),
         (["--dataset", "dl19", "--backend-option", "colour=red"], "bad options for the oracle backend"),

@@ -8,6 +8,7 @@ the lists, or added to them without an entry here, fails :func:`test_every_resum
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -42,8 +43,7 @@ CHANGES: dict[str, tuple] = {
     "backend": ({"--backend": "hf"}, (OPENAI, {}), {"--backend": "hf"}),
     "model": ({"--model": "embedded", "--backend": "hf"}, (OPENAI, {}), {"--model": "embedded", "--backend": "hf"}),
     "backend_options": ({"-O": "concurrency=2"}, (OPENAI, {}), {"-O": "concurrency=2"}),
-    "mode": ({"--method": "groupwise"}, ({"method": "groupwise"}, {}), {"--method": "groupwise"}),
-    "method": (None, ({"method": "groupwise"}, {}), None),  # the command line records it as mode
+    "method": ({"--method": "groupwise"}, ({"method": "groupwise"}, {}), {"--method": "groupwise"}),
     "prompt": ({"--template": "rankgpt"}, ({"prompt": "rankgpt"}, {}), {"--template": "rankgpt"}),
     "top_k": ({"--top-k": "2"}, ({"top_k": 2}, {}), {"--top-k": "2"}),
     "passage_budget": ({"--passage-budget": "30c"}, ({"passage_budget": "30c"}, {}), {"--passage-budget": "30c"}),
@@ -189,4 +189,43 @@ def test_the_benchmark_refuses_a_resume_that_changes(key, inputs, suite, tmp_pat
     code = main([*base, *change, "--output-dir", str(out), "--resume"])
     err = capsys.readouterr().err
     assert code == 2 and "with other settings" in err and refusal_names(err, key), err
+    assert {str(p): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+
+
+# --- a run recorded with the method under "mode" ---------------------------------------------------------------
+
+def record_method_as_mode(path: Path, key_path: tuple[str, ...] = ()) -> None:
+    """Rewrite the JSON record ``path`` as an earlier rearank wrote it: the method under ``mode``."""
+    record = json.loads(path.read_text())
+    settings = record
+    for key in key_path:
+        settings = settings[key]
+    settings["mode"] = settings.pop("method")
+    path.write_text(json.dumps(record))
+
+
+def test_a_run_recorded_with_mode_is_refused_with_one_line(inputs, cli_run, tmp_path, capsys):
+    out = finished_copy(cli_run, tmp_path)
+    stats = out.with_name(out.name + ".stats.json")
+    record_method_as_mode(stats, ("config",))
+    before = outputs_of(out)
+    code = main(["rerank", *flags(rerank_base(inputs), {}, inputs), "--output", str(out), "--resume"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"{stats} (the settings of the run in {out}) records its method under 'mode'" in err
+    assert err.endswith("start a new output folder (or --output file) and run without --resume")
+    after = outputs_of(out)  # the run's files as they were (beside them only the lock the refusal held)
+    assert {name: after[name] for name in before} == before and set(after) - set(before) <= {f".{out.name}.lock"}
+
+
+def test_a_suite_recorded_with_mode_is_refused_with_one_line(suite, tmp_path, capsys):
+    base, finished = suite
+    out = tmp_path / "suite"
+    shutil.copytree(finished, out)
+    record_method_as_mode(out / "suite.json")
+    before = {str(p): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    code = main([*base, "--output-dir", str(out), "--resume"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"--resume: {out / 'suite.json'} records its method under 'mode'" in err and "new output folder" in err
     assert {str(p): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before

@@ -10,10 +10,10 @@ import pytest
 from data_synthesis import SynthConfig, synthesize
 from data_synthesis.sampling import ideal_permutation
 from data_synthesis.tokens import load_tokenizer
-from rearank.answer import format_answer
 from rearank.data.packs import load_requests
 from rearank.io.trec import read_qrels
-from rearank.reward import compute_score
+from rearank.methods.listwise.answer import format_answer
+from rearank.methods.listwise.reward import compute_score
 from tests.conftest import require
 
 verl_dataset = require("verl.utils.dataset.rl_dataset", "verl is in the `train` extra")

@@ -96,7 +96,7 @@ def test_every_recipe_file_composes_and_validates(file):
 
 def test_grouprank_recipe_trains_with_the_groupwise_reward():
     config = compose_recipe("grouprank/grpo")
-    assert config.reward.custom_reward_function.path == "pkg://rearank.grouprank.reward"
+    assert config.reward.custom_reward_function.path == "pkg://rearank.methods.groupwise.reward"
     assert config.data.train_files.endswith("dl21-grouprank/train.parquet")  # teacher-labelled rows
     assert config.actor_rollout_ref.model.path == "Qwen/Qwen2.5-7B-Instruct"  # the paper's 7B backbone
 

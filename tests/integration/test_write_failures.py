@@ -107,7 +107,8 @@ def test_synth_output_folder_cannot_be_made(dl19_env, blocker, capsys):
 
 def rag_eval(out: Path, *extra: str) -> list[str]:
     data = require_pack("qa") / QA
-    return ["rag", "eval", "--data", str(data), "--limit", "4", "--k", "2", "-o", str(out), "--no-progress", *extra]
+    return ["rag", "eval", "--data", str(data), "--limit", "4", "--k", "2", "--output-dir", str(out), "--no-progress",
+            *extra]
 
 
 def test_rag_items_log_on_a_full_device(tmp_path, capsys):
@@ -160,7 +161,7 @@ def test_a_disk_that_fills_mid_run(dl19, tiny_disk, command, size, full_file):
         "rerank": ["rerank", "--dataset", "dl19", "--backend", "oracle", "--max-queries", "10", "--no-progress",
                    "--output", str(disk / "run.trec")],
         "synth": ["synth", "--dataset", "dl19", "--output-dir", str(disk / "synth"), "--quiet"],
-        "rag": ["rag", "eval", "--data", str(qa), "--limit", "60", "--k", "2", "-o", str(disk / "rag"),
+        "rag": ["rag", "eval", "--data", str(qa), "--limit", "60", "--k", "2", "--output-dir", str(disk / "rag"),
                 "--no-progress"],
     }[command]
     done = tiny_disk(size, args)

@@ -44,7 +44,7 @@ def test_an_iteration_runs_and_a_rerun_continues_where_it_stopped(tmp_path):
         assert (it / "generator_data" / "train.parquet").is_file()
     # the reader was served (the base model, G_0) while the selector trained
     readers = [p.read_text().splitlines()[0] for p in (out / "logs").glob("reader.*.log")]
-    assert len(readers) == 1 and "rearank.serve --backend hf" in readers[0]
+    assert len(readers) == 1 and "rearank.backends.chat_server --backend hf" in readers[0]
 
     assert loop(out).count("[run ]") == 0  # finished: the rerun does nothing
     (out / "iter1" / "generator" / "model" / "config.json").unlink()  # as if killed during the last export

@@ -3,10 +3,10 @@ is a full permutation by the shared parser, and ``-O max_think_tokens=N`` caps e
 
 import pytest
 
-from rearank.answer import parse_answer
 from rearank.backends.base import SamplingSettings
 from rearank.backends.registry import make_backend
 from rearank.data.packs import load_requests
+from rearank.methods.listwise.answer import parse_answer
 from tests.conftest import require
 from tests.engines import groupwise, listwise
 
@@ -44,7 +44,7 @@ def test_every_dl19_window_is_a_full_permutation(backend, requests):
 
 
 def test_groupwise_groups_are_complete_scores(backend, requests):
-    from rearank.grouprank.parser import parse_scores
+    from rearank.methods.groupwise.parser import parse_scores
 
     engine = groupwise(backend, settings=SamplingSettings(max_new_tokens=160), top_k=16, group_size=8,
                        passage_budget="24 tokens")

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from rearank.answer import parse_answer
 from rearank.demo import main
+from rearank.methods.listwise.answer import parse_answer
 from tests.conftest import require
 
 pytestmark = pytest.mark.slow
@@ -15,8 +15,8 @@ pytestmark = pytest.mark.slow
 def test_demo_reranks_with_and_without_the_constraint(dl19, monkeypatch, tmp_path, capsys):
     require("transformers", "the `hf` extra")
     monkeypatch.setenv("REARANK_DATA", str(dl19.parents[1]))
-    code = main(["--out", str(tmp_path), "--queries", "2", "--top-k", "15", "--window", "10", "--step", "5",
-                 "--max-new-tokens", "96", "--max-think-tokens", "8", "--max-passage-tokens", "24"])
+    code = main(["--output-dir", str(tmp_path), "--queries", "2", "--top-k", "15", "--window", "10", "--step", "5",
+                 "--max-new-tokens", "96", "--max-think-tokens", "8", "--passage-budget", "24t"])
     printed = capsys.readouterr().out
     assert code == 0
     assert "ranks near chance" in printed.replace("\n", " ")

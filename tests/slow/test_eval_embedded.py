@@ -20,8 +20,8 @@ def test_suite_with_embedded_model_on_a_query_subset(dl19, scifact, monkeypatch,
     monkeypatch.setenv("REARANK_DATA", str(dl19.parents[1]))
     out = tmp_path / "smollm2"
     code = suite_run.main(["--suite", "dl19,beir-scifact", "--backend", "hf", "--model", "embedded",
-                           "--max-queries", "1", "--top-k", "20", "--max-passage-tokens", "32",
-                           "--max-new-tokens", "16", "--label", "SmolLM2-135M", "--out", str(out), "--no-progress"])
+                           "--max-queries", "1", "--top-k", "20", "--passage-budget", "32",
+                           "--max-new-tokens", "16", "--label", "SmolLM2-135M", "--output-dir", str(out), "--no-progress"])
     assert code == 0
     suite = load_suite(out)
     text = (out / "report.md").read_text()

@@ -11,11 +11,11 @@ import logging
 
 import pytest
 
-from rearank.answer import STATUSES
 from rearank.backends.base import ERROR, SamplingSettings
 from rearank.backends.openai import OpenAIBackend
+from rearank.methods.listwise.answer import STATUSES
+from rearank.methods.listwise.window import window_count
 from rearank.types import Candidate, Query, Request
-from rearank.window import window_count
 from tests.engines import listwise
 from tests.fault_server import FAULTS, FaultServer
 

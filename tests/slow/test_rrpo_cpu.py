@@ -46,6 +46,6 @@ def test_rrpo_two_steps_checkpoint_resume_and_final_reranks(tmp_path):
     losses = [row["loss"] for row in steps if "loss" in row]
     assert len(losses) >= 3 and all(math.isfinite(x) for x in losses)
     run = tmp_path / "pointwise.trec"
-    rearank("rerank", "--dataset", "dl19", "--max-queries", "2", "--mode", "pointwise", "--backend", "hf",
+    rearank("rerank", "--dataset", "dl19", "--max-queries", "2", "--method", "pointwise", "--backend", "hf",
             "--model", str(out / "final"), "--top-k", "10", "--output", str(run), "--no-progress")
     assert len({line.split()[0] for line in run.read_text().splitlines()}) == 2

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rearank.answer import STATUSES, apply_permutation, format_answer, parse_answer
+from rearank.methods.listwise.answer import STATUSES, apply_permutation, format_answer, parse_answer
 
 
 def test_ok_answer():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rearank.answer import answer_span, apply_permutation, ideal_answer, parse_answer
+from rearank.methods.listwise.answer import answer_span, apply_permutation, ideal_answer, parse_answer
 
 
 def test_an_unclosed_think_has_an_empty_truncated_answer():

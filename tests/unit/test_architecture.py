@@ -13,23 +13,19 @@ PACKAGES = ("rearank", "eval", "data_synthesis", "recipes")
 LAYERS = {
     "rearank.types": 1, "rearank.errors": 1, "rearank.cache": 1, "rearank.plugins": 1,
     "rearank.io": 2, "rearank.data": 2,
-    "rearank.prompts": 3, "rearank.answer": 3, "rearank.window": 3, "rearank.grouprank": 3, "rearank.reward": 3,
-    "rearank.grammar": 3, "rearank.methods.listwise.answer": 3, "rearank.methods.listwise.window": 3,
-    "rearank.methods.listwise.reward": 3, "rearank.methods.groupwise.parser": 3,
+    "rearank.prompts": 3, "rearank.grammar": 3, "rearank.methods.listwise.answer": 3,
+    "rearank.methods.listwise.window": 3, "rearank.methods.listwise.reward": 3, "rearank.methods.groupwise.parser": 3,
     "rearank.methods.groupwise.reward": 3, "rearank.methods.groupwise.oracle": 3, "rearank.methods.groupwise.labels": 3,
     "rearank.methods.groupwise.presets": 3, "rearank.methods.groupwise.prompt": 3, "rearank.methods.groupwise.rbo": 3,
     "rearank.metrics": 3, "rearank.ndcg": 3, "rearank.significance": 3, "rearank.rag.metrics": 3,
-    "rearank.rag.types": 1, "rearank.rag.truth": 3, "rearank.rag.oracle": 3, "rearank.rag.barrag.parser": 3,
-    "rearank.rag.arena.parser": 3, "rearank.rag.barrag.prompt": 3, "rearank.rag.arena.prompt": 3,
-    "rearank.rag.prompt_files": 3,
-    "rearank.rag.barrag.reward": 4, "rearank.rag.arena.reward": 3, "rearank.rag.barrag.filtering": 3,
+    "rearank.rag.truth": 3, "rearank.rag.oracle": 3, "rearank.rag.prompt_files": 3, "rearank.rag.barrag.filtering": 3,
     "rearank.methods.barrag.parser": 3, "rearank.methods.arena.parser": 3, "rearank.methods.barrag.prompt": 3,
     "rearank.methods.arena.prompt": 3, "rearank.methods.arena.reward": 3, "rearank.methods.barrag.reward": 4,
     "rearank.backends": 4, "rearank.models": 4, "rearank.methods": 4,
-    "rearank.engine": 5, "rearank.concurrency": 5, "rearank.rounds": 5, "rearank.ray_engine": 5,
-    "rearank.run": 6, "rearank.job": 6, "rearank.runfiles": 6, "rearank.stats": 6, "rearank.flags": 6,
-    "rearank.api": 7, "rearank.server": 7, "rearank.serve": 7, "rearank.backends.chat_server": 7,
-    "rearank.pyterrier": 7, "rearank.view": 7, "rearank.rag": 7, "rearank.testing": 7, "rearank.rag.barrag.reader": 4,
+    "rearank.engine": 5,
+    "rearank.run": 6, "rearank.flags": 6,
+    "rearank.api": 7, "rearank.server": 7, "rearank.backends.chat_server": 7,
+    "rearank.pyterrier": 7, "rearank.view": 7, "rearank.rag": 7, "rearank.testing": 7,
     "rearank.support": 7,
     "rearank.cli": 8, "rearank.demo": 8, "rearank.__main__": 8, "eval": 8, "data_synthesis": 8, "recipes": 8,
 }
@@ -51,7 +47,7 @@ def layer(module: str) -> int | None:
 
 def imports(path: Path, known: dict[str, Path]) -> list[tuple[str, int]]:
     """Project modules imported anywhere in ``path`` (function bodies too), with their line; the package
-    ``rearank`` itself counts only for the names it defines (``from rearank import job`` imports ``rearank.job``)."""
+    ``rearank`` itself counts only for the names it defines (``from rearank import api`` imports ``rearank.api``)."""
     out = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

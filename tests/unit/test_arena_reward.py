@@ -100,7 +100,7 @@ def test_never_raises(text, truth):
 
 def test_score_arena_for_rag_eval():
     from rearank.rag.arena.evaluate import arena_prompt, score_arena
-    from rearank.rag.types import Passage, QAItem
+    from rearank.types import Passage, QAItem
 
     item = QAItem("q", "Capital of France?", ("Paris",),
                   tuple(Passage(f"p{i}", f"T{i}", f"text {i}") for i in range(12)), frozenset({"p1", "p11"}), "hotpotqa")

@@ -208,7 +208,7 @@ def test_selector_reward_never_raises(text, truth, reader_texts):
 
 def test_select_for_rag_eval():
     from rearank.rag.barrag.select import select, selection_prompt
-    from rearank.rag.types import Passage, QAItem
+    from rearank.types import Passage, QAItem
 
     item = QAItem("q", "Who?", ("x",), tuple(Passage(f"p{i}", "", f"t{i}") for i in range(30)))
     assert "Doc [25]: t24" in selection_prompt(item)[-1]["content"] and "Doc [26]" not in selection_prompt(item)[-1]["content"]

@@ -17,7 +17,7 @@ from rearank.methods.barrag.reward import (
     selector_parts,
     success_rate,
 )
-from rearank.rag.types import Passage
+from rearank.types import Passage
 
 NAME = "Claudio Javier López"
 DOCS = [{"title": f"T{i}", "text": f"text {i}"} for i in range(1, 7)]

@@ -1,35 +1,46 @@
-"""Renamed flags: the new spelling is shown and required, the old one still accepted but hidden."""
+"""One spelling per flag: no command of the command line declares a hidden option, no option matches by a prefix,
+and the retired spellings of ``--method``, ``--template``, ``--passage-budget``, ``-O batch_size=N`` and the
+output folders are unknown options."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pytest
 
-from rearank.flags import add_renamed
+from rearank.cli import build_parser
+from tests.parsers import commands
 
 
-def parser(required: bool) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="t")
-    add_renamed(p, ["--output-dir"], ["--output", "-o"], type=Path, required=required, metavar="DIR", help="folder")
-    return p
+def test_no_command_declares_a_hidden_option():
+    parsers = dict(commands(build_parser()))
+    assert {("rerank",), ("benchmark",), ("serve",), ("rag", "eval")} <= set(parsers)
+    hidden = [f"{' '.join(path)} {'/'.join(action.option_strings)}" for path, parser in parsers.items()
+              for action in parser._actions if action.help == argparse.SUPPRESS]
+    assert hidden == []
 
 
-def test_old_spellings_are_hidden_aliases(capsys):
-    for argv in (["--output-dir", "a"], ["--output", "a"], ["-o", "a"]):
-        assert parser(True).parse_args(argv).output_dir == Path("a")
-    help_text = parser(True).format_help()
-    words = help_text.replace(",", " ").split()
-    assert "--output-dir" in words and "--output" not in words and "-o" not in words
+@pytest.mark.parametrize(("argv", "retired"), [
+    (["rerank", "--dataset", "dl19", "-o", "x", "--mode", "groupwise"], "--mode"),
+    (["rerank", "--dataset", "dl19", "-o", "x", "--prompt", "rankgpt"], "--prompt"),
+    (["rerank", "--dataset", "dl19", "-o", "x", "--max-passage-tokens", "40"], "--max-passage-tokens"),
+    (["benchmark", "--suite", "dl19", "--output-dir", "x", "--mode", "groupwise"], "--mode"),
+    (["serve", "--backend", "oracle", "--max-batch-queries", "4"], "--max-batch-queries"),
+    (["rag", "eval", "--data", "qa.json", "--output-dir", "y", "-o", "x"], "-o"),
+    (["rag", "eval", "--data", "qa.json", "--output-dir", "y", "--output", "x"], "--output"),
+    (["benchmark", "--suite", "dl19", "--output-dir", "y", "--out", "x"], "--out"),
+])
+def test_a_retired_spelling_is_an_unknown_option(capsys, argv, retired):
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(argv)
+    assert exit_info.value.code == 2
+    assert f"unrecognized arguments: {retired}" in capsys.readouterr().err
+
+
+def test_a_prefix_of_an_option_is_not_that_option(capsys):
+    # --mode would otherwise be read as --model
+    parsers = dict(commands(build_parser()))
+    assert not any(parser.allow_abbrev for parser in parsers.values())
     with pytest.raises(SystemExit):
-        parser(True).parse_args([])
-    assert "--output-dir" in capsys.readouterr().err
-
-
-def test_default_comes_from_the_shown_option():
-    p = argparse.ArgumentParser(prog="t")
-    add_renamed(p, ["--output-dir"], ["--out"], type=Path, default=Path("out/demo"))
-    assert p.parse_args([]).output_dir == Path("out/demo")
-    assert p.parse_args(["--out", "x"]).output_dir == Path("x")
-    assert parser(False).parse_args([]).output_dir is None
+        build_parser().parse_args(["rerank", "--dataset", "dl19", "-o", "x", "--max-new", "5"])
+    assert "unrecognized arguments: --max-new" in capsys.readouterr().err

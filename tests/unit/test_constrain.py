@@ -8,7 +8,6 @@ import re
 import numpy as np
 import pytest
 
-from rearank.answer import format_answer, parse_answer
 from rearank.backends.constrain import (
     Decoding,
     DistinctIdsParser,
@@ -19,12 +18,13 @@ from rearank.backends.constrain import (
 )
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar, IdList, id_list_answer
-from rearank.grouprank.parser import parse_scores, scores_grammar
 from rearank.methods import Listwise
 from rearank.methods.arena.grammar import arena_grammar
 from rearank.methods.arena.parser import parse_arena
 from rearank.methods.barrag.grammar import selection_grammar
 from rearank.methods.barrag.parser import parse_selection
+from rearank.methods.groupwise.parser import parse_scores, scores_grammar
+from rearank.methods.listwise.answer import format_answer, parse_answer
 from tests.conftest import require
 
 

@@ -9,13 +9,13 @@ import threading
 
 import pytest
 
-from rearank.answer import parse_answer
 from rearank.backends.base import Prompt, SamplingSettings
 from rearank.backends.constrain import EXTRA_KEY
 from rearank.backends.openai import OpenAIBackend
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar
 from rearank.methods import Listwise
+from rearank.methods.listwise.answer import parse_answer
 from tests.unit.test_openai_backend import FAST, Reply, Stub, completion
 
 GRAMMAR = Listwise().answer_grammar(3)

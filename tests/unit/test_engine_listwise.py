@@ -6,11 +6,11 @@ import pytest
 
 from rearank.backends.base import ERROR, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
+from rearank.methods.listwise.window import schedule
 from rearank.prompts import build_messages
 from rearank.run.files import RunWriter, ranked_pairs, recover
 from rearank.run.stats import RunStats
 from rearank.types import Candidate, Query, Request
-from rearank.window import schedule
 from tests.engines import listwise
 
 PASSAGE = re.compile(r"^\[(\d+)\] .*?worth (\d+)", re.DOTALL)

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from rearank.grammar import Pattern
-from rearank.grouprank.parser import answer_span, format_scores, label_scores, parse_scores, scores_grammar
-from rearank.grouprank.reward import compute_score, group_reward_parts
+from rearank.methods.groupwise.parser import answer_span, format_scores, label_scores, parse_scores, scores_grammar
+from rearank.methods.groupwise.reward import compute_score, group_reward_parts
 
 
 def wrap(answer: str) -> str:

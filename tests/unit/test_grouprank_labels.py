@@ -8,7 +8,7 @@ import pytest
 
 from data_synthesis.grouprank_labels import LabelConfig, annotate
 from rearank.backends.base import STOP, Generation
-from rearank.grouprank.labels import fused_labels, hybrid_scores, minmax, parse_point_score, top_hybrid
+from rearank.methods.groupwise.labels import fused_labels, hybrid_scores, minmax, parse_point_score, top_hybrid
 from rearank.types import Candidate, Query, Request
 
 

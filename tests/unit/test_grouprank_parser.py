@@ -3,7 +3,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rearank.grouprank.parser import STATUSES, answer_span, format_scores, label_scores, parse_scores
+from rearank.methods.groupwise.parser import STATUSES, answer_span, format_scores, label_scores, parse_scores
 
 
 def wrap(answer: str, reason: str = "doc 1 answers it") -> str:

@@ -6,8 +6,8 @@ from rearank.backends.base import BackendBase, Generation
 from rearank.cli import build_parser
 from rearank.errors import RearankError
 from rearank.flags import apply_defaults
-from rearank.grouprank import load_group_template
-from rearank.grouprank.parser import format_scores
+from rearank.methods.groupwise import load_group_template
+from rearank.methods.groupwise.parser import format_scores
 from rearank.prompts import build_messages
 from rearank.types import Candidate, Query, Request
 from tests.engines import groupwise
@@ -64,7 +64,7 @@ def test_released_template_is_one_user_message_with_character_cut():
 
 def test_preset_fills_settings_left_at_their_defaults():
     parser = build_parser()
-    args = parser.parse_args(["rerank", "--dataset", "dl19", "--mode", "groupwise", "--preset", "grouprank-released",
+    args = parser.parse_args(["rerank", "--dataset", "dl19", "--method", "groupwise", "--preset", "grouprank-released",
                               "--top-p", "0.5", "-o", "x.trec"])
     apply_defaults(args)
     assert (args.prompt, args.temperature, args.max_new_tokens, args.fusion_weight, args.fusion, args.shuffle_all) == (

@@ -8,10 +8,17 @@ from hypothesis import strategies as st
 from rearank.backends.base import BackendBase, Generation, SamplingSettings
 from rearank.backends.oracle import OracleBackend
 from rearank.errors import RearankError
-from rearank.grouprank import build_group_messages, load_group_template, parse_scores
-from rearank.grouprank.parser import format_scores
-from rearank.grouprank.prompt import sft_target
-from rearank.methods.groupwise import fallback_scores, min_max, partition, sliding_groups
+from rearank.methods.groupwise import (
+    build_group_messages,
+    fallback_scores,
+    load_group_template,
+    min_max,
+    parse_scores,
+    partition,
+    sliding_groups,
+)
+from rearank.methods.groupwise.parser import format_scores
+from rearank.methods.groupwise.prompt import sft_target
 from rearank.run.stats import RunStats
 from rearank.types import Candidate, Query, Request
 from tests.engines import groupwise

@@ -5,8 +5,8 @@ import pytest
 
 from rearank.backends.base import Generation
 from rearank.errors import RearankError
-from rearank.grouprank.parser import scores_grammar
 from rearank.methods.groupwise import Groupwise, check_group_settings, min_max, sliding_groups
+from rearank.methods.groupwise.parser import scores_grammar
 from tests.methods import CharTokenizer, request
 
 

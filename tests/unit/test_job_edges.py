@@ -61,25 +61,25 @@ def test_earlier_wall_below_one_second(tmp_path):
     assert job.earlier_wall(path) == 0.5
 
 
-def test_resume_settings_of_the_python_face_and_unknown_methods():
+def test_resume_settings_of_a_method_and_of_unknown_methods():
     assert "group_size" in runconfig.resume_settings({"method": "groupwise"})
     # a method no longer registered (a plugin uninstalled) has no own options: the shared keys only
     assert "no-such-method" not in METHODS
-    assert list(runconfig.resume_settings({"mode": "no-such-method"})) == list(runconfig.RESUME_KEYS)
-    assert list(runconfig.resume_settings({"mode": "no-such-method"}, suite=True)) == [
+    assert list(runconfig.resume_settings({"method": "no-such-method"})) == list(runconfig.RESUME_KEYS)
+    assert list(runconfig.resume_settings({"method": "no-such-method"}, suite=True)) == [
         *runconfig.RESUME_KEYS, *runconfig.SUITE_RESUME_KEYS]
-    pointwise = runconfig.resume_settings({"mode": "pointwise"})
+    pointwise = runconfig.resume_settings({"method": "pointwise"})
     assert set(pointwise) == {*runconfig.RESUME_KEYS, *method_options("pointwise")}
 
 
 def test_resume_check_skips_a_missing_or_empty_run(tmp_path):
     output = tmp_path / "run.trec"
-    job.check_resume_settings(output, tmp_path / "none.json", {"mode": "listwise"})  # nothing to continue
+    job.check_resume_settings(output, tmp_path / "none.json", {"method": "listwise"})  # nothing to continue
     output.write_text("")
-    job.check_resume_settings(output, tmp_path / "none.json", {"mode": "listwise"})
+    job.check_resume_settings(output, tmp_path / "none.json", {"method": "listwise"})
     output.write_text("q1 Q0 d0 1 1.0 rearank\n")
     with pytest.raises(RearankError) as err:
-        job.check_resume_settings(output, tmp_path / "none.json", {"mode": "listwise"})
+        job.check_resume_settings(output, tmp_path / "none.json", {"method": "listwise"})
     assert str(err.value).endswith("is missing or unreadable, so the run cannot be continued safely; "
                                    "rerun without --resume")
 
@@ -87,13 +87,26 @@ def test_resume_check_skips_a_missing_or_empty_run(tmp_path):
 def test_resume_check_names_options_of_either_method(tmp_path):
     output, stats = tmp_path / "run.trec", tmp_path / "run.trec.stats.json"
     output.write_text("q1 Q0 d0 1 1.0 rearank\n")
-    stats.write_text(json.dumps({"config": {"mode": "listwise", "window": 20}}))
+    stats.write_text(json.dumps({"config": {"method": "listwise", "window": 20}}))
     with pytest.raises(RearankError) as err:
-        job.check_resume_settings(output, stats, {"mode": "groupwise", "group_size": 10})
+        job.check_resume_settings(output, stats, {"method": "groupwise", "group_size": 10})
     message = str(err.value)
-    assert "group_size: None -> 10" in message and "mode: 'listwise' -> 'groupwise'" in message
+    assert "group_size: None -> 10" in message and "method: 'listwise' -> 'groupwise'" in message
     assert "window: 20 -> None" in message
     assert message.endswith("resume with the same settings, or write to another --output")
+
+
+@pytest.mark.parametrize("recorded", [{"mode": "listwise"}, {"method": "listwise", "mode": "listwise"}])
+def test_a_run_recorded_with_the_key_mode_is_not_resumed(tmp_path, recorded):
+    output, stats = tmp_path / "run.trec", tmp_path / "run.trec.stats.json"
+    output.write_text("q1 Q0 d0 1 1.0 rearank\n")
+    stats.write_text(json.dumps({"config": recorded}))
+    with pytest.raises(RearankError) as err:
+        job.check_resume_settings(output, stats, {"method": "listwise"})
+    assert str(err.value) == (f"--resume: {stats} (the settings of the run in {output}) records its method under "
+                              "'mode' (an earlier rearank's key), so the run cannot be resumed: start a new output "
+                              "folder (or --output file) and run without --resume")
+    assert output.read_text() == "q1 Q0 d0 1 1.0 rearank\n"
 
 
 def test_ndcg_before_is_the_first_stage_order(tmp_path):
@@ -135,7 +148,7 @@ def test_defaults_tag_progress_closing_and_stats_path(tmp_path):
 
 
 def test_stats_record_the_settings_before_any_work(tmp_path):
-    output, config = tmp_path / "run.trec", {"mode": "listwise", "model": "m"}
+    output, config = tmp_path / "run.trec", {"method": "listwise", "model": "m"}
 
     def make():
         assert json.loads((tmp_path / "run.trec.stats.json").read_text())["config"] == config

@@ -3,12 +3,12 @@ template, passage budgets and tokenizers reaching the prompt, the trace of each 
 
 import pytest
 
-from rearank.answer import ideal_answer
 from rearank.backends.base import LENGTH, STOP, Generation
 from rearank.errors import RearankError
 from rearank.grammar import id_list_answer
 from rearank.methods.groupwise import Groupwise
 from rearank.methods.listwise import Listwise
+from rearank.methods.listwise.answer import ideal_answer
 from tests.methods import CharTokenizer, request
 
 

@@ -81,7 +81,7 @@ def test_rerank_cli_pointwise_with_the_oracle(tmp_path, capsys):
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("q1 0 d5 2\nq1 0 d3 1\n")
     out = tmp_path / "run.trec"
-    assert main(["rerank", "--requests", str(requests), "--qrels", str(qrels), "--mode", "pointwise",
+    assert main(["rerank", "--requests", str(requests), "--qrels", str(qrels), "--method", "pointwise",
                  "--backend", "oracle", "-o", str(out), "--no-progress"]) == 0
     assert [line.split()[2] for line in out.read_text().splitlines()][:2] == ["d5", "d3"]
     assert "after 1.0000" in capsys.readouterr().out

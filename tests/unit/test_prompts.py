@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from rearank.answer import parse_answer
 from rearank.errors import FormatError, RearankError
+from rearank.methods.listwise.answer import parse_answer
 from rearank.prompts import (
     PassageBudget,
     PromptTemplate,

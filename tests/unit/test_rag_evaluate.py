@@ -10,7 +10,7 @@ from rearank.errors import RearankError
 from rearank.rag.evaluate import RagEvaluation, compare_runs, markdown_table
 from rearank.rag.readers import OracleReader
 from rearank.rag.selectors import make_selector
-from rearank.rag.types import Passage, QAItem
+from rearank.types import Passage, QAItem
 
 
 def item(i: int, gold: set[str]) -> QAItem:

@@ -10,7 +10,7 @@ from rearank.rag.evaluate import RagEvaluation
 from rearank.rag.judge import Judge, verdict
 from rearank.rag.readers import OracleReader
 from rearank.rag.selectors import make_selector
-from rearank.rag.types import Passage, QAItem
+from rearank.types import Passage, QAItem
 
 
 class SynonymJudge:

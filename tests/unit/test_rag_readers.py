@@ -19,7 +19,7 @@ from rearank.rag.readers import (
     make_reader,
     render_rrpo,
 )
-from rearank.rag.types import Passage, QAItem
+from rearank.types import Passage, QAItem
 
 PASSAGES = (Passage("0", "A", "alpha text"), Passage("1", "B", "beta text"), Passage("2", "C", "gamma", True))
 ITEM = QAItem("q1", "Who?", ("Ann", "Anne"), PASSAGES, frozenset({"0", "1"}), "test")

@@ -1,4 +1,4 @@
-"""rearank.reward: the verl reward -- definition on hand-checkable sets, edge cases, never raising."""
+"""rearank.methods.listwise.reward: the verl reward -- definition on hand-checkable sets, edge cases, never raising."""
 
 import json
 import math
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rearank.answer import format_answer
-from rearank.reward import PARSE_STATUSES, RANK_REWARDS, compute_score, parse_ground_truth
+from rearank.methods.listwise.answer import format_answer
+from rearank.methods.listwise.reward import PARSE_STATUSES, RANK_REWARDS, compute_score, parse_ground_truth
 
 PARTS = {"score", "ndcg", "init_ndcg", "ideal_ndcg", "r_rank", "format_tags", "format_answer", "parse_status"}
 BAD = float(PARSE_STATUSES.index("bad_ground_truth"))

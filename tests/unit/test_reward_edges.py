@@ -8,8 +8,14 @@ import math
 
 import pytest
 
-from rearank import reward
-from rearank.reward import PARSE_STATUSES, compute_score, parse_ground_truth, rank_reward_value, released_permutation
+from rearank.methods.listwise import reward
+from rearank.methods.listwise.reward import (
+    PARSE_STATUSES,
+    compute_score,
+    parse_ground_truth,
+    rank_reward_value,
+    released_permutation,
+)
 
 BAD = float(PARSE_STATUSES.index("bad_ground_truth"))
 LOG3 = math.log2(3)

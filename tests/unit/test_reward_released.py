@@ -13,7 +13,7 @@ The ideal answer is [2] > [4] > [1] > [3].
 
 import pytest
 
-from rearank.reward import compute_score, released_permutation
+from rearank.methods.listwise.reward import compute_score, released_permutation
 
 TRUTH = '{"labels": [0, 2, 0, 1], "pool": [3, 2, 1]}'
 IDEAL = "[2] > [4] > [1] > [3]"

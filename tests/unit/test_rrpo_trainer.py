@@ -217,7 +217,7 @@ def test_cli_train_then_eval_and_rerank_with_the_scorer(tmp_path, tiny_model, ca
                 f"pointwise:{final}",
                 "--k",
                 "1,2",
-                "-o",
+                "--output-dir",
                 str(out),
                 "--no-progress",
             ]
@@ -242,7 +242,7 @@ def test_cli_train_then_eval_and_rerank_with_the_scorer(tmp_path, tiny_model, ca
                 "rerank",
                 "--requests",
                 str(requests),
-                "--mode",
+                "--method",
                 "pointwise",
                 "--model",
                 str(final),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from rearank.backends.base import SamplingSettings
@@ -20,10 +18,10 @@ def test_defaults_build_rearank_listwise_and_record_flat():
     method = config.ranking_method
     assert isinstance(method, Listwise) and (method.window, method.step, method.top_k) == (20, 10, 100)
     record = config.record()
-    assert (record["mode"], record["prompt"], record["window"], record["backend"]) == ("listwise", "rearank", 20,
-                                                                                     "oracle")
+    assert (record["method"], record["prompt"], record["window"], record["backend"]) == ("listwise", "rearank", 20,
+                                                                                       "oracle")
     assert record["max_new_tokens"] == SamplingSettings().max_new_tokens
-    assert set(resume_settings(record)) >= {"mode", "prompt", "window", "step", "max_new_tokens"}
+    assert set(resume_settings(record)) >= {"method", "prompt", "window", "step", "max_new_tokens"}
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -49,7 +47,7 @@ def test_the_oracle_needs_qrels_and_the_engine_runs_the_method():
 
 def test_the_command_line_becomes_one_config():
     parser = build_parser()
-    args = parser.parse_args(["rerank", "--dataset", "dl19", "--mode", "groupwise", "--group-size", "10",
+    args = parser.parse_args(["rerank", "--dataset", "dl19", "--method", "groupwise", "--group-size", "10",
                               "--seed", "7", "--temperature", "0.5", "--max-new-tokens", "99", "-O", "device=cpu",
                               "-o", "x.trec"])
     config = run_config(args)
@@ -57,7 +55,7 @@ def test_the_command_line_becomes_one_config():
     assert config.sampling == SamplingSettings(max_new_tokens=99, temperature=0.5, top_p=1.0, seed=7)
     method = config.ranking_method
     assert isinstance(method, Groupwise) and (method.group_size, method.seed) == (10, 7)
-    pointwise = run_config(parser.parse_args(["rerank", "--dataset", "dl19", "--mode", "pointwise", "-o", "x"]))
+    pointwise = run_config(parser.parse_args(["rerank", "--dataset", "dl19", "--method", "pointwise", "-o", "x"]))
     assert pointwise.backend == "scorer" and isinstance(pointwise.ranking_method, Pointwise)
     embedded = run_config(parser.parse_args(["rerank", "--dataset", "dl19", "-o", "x"]))
     assert (embedded.backend, embedded.sampling.max_new_tokens) == ("hf", 256)  # the embedded model's budget
@@ -65,16 +63,11 @@ def test_the_command_line_becomes_one_config():
         run_config(parser.parse_args(["rerank", "--dataset", "dl19", "--top-p", "0", "-o", "x"]))
 
 
-def test_former_spellings_are_hidden_aliases():
+def test_the_method_and_template_flags_reach_the_config():
     parser = build_parser()
-    old = run_config(parser.parse_args(["rerank", "--dataset", "dl19", "--mode", "groupwise", "--prompt",
-                                        "grouprank-released", "-o", "x"]))
-    new = run_config(parser.parse_args(["rerank", "--dataset", "dl19", "--method", "groupwise", "--template",
-                                        "grouprank-released", "-o", "x"]))
-    assert old == new and (new.method, new.options["prompt"]) == ("groupwise", "grouprank-released")
-    rerank = next(a for a in parser._subparsers._group_actions[0].choices.values() if a.prog.endswith("rerank"))
-    help_text = rerank.format_help()
-    assert "--method" in help_text and "--template" in help_text
-    assert not re.search(r"--mode\b|--prompt\b", help_text)
+    config = run_config(parser.parse_args(["rerank", "--dataset", "dl19", "--method", "groupwise", "--template",
+                                           "grouprank-released", "-o", "x"]))
+    assert (config.method, config.options["prompt"]) == ("groupwise", "grouprank-released")
+    assert config.record()["method"] == "groupwise" and "mode" not in config.record()
     with pytest.raises(SystemExit):
         parser.parse_args(["rerank", "--dataset", "dl19", "--mode", "pairwise", "-o", "x"])

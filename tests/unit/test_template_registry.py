@@ -1,5 +1,5 @@
 """The one registry of prompt templates: every builtin name resolves to its file and kind, a name of the other
-kind is a one-line error listing the right names, an entry point adds a template, and ``--prompt`` still takes a
+kind is a one-line error listing the right names, an entry point adds a template, and ``--template`` takes a
 path."""
 
 from __future__ import annotations
@@ -91,12 +91,12 @@ def rerank(tmp_path: Path, *argv: str) -> int:
                  "--backend", "oracle", "--no-progress", "--output", str(tmp_path / "run.trec"), *argv])
 
 
-def test_cli_prompt_takes_a_path_and_refuses_a_rag_name(tmp_path, capsys):
+def test_cli_template_takes_a_path_and_refuses_a_rag_name(tmp_path, capsys):
     mine = tmp_path / "mine.yaml"
     shutil.copy(TEMPLATES["rankgpt"].path, mine)
-    assert rerank(tmp_path, "--prompt", str(mine)) == 0
+    assert rerank(tmp_path, "--template", str(mine)) == 0
     assert (tmp_path / "run.trec").read_text().split()[2] == "d2"
     capsys.readouterr()
-    assert rerank(tmp_path, "--prompt", "plain") == 2
+    assert rerank(tmp_path, "--template", "plain") == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "'plain' is a RAG prompt file, not a ranking template" in err

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rearank.answer import apply_permutation
 from rearank.cli import main
+from rearank.methods.listwise.answer import apply_permutation
+from rearank.methods.listwise.window import schedule
 from rearank.types import WindowTrace
 from rearank.view import ViewInput, render, replay, undo_windows
-from rearank.window import schedule
 
 
 def trace(qid, start, end, permutation, raw="<think>x</think><answer>[1]</answer>", status="ok"):

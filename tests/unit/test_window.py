@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rearank.window import schedule, window_count
+from rearank.methods.listwise.window import schedule, window_count
 
 
 def test_n100_gives_nine_windows_back_to_front():

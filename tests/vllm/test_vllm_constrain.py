@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from rearank.answer import parse_answer
 from rearank.backends.base import SamplingSettings
 from rearank.backends.constrain import LOGITS_PROCESSOR
 from rearank.data.packs import load_requests
+from rearank.methods.listwise.answer import parse_answer
 from tests.conftest import require
 from tests.engines import listwise
 

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 
 from rearank.prompts.builder import Tokenizer, clean_passages, numbered, titled
 from rearank.rag.prompt_files import load_prompt_file
-from rearank.rag.types import Passage
-from rearank.types import Message
+from rearank.types import Message, Passage
 
 #: Paragraphs shown per question (MuSiQue ships 20 a question, the others 10).
 N_REFERENCES = 10

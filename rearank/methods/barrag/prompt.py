@@ -13,8 +13,7 @@ from collections.abc import Sequence
 
 from rearank.prompts.builder import Tokenizer, clean_passages, numbered, titled
 from rearank.rag.prompt_files import load_prompt_file
-from rearank.rag.types import Passage
-from rearank.types import Message
+from rearank.types import Message, Passage
 
 #: Candidates the selector sees, and how many it is asked to select (released training values).
 SELECTOR_CANDIDATES = 25

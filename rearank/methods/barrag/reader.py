@@ -1,8 +1,8 @@
 """The reader a BAR-RAG selector reward asks: chat completions behind an OpenAI-compatible URL, ``n`` samples a call.
 
 The URL is the reward option ``reader_url`` (a base URL such as ``http://127.0.0.1:8000/v1``: ``vllm serve``,
-``python -m rearank.serve``), else the address of verl's reward-model router, which verl hands an async reward
-as ``reward_router_address`` when ``reward.reward_model.enable`` is set (the router forwards
+``python -m rearank.backends.chat_server``), else the address of verl's reward-model router, which verl hands an
+async reward as ``reward_router_address`` when ``reward.reward_model.enable`` is set (the router forwards
 ``/v1/chat/completions`` to its vLLM servers). Any failure -- connection, timeout, HTTP status, a body that is
 not a completion with ``n`` choices -- raises :class:`ReaderError`; the reward turns it into its failure score.
 """

@@ -41,7 +41,7 @@ from rearank.methods.barrag.prompt import generator_messages
 from rearank.methods.barrag.reader import ReaderError, reader_endpoint, sample_reader
 from rearank.rag.metrics import _f1, normalize_answer
 from rearank.rag.truth import truth_parser
-from rearank.rag.types import Passage
+from rearank.types import Passage
 
 log = logging.getLogger("rearank.rag.barrag")
 

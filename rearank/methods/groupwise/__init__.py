@@ -4,7 +4,7 @@ The method is :class:`Groupwise` (:mod:`.method`, ``rearank rerank --method grou
 format and training pieces: the parser (:mod:`.parser`), the oracle answer (:mod:`.oracle`), the prompt and SFT
 target (:mod:`.prompt`, templates ``grouprank.yaml`` and ``grouprank-released.yaml``), the paper's presets
 (:mod:`.presets`), the teacher labels (:mod:`.labels`), RBO (:mod:`.rbo`) and the verl reward (:mod:`.reward`;
-recipes give verl ``pkg://rearank.grouprank.reward``, the old path, which is this module). See docs/grouprank.md.
+recipes give verl ``pkg://rearank.methods.groupwise.reward``). See docs/grouprank.md.
 """
 
 from rearank.methods.groupwise.method import (

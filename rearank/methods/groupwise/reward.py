@@ -1,6 +1,6 @@
 """The RL reward of a groupwise completion, in verl's custom reward function signature.
 
-Point verl at it: ``reward.custom_reward_function.path=pkg://rearank.grouprank.reward`` (or this file's path),
+Point verl at it: ``reward.custom_reward_function.path=pkg://rearank.methods.groupwise.reward`` (or this file's path),
 ``name=compute_score``; options go in ``reward_kwargs``.
 
 ``R_H = recall_weight * R_recall + rank_weight * R_rank + dist_weight * R_dist`` (paper: 0.2 / 0.5 / 0.1)

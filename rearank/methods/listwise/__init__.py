@@ -2,7 +2,7 @@
 
 The method is :class:`Listwise` (:mod:`.method`, ``rearank rerank --method listwise``); beside it its answer
 parser (:mod:`.answer`, shared by inference and reward), its schedule (:mod:`.window`) and the verl reward
-(:mod:`.reward`; recipes give verl ``pkg://rearank.reward``, the old path, which is this module). Its templates
+(:mod:`.reward`; recipes give verl ``pkg://rearank.methods.listwise.reward``). Its templates
 (``rearank``, ``rankgpt``) stay in the one template registry, :mod:`rearank.prompts`.
 """
 

@@ -6,8 +6,7 @@ from rearank.methods.arena.parser import parse_arena
 from rearank.methods.arena.prompt import arena_messages, n_references
 from rearank.methods.arena.reward import relevance_accuracy
 from rearank.rag.metrics import exact_match, hit, token_f1
-from rearank.rag.types import Passage, QAItem
-from rearank.types import Message
+from rearank.types import Message, Passage, QAItem
 
 
 def arena_passages(item: QAItem) -> tuple[Passage, ...]:

@@ -11,8 +11,7 @@ from rearank.methods.barrag.parser import parse_selection
 from rearank.methods.barrag.prompt import SELECTOR_CANDIDATES, selector_messages
 from rearank.rag.cache import CachedBackend
 from rearank.rag.readers import complete
-from rearank.rag.types import Passage, QAItem
-from rearank.types import Message
+from rearank.types import Message, Passage, QAItem
 
 #: How a selector completion parsed (counted by ``rag eval``): usable ids and no fault, or the first fault found.
 STATUSES = ("ok", "no_answer", "no_valid_id", "repeated_id", "out_of_range")

@@ -50,7 +50,7 @@ from rearank.rag.rrpo.objective import (
     rrpo_loss,
     step_reward,
 )
-from rearank.rag.types import QAItem
+from rearank.types import QAItem
 
 
 @dataclass
