@@ -47,5 +47,6 @@ def test_rrpo_two_steps_checkpoint_resume_and_final_reranks(tmp_path):
     assert len(losses) >= 3 and all(math.isfinite(x) for x in losses)
     run = tmp_path / "pointwise.trec"
     rearank("rerank", "--dataset", "dl19", "--max-queries", "2", "--method", "pointwise", "--backend", "hf",
-            "--model", str(out / "final"), "--top-k", "10", "--output", str(run), "--no-progress")
+            "--model", str(out / "final"), "--top-k", "10", "--max-new-tokens", "8", "--output", str(run),
+            "--no-progress")  # the 2-layer scorer never stops by itself: a grade needs a few tokens
     assert len({line.split()[0] for line in run.read_text().splitlines()}) == 2
