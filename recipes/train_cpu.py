@@ -231,21 +231,38 @@ def runtime_env(env: dict[str, str]) -> list[str]:
             for k, v in env.items()]
 
 
+def fitted_prompt_tokens(stage: Stage, data: Path, model: Path) -> int:
+    """The longest prompt of the stage's rows (chat template applied, as verl's dataset applies it) rounded up to 64
+    tokens, at most the stage's ``prompt_tokens``: verl pads every prompt to ``data.max_prompt_length``, and on CPU
+    the full-vocabulary logits of that padding are most of a step's time."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    longest = max(len(tokenizer.apply_chat_template([dict(m) for m in prompt], add_generation_prompt=True,
+                                                    tokenize=True, return_dict=True)["input_ids"])
+                  for name in ("train.parquet", "val.parquet") for prompt in pd.read_parquet(data / name)["prompt"])
+    return min(stage.prompt_tokens, -(-longest // 64) * 64)
+
+
 def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int, nnodes: int = 1,
-                   joins_cluster: bool = False, env: dict[str, str] | None = None) -> list[str]:
+                   joins_cluster: bool = False, env: dict[str, str] | None = None,
+                   prompt_tokens: int | None = None) -> list[str]:
     """The recipe's run on CPU: sizes, device, model, and the CPU plumbing (rollout name, Ray resources, attention
     kernel, FSDP2, ``VERL_PLATFORM=cpu`` for every Ray worker); algorithm, reward and optimiser values stay the
     recipe's. GroupRank's GRPO starts from the folder its recipe reads from ``GROUPRANK_SFT_MODEL`` (set through
     Ray's runtime_env, as recipes/train.sh sets it after the SFT stage); the others get ``model.path``.
     ``nnodes``: one training process ("GPU" slot) a node; ``joins_cluster``: Ray is already running (RAY_ADDRESS),
-    so no Ray resources are declared; ``env``: more variables for every Ray worker."""
-    longest = stage.prompt_tokens + stage.response_tokens
+    so no Ray resources are declared; ``env``: more variables for every Ray worker; ``prompt_tokens``: the prompt
+    length (:func:`fitted_prompt_tokens`; default the stage's)."""
+    prompt_tokens = prompt_tokens or stage.prompt_tokens
+    longest = prompt_tokens + stage.response_tokens
     settings = {"VERL_PLATFORM": "cpu", **(env or {})}
     if stage.name == "grouprank":
         settings["GROUPRANK_SFT_MODEL"] = str(model)
     return [
         f"data.train_files={data}/train.parquet", f"data.val_files={data}/val.parquet",
-        "data.train_batch_size=4", f"data.max_prompt_length={stage.prompt_tokens}",
+        "data.train_batch_size=4", f"data.max_prompt_length={prompt_tokens}",
         f"data.max_response_length={stage.response_tokens}", "data.dataloader_num_workers=0",
         *([] if stage.name == "grouprank" else [f"actor_rollout_ref.model.path={model}"]), *runtime_env(settings),
         "actor_rollout_ref.model.use_remove_padding=false",  # needs flash-attn
@@ -318,7 +335,7 @@ def train(stage: Stage, data: Path, model: Path, folder: Path, steps: int, nodes
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-dir", str(RECIPES_DIR / folder_name),
            "--config-name", file_name,
            *size_overrides(stage, data, model, folder / "checkpoints", steps, nodes.count, bool(nodes.address),
-                           settings)]
+                           settings, fitted_prompt_tokens(stage, data, model))]
     return _run(cmd, folder / "logs" / f"verl.{run}.log", env)
 
 

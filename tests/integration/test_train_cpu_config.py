@@ -4,6 +4,7 @@ verl's file-logger output, the resumed run's step included; a zero gradient or a
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -14,7 +15,7 @@ require("hydra", "the `train` extra")
 
 from rearank.errors import RearankError
 from recipes.train_check import compose_recipe
-from recipes.train_cpu import STAGES, check_metrics, merge_metrics, size_overrides
+from recipes.train_cpu import STAGES, check_metrics, fitted_prompt_tokens, merge_metrics, size_overrides, tiny_base
 
 #: What the CPU run must leave as the recipe has it.
 KEPT = ("algorithm.adv_estimator", "algorithm.norm_adv_by_std_in_grpo", "actor_rollout_ref.actor.optim.lr",
@@ -93,3 +94,26 @@ def test_fewer_than_three_steps_fails_the_run(tmp_path):
     write_log(tmp_path / "logs" / "verl.1.jsonl", [step(1), step(2)])
     with pytest.raises(RearankError, match="2 steps logged, expected 3"):
         check_metrics(merge_metrics(tmp_path), tmp_path)
+
+
+def test_prompts_are_padded_to_the_longest_row_not_the_stages_ceiling(tmp_path):
+    """verl pads every prompt to data.max_prompt_length: the CPU run asks for the longest prompt of its rows (chat
+    template applied, rounded up to 64 tokens), never more than the stage allows, and the overrides carry it."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    model = tiny_base()
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    rows = {"train.parquet": ["word " * 10, "word " * 300], "val.parquet": ["word " * 500]}
+    for name, texts in rows.items():
+        pd.DataFrame({"prompt": [[{"role": "user", "content": t}] for t in texts]}).to_parquet(tmp_path / name)
+    longest = len(tokenizer.apply_chat_template([{"role": "user", "content": "word " * 500}],
+                                                add_generation_prompt=True, tokenize=True,
+                                                return_dict=True)["input_ids"])
+    stage = STAGES["rearank"]
+    fitted = fitted_prompt_tokens(stage, tmp_path, model)
+    assert fitted % 64 == 0 and longest <= fitted < longest + 64 < stage.prompt_tokens
+    overrides = size_overrides(stage, tmp_path, model, tmp_path / "ckpt", 2, prompt_tokens=fitted)
+    assert f"data.max_prompt_length={fitted}" in overrides
+    assert f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={fitted + stage.response_tokens}" in overrides
+    assert fitted_prompt_tokens(replace(stage, prompt_tokens=256), tmp_path, model) == 256  # the ceiling: verl drops what is longer

@@ -116,7 +116,7 @@ def test_a_dead_rollout_server_ends_the_run_with_one_clear_error(tmp_path):
     import psutil
 
     from recipes import RECIPES_DIR
-    from recipes.train_cpu import STAGES, size_overrides, synthesize, tiny_base
+    from recipes.train_cpu import STAGES, fitted_prompt_tokens, size_overrides, synthesize, tiny_base
 
     require_pack("msmarco-v2-passage/dl21")
     stage = STAGES["rearank"]
@@ -126,7 +126,9 @@ def test_a_dead_rollout_server_ends_the_run_with_one_clear_error(tmp_path):
     env = {**os.environ, "VERL_PLATFORM": "cpu", "OMP_NUM_THREADS": "1", "REARANK_ROLLOUT_WATCH_S": "2",
            "RAY_DEDUP_LOGS": "0"}
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-dir", str(RECIPES_DIR / "rearank"),
-           "--config-name", "grpo", *size_overrides(stage, data, tiny_base(), tmp_path / "ckpt", 50),
+           "--config-name", "grpo",
+           *size_overrides(stage, data, tiny_base(), tmp_path / "ckpt", 50,
+                           prompt_tokens=fitted_prompt_tokens(stage, data, tiny_base())),
            "trainer.save_freq=-1"]
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
