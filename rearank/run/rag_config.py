@@ -118,10 +118,11 @@ class RagConfig:
             raise RearankError(f"--reader {self.reader!r}: choose one of {', '.join(readers)}")
         if self.batch_size < 1:
             raise RearankError(f"--batch-size must be at least 1, got {self.batch_size}")
+        arena = self.arena  # a template that is no reader's prompt fails here
         if self.rule_reader:
             if self.reader_model:
                 raise RearankError(f"the {self.reader} reader takes no --reader-model")
-            if self.arena:
+            if arena:
                 raise RearankError("--template arena needs an LLM reader (--reader hf, vllm or openai)")
         elif self.max_new_tokens < 1:
             raise RearankError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
