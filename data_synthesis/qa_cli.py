@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_items
+from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_settings
 from rearank.errors import MissingDataError, RearankError
 from rearank.io.outputs import reads
 
@@ -39,9 +39,10 @@ def run_qa(args: argparse.Namespace) -> int:
             raise MissingDataError(f"file not found: {path}")
     if args.evidence and args.mode != "barrag-generator":
         raise RearankError("--evidence is for --mode barrag-generator")
+    retrieval = retrieval_settings(args)
     started = time.perf_counter()
     items = [item for path in args.qa for item in load_qa(path, args.qa_format, args.qa_limit)]
-    items, run, _ = retrieval_items(args, items, progress=not args.quiet)
+    items, run, _ = retrieval.retrieve(items, progress=not args.quiet)
     config = QARowsConfig(mode=args.mode, val_fraction=args.val_fraction, seed=args.seed,
                           data_source=args.data_source or "", max_passage_tokens=args.passage_budget or None)
     tokenizer = load_tokenizer(args.tokenizer)

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from rearank.cli.rag_barrag import register_barrag
-from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_items
+from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_settings
 from rearank.cli.rerank import _HelpFormatter
 from rearank.errors import RearankError
 from rearank.flags import backend_options
 from rearank.io.outputs import reads, writes
 from rearank.prompts.registry import RAG, names
 from rearank.rag.readers import RULE_READERS, reader_names
+from rearank.run.rag_config import QA_FORMATS, STYLES, RagConfig, parse_ks
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,7 +47,7 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
         formatter_class=_HelpFormatter)
     data = p.add_argument_group("data")
     reads(data.add_argument("--data", type=Path, required=True, help="QA file (.json list or .jsonl, .gz ok)"))
-    data.add_argument("--format", default="auto", choices=("auto", "hotpotqa", "2wiki", "musique", "dpr", "flashrag"),
+    data.add_argument("--format", default="auto", choices=QA_FORMATS,
                       help="file format (auto: from the record's keys)")
     data.add_argument("--limit", type=int, help="only the first N questions")
     add_retrieval_arguments(p)
@@ -86,7 +87,7 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
                     help="judge backend option, repeatable (e.g. base_url=http://host:8000/v1)")
     sc = p.add_argument_group("scoring and output")
     sc.add_argument("--k", default="1,3,5", help="comma-separated top-k values read by the reader")
-    sc.add_argument("--style", default="squad", choices=("squad", "arena"), help="answer normalisation")
+    sc.add_argument("--style", default="squad", choices=STYLES, help="answer normalisation")
     writes(sc.add_argument("--output-dir", type=Path, required=True, metavar="DIR", help="output folder"))
     sc.add_argument("--label", help="run name in the table (default: selector + reader)")
     sc.add_argument("--resume", action="store_true", help="keep the questions already in DIR/items.jsonl")
@@ -174,16 +175,6 @@ def _register_rrpo_train(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_rrpo_train)
 
 
-def _ks(text: str) -> list[int]:
-    try:
-        ks = sorted({int(k) for k in text.split(",") if k.strip()})
-    except ValueError:
-        raise RearankError(f"--k {text!r}: expected comma-separated integers such as 1,3,5") from None
-    if not ks or ks[0] < 1:
-        raise RearankError(f"--k {text!r}: every k must be at least 1")
-    return ks
-
-
 def _make_reader(name: str, model: str | None, options: dict[str, Any], template: str, max_new_tokens: int,
                  batch_size: int, cache_path: Path | None) -> Any:
     from rearank.backends.base import SamplingSettings
@@ -216,66 +207,65 @@ def _closing(reader: Any, on_interrupt: str) -> Iterator[None]:
             reader.close()
 
 
+def rag_config(args: argparse.Namespace) -> RagConfig:
+    """The ``rag eval`` settings of the parsed flags, checked (before any question, corpus or model loads)."""
+    return RagConfig(
+        data=args.data, output_dir=args.output_dir, format=args.format, limit=args.limit,
+        retrieval=retrieval_settings(args), selector=args.selector,
+        selector_options=backend_options(args.selector_option), reader=args.reader, reader_model=args.reader_model,
+        reader_options=backend_options(args.reader_option), template=args.template,
+        max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, reader_cache=args.reader_cache,
+        judge=args.judge, judge_backend=args.judge_backend, judge_options=backend_options(args.judge_option),
+        ks=parse_ks(args.k), style=args.style, label=args.label, resume=args.resume, progress=not args.no_progress)
+
+
 def run_eval(args: argparse.Namespace) -> int:
     """Run ``rearank rag eval``."""
+    return evaluate(rag_config(args))
+
+
+def evaluate(config: RagConfig) -> int:
+    """Run ``rag eval`` with ``config``: load the questions, retrieve, select, read, score; print the table."""
     from rearank.io.qa import load_qa
     from rearank.rag.evaluate import RagEvaluation
     from rearank.rag.selectors import make_selector
 
-    ks = _ks(args.k)
-    if args.limit is not None and args.limit < 1:
-        raise RearankError(f"--limit must be at least 1, got {args.limit}")
-    items = load_qa(args.data, args.format, args.limit)
+    config.check_resume()
+    items = load_qa(config.data, config.format, config.limit)
     if not items:
-        raise RearankError(f"{args.data}: no questions")
+        raise RearankError(f"{config.data}: no questions")
     qids = [i.qid for i in items]
     if len(set(qids)) != len(qids):
-        raise RearankError(f"{args.data}: question ids repeat; they must be unique")
-    selector_options, reader_options = backend_options(args.selector_option), backend_options(args.reader_option)
-    label = args.label or f"{args.selector} / {args.reader}" + (f":{args.reader_model}" if args.reader_model else "")
-    config = {"data": str(args.data.resolve()), "format": args.format, "limit": args.limit,
-              "selector": args.selector, "selector_options": selector_options, "reader": args.reader,
-              "reader_model": args.reader_model, "reader_options": reader_options, "template": args.template,
-              "max_new_tokens": args.max_new_tokens, "k": ks, "style": args.style, "label": label}
-    if args.judge:
-        config["judge"] = {"model": args.judge, "backend": args.judge_backend,
-                           "options": backend_options(args.judge_option)}
-    items, run, retrieval = retrieval_items(args, items, progress=not args.no_progress)
-    config.update(retrieval)
-    from rearank.rag.readers import answer_format
-
-    arena = answer_format(args.template) == "arena"
-    if arena and args.reader in ("oracle", "noisy-oracle"):
-        raise RearankError("--template arena needs an LLM reader (--reader hf, vllm or openai)")
-    if arena:
-        config["k"], config["style"] = "arena", "arena"
-    evaluation = RagEvaluation(args.output_dir, config, resume=args.resume)
-    if args.resume:
+        raise RearankError(f"{config.data}: question ids repeat; they must be unique")
+    items, run, retrieval = config.retrieval.retrieve(items, progress=config.progress)
+    evaluation = RagEvaluation(config.output_dir, config.record(retrieval), resume=config.resume)
+    if config.resume:
         print(f"resume: {sum(q in evaluation.records for q in qids)} of {len(items)} questions already in "
               f"{evaluation.items_path}", file=sys.stderr)
     if run is not None:
         from rearank.io.trec import write_run
 
-        write_run(args.output_dir / "candidates.trec", run, tag="bm25" if args.candidates is None else "candidates")
-    selector = make_selector(args.selector, **selector_options)
-    reader = _make_reader(args.reader, args.reader_model, reader_options, args.template, args.max_new_tokens,
-                          args.batch_size, args.reader_cache or args.output_dir / "reader_cache.jsonl")
+        write_run(config.output_dir / "candidates.trec", run,
+                  tag="bm25" if config.retrieval.candidates is None else "candidates")
+    selector = make_selector(config.selector, **config.selector_options)
+    reader = _make_reader(config.reader, config.reader_model, dict(config.reader_options), config.template,
+                          config.max_new_tokens, config.batch_size, config.reader_cache_path)
     judge = None
-    if args.judge:
+    if config.judge:
         from rearank.rag.cache import ResponseCache
         from rearank.rag.judge import make_judge
 
-        judge = make_judge(args.judge, args.judge_backend, ResponseCache(args.output_dir / "judge_cache.jsonl"),
-                           **backend_options(args.judge_option))
+        judge = make_judge(config.judge, config.judge_backend,
+                           ResponseCache(config.output_dir / "judge_cache.jsonl"), **config.judge_options)
     with _closing(reader, f"interrupted: finished questions are in {evaluation.items_path}; rerun with --resume"):
-        metrics = evaluation.run(items, selector, reader, ks, style=args.style, chunk=args.batch_size,
-                                 progress=not args.no_progress, arena=arena, judge=judge)
+        metrics = evaluation.run(items, selector, reader, list(config.ks), style=config.style,
+                                 chunk=config.batch_size, progress=config.progress, arena=config.arena, judge=judge)
     if judge is not None:
         judge.close()
-    print((args.output_dir / "table.md").read_text(encoding="utf-8"), end="")
+    print((config.output_dir / "table.md").read_text(encoding="utf-8"), end="")
     failed = sum(m["reader_failed"] for m in metrics["k"].values())
     print(f"reader calls: {getattr(reader, 'generated', 'n/a')}; failed reads (scored as wrong): {failed}; "
-          f"items: {evaluation.items_path}; metrics: {args.output_dir / 'metrics.json'}")
+          f"items: {evaluation.items_path}; metrics: {config.output_dir / 'metrics.json'}")
     return 0
 
 

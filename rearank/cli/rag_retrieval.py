@@ -1,13 +1,13 @@
 """The open-retrieval flags (``--corpus``, ``--depth``, ``--candidates``) of ``rag eval`` and of the RAG modes of
-``rearank synth``, and what they do to the loaded questions (:func:`rearank.rag.retrieval.retrieve`)."""
+``rearank synth``, read into :class:`rearank.run.rag_config.RetrievalSettings`."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from rearank.errors import RearankError
 from rearank.io.outputs import reads
+from rearank.run.rag_config import RetrievalSettings
 
 
 def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,21 +24,6 @@ def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
                          help="a TREC run over the corpus ids (any first stage: dense, hybrid) instead of BM25"))
 
 
-def retrieval_items(args: argparse.Namespace, items: list, progress: bool) -> tuple[list, dict | None, dict]:
-    """The items with open-retrieval candidates when ``--corpus`` is given (and the first-stage run, and what
-    goes into the run's config); the items unchanged otherwise."""
-    from rearank.io.trec import read_run
-    from rearank.rag.retrieval import Corpus, retrieve
-
-    if args.corpus is None:
-        if args.candidates is not None:
-            raise RearankError("--candidates needs --corpus (the run's passages are read from it)")
-        return items, None, {}
-    if args.depth < 1:
-        raise RearankError(f"--depth must be at least 1, got {args.depth}")
-    corpus = Corpus(args.corpus, progress=progress)
-    run = read_run(args.candidates) if args.candidates is not None else None
-    items, run = retrieve(items, corpus, args.depth, run=run, progress=progress)
-    config = {"corpus": args.corpus, "corpus_fingerprint": corpus.fingerprint, "depth": args.depth,
-              "candidates": str(args.candidates.resolve()) if args.candidates else None}
-    return items, run, config
+def retrieval_settings(args: argparse.Namespace) -> RetrievalSettings:
+    """The open-retrieval settings of the parsed flags (checked)."""
+    return RetrievalSettings(corpus=args.corpus, depth=args.depth, candidates=args.candidates)
