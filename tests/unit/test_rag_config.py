@@ -119,7 +119,7 @@ def loads(monkeypatch):
     (["--reader", "oracle", "--reader-model", "slow/70B"], "the oracle reader takes no --reader-model"),
 ])
 def test_bad_settings_fail_in_one_line_before_anything_loads(tmp_path, capsys, loads, flags, message):
-    code = main(["rag", "eval", "--data", str(tmp_path / "qa.jsonl"), "-o", str(tmp_path / "out"), "--no-progress",
+    code = main(["rag", "eval", "--data", str(tmp_path / "qa.jsonl"), "--output-dir", str(tmp_path / "out"), "--no-progress",
                  *flags])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
@@ -128,7 +128,7 @@ def test_bad_settings_fail_in_one_line_before_anything_loads(tmp_path, capsys, l
 
 def test_a_mismatched_resume_fails_before_anything_loads(tmp_path, capsys, loads):
     RagEvaluation(tmp_path / "out", config(tmp_path, reader="hf", reader_model="slow/70B").record())
-    code = main(["rag", "eval", "--data", str(tmp_path / "qa.jsonl"), "-o", str(tmp_path / "out"), "--resume",
+    code = main(["rag", "eval", "--data", str(tmp_path / "qa.jsonl"), "--output-dir", str(tmp_path / "out"), "--resume",
                  "--reader", "hf", "--reader-model", "slow/70B", "--max-new-tokens", "64"])
     assert code == 2 and "other settings (max_new_tokens)" in capsys.readouterr().err
     assert loads == []
