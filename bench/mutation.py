@@ -100,7 +100,7 @@ MODULES: dict[str, list[str]] = {
     "rearank/backends/openai.py": ["tests/unit/test_openai_backend.py", "tests/unit/test_openai_faults.py",
                                    "tests/unit/test_server_load.py", "tests/unit/test_constrain_openai.py"],
     "rearank/backends/constrain.py": ["tests/unit/test_constrain.py", "tests/unit/test_constrain_openai.py"],
-    "recipes/export.py": ["tests/integration/test_train_recipes.py"],
+    "recipes/checks/export.py": ["tests/integration/test_train_recipes.py"],
 }
 #: Top-level folders a mutated module can live in (mutmut mutates the module's own, and copies the others).
 PACKAGES = ("rearank", "data_synthesis", "eval", "recipes")

@@ -50,7 +50,7 @@ def load_tokenizer(name: str | None) -> Any | None:
     return tokenizer
 
 
-def _lengths(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+def count_tokens(tokenizer: Any, texts: Sequence[str]) -> list[int]:
     """Token counts without special tokens (one batched call: a fast tokenizer uses every core)."""
     if not texts:
         return []
@@ -68,7 +68,7 @@ class PromptTokenCounter:
 
     def passage_lengths(self, passages: Sequence[str]) -> list[int]:
         """Tokens of each passage as it appears in a prompt (``passages`` as :func:`rearank.prompts.render_passages` left them)."""
-        return _lengths(self.tokenizer, [self.lead + p for p in passages])
+        return count_tokens(self.tokenizer, [self.lead + p for p in passages])
 
     def exact(self, prompts: Sequence[list[dict]]) -> list[int]:
         """Exact token counts of chat prompts (batched)."""
@@ -76,4 +76,4 @@ class PromptTokenCounter:
             self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
             for messages in prompts
         ]
-        return _lengths(self.tokenizer, rendered)
+        return count_tokens(self.tokenizer, rendered)

@@ -3,11 +3,12 @@
 One folder per method (``rearank/``, ``grouprank/``, ``barrag/``, ``arena/``, ``rrpo/``) holds its recipe files
 (e.g. ``rearank/grpo.yaml``: Qwen2.5-7B-Instruct, one node of 8 GPUs; ``rearank/grpo_debug.yaml``: one GPU), which
 extend verl's ``ppo_trainer`` config; ``train.sh`` and ``launch_multinode.sh`` run them,
-``python -m recipes.preflight RECIPE`` checks a recipe on CPU before GPUs are booked (``make train-preflight``),
-``python -m recipes.train_check`` checks everything short of GPU work with the installed verl,
-``python -m recipes.train_cpu`` runs real verl GRPO steps of every recipe on CPU through the plugin
-``recipes.verl_cpu`` (``make train-cpu``), ``python -m recipes.train_smoke [--family arena]`` runs a few CPU GRPO steps with
-TRL, ``python -m recipes.export`` turns a verl checkpoint into a Hugging Face folder. See docs/training.md.
+``python -m recipes.checks.preflight RECIPE`` checks a recipe on CPU before GPUs are booked (``make train-preflight``),
+``python -m recipes.checks.check`` checks everything short of GPU work with the installed verl,
+``python -m recipes.checks.cpu`` runs real verl GRPO steps of every recipe on CPU through the plugin
+``recipes.verl_cpu`` (``make train-cpu``), ``python -m recipes.checks.smoke [--family arena]`` runs a few CPU GRPO
+steps with TRL, ``python -m recipes.checks.export`` turns a verl checkpoint into a Hugging Face folder (all in
+:mod:`recipes.checks`). See docs/training.md.
 """
 
 from pathlib import Path

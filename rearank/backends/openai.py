@@ -43,7 +43,7 @@ from rearank.backends.constrain import (
     fits,
     structured_output,
 )
-from rearank.backends.metrics import ServerLoad, parse_load
+from rearank.backends.metrics import ServerLoad, metrics_url, parse_load
 from rearank.backends.options import Option, check_options
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar
@@ -182,9 +182,8 @@ class OpenAIBackend(BackendBase):
     def server_load(self) -> ServerLoad | None:
         """The server's load from its ``/metrics`` page (vLLM, SGLang), or None when it has none (hosted APIs,
         other servers) or it cannot be read within 5 s."""
-        parts = urlsplit(self.url)
         try:
-            response = self._client.get(urlunsplit((parts.scheme, parts.netloc, "/metrics", "", "")), timeout=5.0)
+            response = self._client.get(metrics_url(self.url), timeout=5.0)
         except self._httpx.HTTPError:
             return None
         return parse_load(response.text) if response.status_code == 200 else None

@@ -6,7 +6,7 @@ with S_0 = G_0 = the base model:
 1. serve G_{i-1} as the reader (an OpenAI-compatible server: ``vllm serve`` on GPUs,
    ``python -m rearank.backends.chat_server`` on CPU) while
 2. the selector S_i trains from S_{i-1} (``recipes/barrag/selector_grpo.yaml``; its reward asks the reader);
-3. S_i is exported to a Hugging Face folder (``recipes.export``);
+3. S_i is exported to a Hugging Face folder (``recipes.checks.export``);
 4. S_i selects evidence for every question of the selector rows (``select`` below: ``{"qid", "pids"}`` JSONL);
 5. generator rows are synthesized on that evidence (``rearank synth --mode barrag-generator --evidence``);
 6. the generator G_i trains from G_{i-1} (``recipes/barrag/generator_grpo.yaml``) and
@@ -18,7 +18,7 @@ one. A training stage killed half-way starts again from verl's latest checkpoint
 ``--dry-run`` prints every command of the loop without running anything.
 
 ``--device cpu`` runs the same loop on CPU through verl's CPU plugin (``recipes.verl_cpu``, as
-``make train-cpu``): the recipe files with only size overrides (``recipes.train_cpu.size_overrides``), a few
+``make train-cpu``): the recipe files with only size overrides (``recipes.checks.cpu.size_overrides``), a few
 QA questions, one training step per stage, and the tiny model by default. It checks the mechanics, never quality.
 
     python -m recipes.barrag.loop --out runs/barrag [--device gpu|cpu] [--iterations 3] [--model M] [--dry-run]
@@ -35,7 +35,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -44,6 +43,7 @@ from typing import Protocol
 
 from rearank.errors import MissingDataError, RearankError
 from rearank.io.files import atomic_write, parse_json, read_text
+from recipes.checks.serving import free_port, stop, wait_until_answering
 
 STATE_FILE = "loop_state.json"
 QA_FILES = ("qa/hotpotqa/train_distractor.sample100.json", "qa/musique/train_ans.sample100.json")
@@ -98,7 +98,8 @@ def _train(settings: Settings, stage: str, data: Path, model: str, ckpt: Path, i
     config_dir, config_name = _recipe(settings, stage)
     head = (settings.python, "-m", "verl.trainer.main_ppo", "--config-dir", config_dir, "--config-name", config_name)
     if settings.device == "cpu":
-        from recipes.train_cpu import STAGES, size_overrides
+        from recipes.checks.cpu import size_overrides
+        from recipes.checks.table import STAGES
 
         cpu_stage = STAGES[f"barrag_{stage}"]
         overrides = size_overrides(cpu_stage, data, Path(model), ckpt, 1)
@@ -137,7 +138,7 @@ def plan(settings: Settings) -> list[Stage]:
                             str(it / "selector" / "checkpoints" / "latest_checkpointed_iteration.txt"), reader, env))
         selector = str(it / "selector" / "model")
         stages.append(Stage(f"iter{i}/export_selector",
-                            (py, "-m", "recipes.export", str(it / "selector" / "checkpoints"), "--output-dir",
+                            (py, "-m", "recipes.checks.export", str(it / "selector" / "checkpoints"), "--output-dir",
                              selector, "--force"), str(Path(selector) / "config.json")))
         selections = it / "selections.jsonl"
         stages.append(Stage(f"iter{i}/select",
@@ -155,7 +156,7 @@ def plan(settings: Settings) -> list[Stage]:
                             str(it / "generator" / "checkpoints" / "latest_checkpointed_iteration.txt"), None, env))
         generator = str(it / "generator" / "model")
         stages.append(Stage(f"iter{i}/export_generator",
-                            (py, "-m", "recipes.export", str(it / "generator" / "checkpoints"), "--output-dir",
+                            (py, "-m", "recipes.checks.export", str(it / "generator" / "checkpoints"), "--output-dir",
                              generator, "--force"), str(Path(generator) / "config.json")))
     return stages
 
@@ -248,15 +249,9 @@ def _with_runtime_env(command: Sequence[str], env: dict[str, str]) -> list[str]:
     workers do not inherit this process's environment."""
     if "verl.trainer.main_ppo" not in command:
         return list(command)
-    from recipes.train_cpu import runtime_env
+    from recipes.checks.cpu import runtime_env
 
     return [*command, *runtime_env({k: v for k, v in env.items() if k.startswith("BARRAG_READER_")})]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class SubprocessRunner:
@@ -284,7 +279,7 @@ class SubprocessRunner:
 
     @contextmanager
     def serve(self, model: str) -> Iterator[str]:
-        port = _free_port()
+        port = free_port()
         log = self._log(f"reader.{port}")
         command = serve_command(self.settings, model, port)
         with log.open("a", encoding="utf-8") as out:
@@ -293,27 +288,10 @@ class SubprocessRunner:
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         url = f"http://{reader_host(self.settings)}:{port}/v1"
         try:
-            deadline = time.monotonic() + self.startup_s
-            while True:
-                if proc.poll() is not None:
-                    raise RearankError(f"the reader server ({shlex.join(command)}) exited with {proc.returncode}; "
-                                       f"log {log}")
-                try:
-                    urllib.request.urlopen(f"{url}/models", timeout=2).read()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise RearankError(f"the reader server did not answer within {self.startup_s:.0f} s; "
-                                           f"log {log}") from None
-                    time.sleep(0.5)
+            wait_until_answering(url, proc, self.startup_s, 0.5, lambda: f"log {log} ({shlex.join(command)})")
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc, 30)
 
 
 def print_plan(settings: Settings, stages: Sequence[Stage]) -> None:
@@ -402,7 +380,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     qa_limit = args.qa_limit
     if args.device == "cpu":
         from rearank.cache import cache_root
-        from recipes.train_cpu import TINY_FOLDER, model_path, tiny_base
+        from recipes.checks.models import TINY_FOLDER, model_path, tiny_base
 
         model = model or "tiny"
         if model == "tiny":  # make train-cpu's random model of SmolLM2's architecture (a dry run only names it)

@@ -42,7 +42,7 @@ def labels(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def model_dir() -> Path:
-    from recipes.train_cpu import tiny_base
+    from recipes.checks.models import tiny_base
 
     return tiny_base()
 

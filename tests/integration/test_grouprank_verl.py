@@ -1,6 +1,6 @@
 """verl 0.9.1 scores groupwise completions: the project's GRPO recipe with its reward pointed at the groupwise
 reward (custom_reward_function path/name/reward_kwargs), a DataProto of tokenized completions, and verl's
-reward loop worker with the naive reward manager (through ``recipes.train_check.score_with_verl``)."""
+reward loop worker with the naive reward manager (through ``recipes.checks.check.score_with_verl``)."""
 
 import json
 
@@ -19,7 +19,7 @@ from verl import DataProto
 import rearank.methods.groupwise.reward as group_reward
 from rearank.methods.groupwise.parser import format_scores, label_scores
 from rearank.models import embedded_model_path
-from recipes.train_check import compose_recipe, score_with_verl
+from recipes.checks.check import compose_recipe, score_with_verl
 
 LABELS = [2, 0, 3, 0, 1, 0]
 COMPLETIONS = [

@@ -17,14 +17,15 @@ from tests.conftest import ROOT, data_root, require, require_pack
 require("verl", "the `train` extra")
 require("transfer_queue", "the `train` extra")
 
-from recipes import RECIPES_DIR, preflight
+from recipes import RECIPES_DIR
+from recipes.checks import preflight
 
 QA = "qa/hotpotqa/train_distractor.sample100.json"
 
 
 @pytest.fixture(scope="module")
 def tiny() -> Path:
-    from recipes.train_cpu import tiny_base
+    from recipes.checks.models import tiny_base
 
     return tiny_base()
 
@@ -113,7 +114,7 @@ def check(recipe: str, data: dict, tiny: Path, monkeypatch, recipes_dir: Path = 
 @pytest.mark.parametrize("recipe", sorted(CASES))
 def test_every_recipe_passes_preflight_on_this_checkout(recipe, data, tiny, monkeypatch):
     if recipe == "barrag_selector":  # its reward asks a served reader: the QA oracle, as make train-check serves it
-        from recipes.train_check_rag import reader_server
+        from recipes.checks.serving import reader_server
 
         with reader_server(data_root() / QA) as url:
             table = check(recipe, data, tiny, monkeypatch, BARRAG_READER_URL=url)
@@ -152,7 +153,7 @@ def test_a_broken_recipe_fails_with_one_clear_line(case, edit, check_name, messa
     env = {**os.environ, "REARANK_RL_DATA": str(data["listwise"]), "REARANK_DATA": str(data_root()),
            "PYTHONPATH": str(ROOT)}
     env.pop("PREFLIGHT_UNSET_NAME", None)
-    proc = subprocess.run([sys.executable, "-m", "recipes.preflight", "rearank", f"actor_rollout_ref.model.path={tiny}",
+    proc = subprocess.run([sys.executable, "-m", "recipes.checks.preflight", "rearank", f"actor_rollout_ref.model.path={tiny}",
                            "--rows", "1", "--recipes-dir", str(copy)], capture_output=True, text=True, check=False,
                           cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -18,14 +18,10 @@ from rearank.io.qa import load_qa
 from rearank.methods.barrag.prompt import selector_messages
 from rearank.methods.barrag.reward import compute_selector_score
 from rearank.models import embedded_model_path
-from recipes.train_check import completion_batch, compose_recipe, score_with_verl
-from recipes.train_check_rag import (
-    arena_completions,
-    generator_completions,
-    reader_server,
-    run_checks,
-    selector_completions,
-)
+from recipes.checks.check import completion_batch, compose_recipe, score_with_verl
+from recipes.checks.check_rag import run_checks
+from recipes.checks.completions import arena, generator, selector
+from recipes.checks.serving import reader_server
 from tests.conftest import require_pack
 
 
@@ -48,7 +44,7 @@ def row(truth, prompt="Answer the question.", index=0):
 def test_arena_reward_through_verl(model_dir, tokenizer):
     config = compose_recipe("arena/grpo", [f"actor_rollout_ref.model.path={model_dir}"])
     truth = {"answers": ["Paris"], "supporting": [2, 4]}
-    data, kinds, _ = completion_batch([row(truth)], tokenizer, arena_completions)
+    data, kinds, _ = completion_batch([row(truth)], tokenizer, arena)
     scores, extras, rm_scores = score_with_verl(config, data)
     # gold 1+1+1+10; partial: format 1 + relevance 0.5 ([2] overlaps [2, 4]); leading word: accuracy + relevance
     assert dict(zip(kinds, scores)) == {"gold": 13.0, "partial": 1.5, "leading_word": 2.0, "garbage": 0.0}
@@ -59,7 +55,7 @@ def test_arena_reward_through_verl(model_dir, tokenizer):
 
 def test_generator_reward_through_verl(model_dir, tokenizer):
     config = compose_recipe("barrag/generator_grpo", [f"actor_rollout_ref.model.path={model_dir}"])
-    data, kinds, _ = completion_batch([row({"answers": ["Claudio Javier López"]})], tokenizer, generator_completions)
+    data, kinds, _ = completion_batch([row({"answers": ["Claudio Javier López"]})], tokenizer, generator)
     scores, extras, _ = score_with_verl(config, data)
     # 0.8 (0.7 F1 + 0.3 EM) + 0.2 cite: gold 1.0; no think, no cite 0.8; wrong answer, 2 cites 0.2; no answer 0
     assert dict(zip(kinds, scores)) == pytest.approx({"gold": 1.0, "uncited": 0.8, "wrong": 0.2, "garbage": 0.0})
@@ -78,7 +74,7 @@ def test_selector_reward_through_verl_with_a_served_reader(model_dir, tokenizer)
         config = compose_recipe("barrag/selector_grpo", [
             f"actor_rollout_ref.model.path={model_dir}",
             f"reward.custom_reward_function.reward_kwargs.reader_url={url}"])
-        data, kinds, texts = completion_batch([row(truth, prompt)], tokenizer, selector_completions)
+        data, kinds, texts = completion_batch([row(truth, prompt)], tokenizer, selector)
         scores, extras, _ = score_with_verl(config, data)
         direct = [asyncio.run(compute_selector_score("d", t, json.dumps(truth), reader_url=url,
                                                      reader_model="reader")) for t in texts]

@@ -10,8 +10,8 @@ from tests.conftest import require
 require("verl", "verl is in the `train` extra")
 
 from recipes import RECIPES_DIR
-from recipes.data import synthesize_small
-from recipes.train_check import check_config, compose_recipe, run_checks
+from recipes.checks.check import check_config, compose_recipe, run_checks
+from recipes.checks.data import synthesize_small
 from tests.conftest import data_root, require_pack
 
 

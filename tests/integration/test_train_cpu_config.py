@@ -14,8 +14,10 @@ require("verl", "the `train` extra")
 require("hydra", "the `train` extra")
 
 from rearank.errors import RearankError
-from recipes.train_check import compose_recipe
-from recipes.train_cpu import STAGES, check_metrics, fitted_prompt_tokens, merge_metrics, size_overrides, tiny_base
+from recipes.checks.check import compose_recipe
+from recipes.checks.cpu import check_metrics, fitted_prompt_tokens, merge_metrics, size_overrides
+from recipes.checks.models import tiny_base
+from recipes.checks.table import STAGES
 
 #: What the CPU run must leave as the recipe has it.
 KEPT = ("algorithm.adv_estimator", "algorithm.norm_adv_by_std_in_grpo", "actor_rollout_ref.actor.optim.lr",

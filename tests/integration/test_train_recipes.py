@@ -12,7 +12,7 @@ require("verl", "verl is in the `train` extra")
 require("hydra", "the `train` extra")
 
 from recipes import RECIPES_DIR
-from recipes.train_check import compose_recipe
+from recipes.checks.check import compose_recipe
 
 ROOT = RECIPES_DIR.parent
 #: make train RECIPE=<name> -> the recipe files its commands must name, in order
@@ -64,7 +64,7 @@ def test_dry_run_of_barrag_prints_the_loop_with_both_stage_recipes(recipe, suffi
     out = dry_run(recipe)
     for stage in ("selector_grpo", "generator_grpo"):
         assert f"--config-dir {RECIPES_DIR / 'barrag'} --config-name {stage}{suffix}" in out
-    assert "recipes.export" in out
+    assert "recipes.checks.export" in out
 
 
 def test_make_train_dry_run_for_rrpo_prints_its_own_trainer():

@@ -128,7 +128,7 @@ def test_gloo_rewrite_leaves_other_backends_alone(monkeypatch):
 
 @pytest.fixture(scope="module")
 def tiny_dir():
-    from recipes.train_cpu import tiny_base
+    from recipes.checks.models import tiny_base
 
     return tiny_base()
 

@@ -15,7 +15,7 @@ def test_arena_grpo_smoke_logs_finite_metrics(tmp_path):
     require("trl", "TRL is in the `train` extra")
     require_pack("qa")
     os.environ.setdefault("REARANK_DATA", str(data_root()))
-    from recipes.train_smoke import main
+    from recipes.checks.smoke import main
 
     metrics = tmp_path / "metrics.json"
     assert main(["--family", "arena", "--steps", "2", "--metrics", str(metrics)]) == 0

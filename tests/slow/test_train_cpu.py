@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 
 def train_cpu(recipe, out, *args):
-    proc = subprocess.run([sys.executable, "-m", "recipes.train_cpu", "--recipe", recipe, "--out", str(out), *args],
+    proc = subprocess.run([sys.executable, "-m", "recipes.checks.cpu", "--recipe", recipe, "--out", str(out), *args],
                           capture_output=True, text=True, check=False, timeout=3600,
                           env={**os.environ, "REARANK_DATA": str(data_root())})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -116,7 +116,9 @@ def test_a_dead_rollout_server_ends_the_run_with_one_clear_error(tmp_path):
     import psutil
 
     from recipes import RECIPES_DIR
-    from recipes.train_cpu import STAGES, fitted_prompt_tokens, size_overrides, synthesize, tiny_base
+    from recipes.checks.cpu import fitted_prompt_tokens, size_overrides, synthesize
+    from recipes.checks.models import tiny_base
+    from recipes.checks.table import STAGES
 
     require_pack("msmarco-v2-passage/dl21")
     stage = STAGES["rearank"]

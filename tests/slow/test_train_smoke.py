@@ -18,7 +18,7 @@ def test_trl_grpo_smoke_logs_finite_metrics(tmp_path):
     require("trl", "the `train` extra")
     require_pack("msmarco-v2-passage/dl21")
     os.environ.setdefault("REARANK_DATA", str(data_root()))
-    from recipes.train_smoke import main
+    from recipes.checks.smoke import main
 
     metrics = tmp_path / "metrics.json"
     assert main(["--steps", "2", "--metrics", str(metrics)]) == 0
@@ -64,7 +64,7 @@ def test_export_real_verl_fsdp_checkpoint(tmp_path):
     from rearank.backends.base import Prompt, SamplingSettings
     from rearank.backends.registry import make_backend
     from rearank.models import embedded_model_path
-    from recipes.export import export
+    from recipes.checks.export import export
 
     run_dir = tmp_path / "checkpoints" / "rearank" / "smoke"
     subprocess.run([sys.executable, "-c", textwrap.dedent(WRITE_CHECKPOINT), str(run_dir), "29517"], check=True,

@@ -165,4 +165,4 @@ def test_on_gpus_the_reader_listens_on_every_interface_and_reaches_every_ray_wor
     command = _with_runtime_env(["python", "-m", "verl.trainer.main_ppo", "a=1"], env)
     assert command[4:] == ["++ray_kwargs.ray_init.runtime_env.env_vars.BARRAG_READER_URL='http://10.0.0.7:8000/v1'",
                            "++ray_kwargs.ray_init.runtime_env.env_vars.BARRAG_READER_MODEL='reader'"]
-    assert _with_runtime_env(["python", "-m", "recipes.export"], env) == ["python", "-m", "recipes.export"]
+    assert _with_runtime_env(["python", "-m", "recipes.checks.export"], env) == ["python", "-m", "recipes.checks.export"]

@@ -1,4 +1,4 @@
-"""``python -m recipes.export``: which checkpoint folder it takes, its refusals (an existing folder without
+"""``python -m recipes.checks.export``: which checkpoint folder it takes, its refusals (an existing folder without
 ``--force``, a folder holding the checkpoint), and its errors, each leaving what was there untouched."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rearank.errors import MissingDataError, RearankError
-from recipes import export
+from recipes.checks import export
 
 
 def checkpoint(root: Path, steps=(10, 20), latest: str | None = "20") -> Path:

@@ -1,4 +1,4 @@
-"""recipes/train_learn.py's own logic: scoring held-out answers, the paired test, the verdict, layer freezing."""
+"""recipes/checks/learn.py's own logic: scoring held-out answers, the paired test, the verdict, layer freezing."""
 
 import argparse
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rearank.errors import RearankError
-from recipes.train_learn import build_parser, check_args, freeze_lower_layers, paired_test, score_answers, verdict
+from recipes.checks.learn import build_parser, check_args, freeze_lower_layers, paired_test, score_answers, verdict
 from tests.conftest import require
 
 TRUTH = json.dumps({"labels": [0, 2, 0, 1, 0]})

@@ -16,7 +16,7 @@ from the shared HotpotQA train sample, passages cut to a few words, scored by ``
 Either shows the loop -- sample a group, score, group-normalise, update with a KL penalty -- runs end to end; it
 does not train a useful model.
 
-    python -m recipes.train_smoke [--family arena] [--data DIR | --template rearank] [--steps 3] [--metrics m.json]
+    python -m recipes.checks.smoke [--family arena] [--data DIR | --template rearank] [--steps 3] [--metrics m.json]
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import sys
 import tempfile
@@ -37,16 +36,19 @@ from typing import Any
 from rearank.errors import RearankError
 from rearank.methods.arena.reward import compute_score as arena_score
 from rearank.methods.listwise.reward import compute_score
-from recipes.data import synthesize_small
+from recipes.checks.data import shared, synthesize_small
+from recipes.checks.models import embedded_policy
+from recipes.checks.table import QA, STAGES, Smoke
 
 #: Metrics every logged step must carry, finite (TRL's names), beside its family's table metrics.
 COMMON_METRICS = ("reward", "reward_std", "kl", "completions/mean_length")
 _PASSAGE_TURN = re.compile(r"\[\d+\] ")
 
 
-def _score(compute: Callable[..., dict], family: str, parts: Sequence[str], completions: Sequence[Any],
-           reward_model: Sequence[dict], log_metric: Callable[[str, float], None] | None) -> list[float]:
-    """``compute`` per completion (TRL's reward-function arguments); logs the mean of each of ``parts``."""
+def _score(compute: Callable[..., dict], family: str, completions: Sequence[Any], reward_model: Sequence[dict],
+           log_metric: Callable[[str, float], None] | None) -> list[float]:
+    """``compute`` per completion (TRL's reward-function arguments); logs the mean of each of the family's parts."""
+    parts = STAGES[family].smoke.parts
     texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
     results = [compute(family, text, rm["ground_truth"]) for text, rm in zip(texts, reward_model)]
     if log_metric is not None:
@@ -58,14 +60,13 @@ def _score(compute: Callable[..., dict], family: str, parts: Sequence[str], comp
 def rearank_reward(completions: Sequence[Any], reward_model: Sequence[dict],
                    log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float]:
     """TRL reward function: ``compute_score`` per completion; logs the mean of each reward part."""
-    return _score(compute_score, "rearank", ("ndcg", "r_rank", "format_tags", "format_answer"), completions,
-                  reward_model, log_metric)
+    return _score(compute_score, "rearank", completions, reward_model, log_metric)
 
 
 def arena_reward(completions: Sequence[Any], reward_model: Sequence[dict],
                  log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float]:
     """TRL reward function: the ARENA ``compute_score`` per completion; logs the mean of each part."""
-    return _score(arena_score, "arena", ("format", "accuracy", "relevance"), completions, reward_model, log_metric)
+    return _score(arena_score, "arena", completions, reward_model, log_metric)
 
 
 def shorten_prompt(messages: Sequence[dict], max_words: int) -> list[dict]:
@@ -108,9 +109,7 @@ def arena_dataset(args: argparse.Namespace, scratch: Path, max_words: int = 8) -
     from data_synthesis.qa_rows import QARowsConfig, qa_rows
     from rearank.io.qa import load_qa
 
-    path = Path(os.environ.get("REARANK_DATA", "../shared/data")) / "qa" / "hotpotqa" / "train_distractor.sample100.json"
-    if not path.is_file():
-        raise RearankError(f"{path} not found: set REARANK_DATA to the shared data folder")
+    path = shared(QA)
     config = QARowsConfig("arena", val_fraction=0.0, max_passage_tokens=max_words)
     made, _ = qa_rows(load_qa(path, limit=args.steps), config)
     return Dataset.from_list([{"prompt": r["prompt"], "reward_model": {"ground_truth": r["reward_model"]["ground_truth"]}}
@@ -119,46 +118,31 @@ def arena_dataset(args: argparse.Namespace, scratch: Path, max_words: int = 8) -
 
 @dataclass(frozen=True)
 class Family:
-    """A recipe family's smoke run: its TRL reward, rows, GRPO defaults and the metrics its table shows."""
+    """A recipe family's smoke run: its TRL reward, its rows and its settings in the table."""
 
     reward: Callable[..., list[float]]
     dataset: Callable[[argparse.Namespace, Path], Any]
-    steps: int
-    max_completion_length: int
-    temperature: float
-    learning_rate: float
-    table: tuple[tuple[str, str, int], ...]  # (header, metric, width)
+    settings: Smoke
 
     @property
     def required_metrics(self) -> tuple[str, ...]:
-        return COMMON_METRICS + tuple(metric for _, metric, _ in self.table)
+        return COMMON_METRICS + tuple(metric for _, metric, _ in self.settings.table)
 
 
-FAMILIES = {
-    "rearank": Family(rearank_reward, rearank_dataset, 3, 32, 1.0, 1e-5,
-                      (("ndcg", "rearank/ndcg", 6), ("r_rank", "rearank/r_rank", 7))),
-    "arena": Family(arena_reward, arena_dataset, 2, 48, 0.9, 3e-6,
-                    (("format", "arena/format", 7), ("relev", "arena/relevance", 6))),
-}
+FAMILIES = {"rearank": Family(rearank_reward, rearank_dataset, STAGES["rearank"].smoke),
+            "arena": Family(arena_reward, arena_dataset, STAGES["arena"].smoke)}
 
 
 def run_smoke(family: Family, dataset: Any, output_dir: Path, steps: int, generations: int = 4,
               max_completion_length: int = 32) -> list[dict]:
     """Train ``steps`` GRPO steps (one prompt x ``generations`` completions each); return the per-step logs."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from rearank.models import embedded_model_path
-
-    torch.manual_seed(0)
-    model_dir = embedded_model_path()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model, tokenizer = embedded_policy()
     config = GRPOConfig(
         output_dir=str(output_dir), max_steps=steps, per_device_train_batch_size=generations,
-        num_generations=generations, max_completion_length=max_completion_length, temperature=family.temperature,
-        learning_rate=family.learning_rate, beta=0.04, logging_steps=1, save_strategy="no", report_to="none",
+        num_generations=generations, max_completion_length=max_completion_length, temperature=family.settings.temperature,
+        learning_rate=family.settings.learning_rate, beta=0.04, logging_steps=1, save_strategy="no", report_to="none",
         use_cpu=True, bf16=False, seed=0, dataloader_num_workers=0, disable_tqdm=True,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=family.reward, args=config, processing_class=tokenizer,
@@ -180,11 +164,11 @@ def check_logs(logs: Sequence[dict], steps: int, required: Sequence[str]) -> Non
 def print_table(family: Family, logs: Sequence[dict]) -> None:
     """One line a step: reward, its std, KL, completion length and the family's own metrics."""
     print(f"{'step':>4} {'reward':>8} {'std':>6} {'kl':>9} {'len':>6} "
-          + " ".join(f"{header:>{width}}" for header, _, width in family.table))
+          + " ".join(f"{header:>{width}}" for header, _, width in family.settings.table))
     for e in logs:
         print(f"{e['step']:>4} {e['reward']:>8.3f} {e['reward_std']:>6.3f} {e['kl']:>9.2e} "
               f"{e['completions/mean_length']:>6.1f} "
-              + " ".join(f"{e[metric]:>{width}.3f}" for _, metric, width in family.table))
+              + " ".join(f"{e[metric]:>{width}.3f}" for _, metric, width in family.settings.table))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -202,9 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.family != "rearank" and (args.data or args.template):
         parser.error("--data and --template go with --family rearank")
     if args.steps is None:
-        args.steps = family.steps
+        args.steps = family.settings.steps
     if args.max_completion_length is None:
-        args.max_completion_length = family.max_completion_length
+        args.max_completion_length = family.settings.max_completion_length
 
     started = time.perf_counter()
     try:

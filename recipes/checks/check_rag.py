@@ -14,28 +14,22 @@ For each recipe and its one-GPU debug variant:
    -0.5, counted;
 4. verl's GRPO advantage on those scores has the expected signs (best kind > 0 > garbage).
 
-    python -m recipes.train_check_rag [--rows N]
+    python -m recipes.checks.check_rag [--rows N]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rearank.errors import RearankError
-from recipes.train_check import (
-    CheckFailed,
+from recipes.checks.check import (
     _expect,
     advantage_groups,
     check_scores,
@@ -47,28 +41,13 @@ from recipes.train_check import (
     score_with_verl,
     validate_grpo,
 )
+from recipes.checks.completions import KINDS
+from recipes.checks.data import shared
+from recipes.checks.serving import free_port, reader_server
+from recipes.checks.table import RAG_STAGES, Stage
 
-#: recipe -> (synth mode, reward module, reward function name)
-RECIPES = {
-    "barrag/selector_grpo": ("barrag-selector", "rearank.methods.barrag.reward", "compute_selector_score"),
-    "barrag/generator_grpo": ("barrag-generator", "rearank.methods.barrag.reward", "compute_generator_score"),
-    "arena/grpo": ("arena", "rearank.methods.arena.reward", "compute_score"),
-}
-#: The QA samples the checks synthesize from (under $REARANK_DATA/qa).
-QA_FILES = {
-    "barrag-selector": ["hotpotqa/train_distractor.sample100.json"],
-    "barrag-generator": ["hotpotqa/train_distractor.sample100.json"],
-    "arena": ["hotpotqa/train_distractor.sample100.json", "musique/train_ans.sample100.json"],
-}
 #: vLLM's allowed LoRA ranks (verl's fallback list when vLLM is not installed).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-
-
-def qa_root() -> Path:
-    root = Path(os.environ.get("REARANK_DATA", "../shared/data")) / "qa"
-    if not root.is_dir():
-        raise RearankError(f"{root} not found: set REARANK_DATA to the shared data folder (it holds qa/)")
-    return root
 
 
 def check_rag_config(config: Any) -> str:
@@ -89,74 +68,17 @@ def check_rag_config(config: Any) -> str:
             f"{data.max_response_length}")
 
 
-def synthesize(mode: str, out: Path) -> Path:
-    """Rows of ``mode`` from the shared QA samples, as ``rearank synth --mode MODE --qa ...`` writes them."""
+def synthesize(stage: Stage, out: Path) -> Path:
+    """The stage's rows from its QA samples, as ``rearank synth --mode MODE --qa ...`` writes them."""
     from data_synthesis.qa_rows import QARowsConfig, qa_rows, write_qa_outputs
     from rearank.io.qa import load_qa
 
-    files = [str(qa_root() / name) for name in QA_FILES[mode]]
+    files = [str(shared(name)) for name in stage.check_qa]
     items = [item for path in files for item in load_qa(path, limit=40)]
-    config = QARowsConfig(mode=mode, val_fraction=0.1, seed=0)
+    config = QARowsConfig(mode=stage.check_mode, val_fraction=0.1, seed=0)
     rows, skipped = qa_rows(items, config)
     write_qa_outputs(rows, skipped, out, config, files)
     return out
-
-
-# ---------------------------------------------------------------------------------------- completions
-
-
-def arena_completions(truth: dict) -> dict[str, str]:
-    from rearank.methods.arena.parser import format_arena
-
-    gold, first = truth["answers"][0], truth["supporting"][:1]
-    return {"gold": format_arena(truth["supporting"], "The cited references give the answer.", gold),
-            "partial": format_arena(first, "Only one reference.", "no idea"),
-            "leading_word": "Answer: " + format_arena(truth["supporting"], "x", gold),
-            "garbage": "I cannot tell."}
-
-
-def arena_expected(kind: str, truth: dict) -> float | None:
-    # gold: 1 + 1 + 1 + 10; partial: format 1 + relevance 0.5 (one of >= 2 gold ids); leading word: format 0,
-    # accuracy 1, relevance 1 -> 2; garbage: 0
-    partial = 1.5 if len(truth["supporting"]) > 1 else 2.0
-    return {"gold": 13.0, "partial": partial, "leading_word": 2.0, "garbage": 0.0}[kind]
-
-
-def generator_completions(truth: dict) -> dict[str, str]:
-    gold = truth["answers"][0]
-    return {"gold": f"<think>Doc [1] and Doc [2] say so.</think><answer>{gold}</answer>",
-            "uncited": f"<answer>{gold}</answer>",
-            "wrong": "<think>Doc [1] and Doc [2] say so.</think><answer>zzqx</answer>",
-            "garbage": "I cannot tell."}
-
-
-def generator_expected(kind: str, truth: dict) -> float | None:
-    # gold: 0.8 (0.7 F1 1 + 0.3 EM 1) + 0.2 cite 1 = 1.0; uncited: 0.8; wrong: 0.2 (cite only); garbage: 0
-    return {"gold": 1.0, "uncited": 0.8, "wrong": 0.2, "garbage": 0.0}[kind]
-
-
-def selector_completions(truth: dict) -> dict[str, str]:
-    n = len(truth["docs"])
-    support = truth["supporting"]
-    others = [i for i in range(1, n + 1) if i not in support]
-    chosen = (support + others)[:5]
-    fmt = ", ".join
-    return {"supporting": f"<think>These hold the facts.</think><answer> {fmt(f'[{i}]' for i in chosen)} </answer>",
-            "distractors": f"<think>Guess.</think><answer> {fmt(f'[{i}]' for i in others[:5])} </answer>",
-            "repeat": f"<think>x</think><answer> [{chosen[0]}], [{chosen[0]}] </answer>",
-            "garbage": "I cannot tell."}
-
-
-def selector_expected(kind: str, truth: dict) -> float | None:
-    # repeat and garbage fail the gate: 0; the others depend on the reader's draws (checked against a direct call)
-    return {"repeat": 0.0, "garbage": 0.0}.get(kind)
-
-
-KINDS: dict[str, tuple[Callable, Callable, str]] = {
-    "arena": (arena_completions, arena_expected, "gold"),
-    "barrag-generator": (generator_completions, generator_expected, "gold"),
-    "barrag-selector": (selector_completions, selector_expected, "supporting"),
-}
 
 
 def direct_score(config: Any, text: str, ground_truth: str) -> dict:
@@ -167,9 +89,10 @@ def direct_score(config: Any, text: str, ground_truth: str) -> dict:
     return asyncio.run(result) if asyncio.iscoroutine(result) else result
 
 
-def check_rewards(config: Any, mode: str, rows: Sequence[dict], tokenizer: Any) -> list[str]:
+def check_rewards(config: Any, stage: Stage, rows: Sequence[dict], tokenizer: Any) -> list[str]:
     """Score known completions through verl's reward loop; check against direct calls, fixed values, advantages."""
-    make, expected, best = KINDS[mode]
+    mode, known = stage.check_mode, KINDS[stage.name]
+    make, expected, best = known.make, known.expected, known.best
     data, kinds, texts = completion_batch(rows, tokenizer, make)
     scores, parts, advantages = check_scores(config, data, kinds, texts, mode,
                                              lambda text, truth: direct_score(config, text, truth), expected)
@@ -185,55 +108,14 @@ def check_rewards(config: Any, mode: str, rows: Sequence[dict], tokenizer: Any) 
              f"{config.reward.custom_reward_function.name}"), *kind_lines(kinds, scores, advantages, 13, mean_p)]
 
 
-# ---------------------------------------------------------------------------------------- reader server
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def reader_server(qa_file: Path, name: str = "reader") -> Iterator[str]:
-    """``python -m rearank.backends.chat_server --backend qa-oracle`` on 127.0.0.1 in a child process; yields its
-    base URL."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rearank.backends.chat_server", "--backend", "qa-oracle", "--model", str(qa_file),
-         "--served-name", name, "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise CheckFailed(f"the reader server exited: {proc.stderr.read().decode()[-500:]}")
-            try:
-                urllib.request.urlopen(f"{base_url}/models", timeout=1).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise CheckFailed("the reader server did not start within 60 s") from None
-                time.sleep(0.2)
-        yield base_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 # ---------------------------------------------------------------------------------------- driver
 
 
-def check_recipe(name: str, data_dir: Path, model_dir: Path, n_rows: int, reader_url: str | None) -> list[str]:
+def check_recipe(stage: Stage, data_dir: Path, model_dir: Path, n_rows: int, reader_url: str | None) -> list[str]:
     """All checks of one recipe family; returns its report lines."""
-    mode, _, _ = RECIPES[name]
+    name = stage.recipe
     lines = [f"[ok] {variant}: composes and validates -- {check_rag_config(compose_recipe(variant))}"
-             for variant in (name, f"{name}_debug")]
+             for variant in stage.variants]
     overrides = [f"actor_rollout_ref.model.path={model_dir}", f"data.train_files={data_dir / 'train.parquet'}",
                  f"data.val_files={data_dir / 'val.parquet'}", "data.max_prompt_length=8192",
                  "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=10240"]
@@ -248,7 +130,7 @@ def check_recipe(name: str, data_dir: Path, model_dir: Path, n_rows: int, reader
                  f"{len(batch['index'])} collates")
     rows = [train[i] for i in range(min(n_rows, len(train)))]
     lines += [f"[ok] {name}: " + line if i == 0 else line
-              for i, line in enumerate(check_rewards(config, mode, rows, tokenizer))]
+              for i, line in enumerate(check_rewards(config, stage, rows, tokenizer))]
     return lines
 
 
@@ -256,7 +138,7 @@ def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
     """A reader that is down: the selector reward scores -0.5 and counts the failure, through verl."""
     from rearank.methods.barrag.reward import READER_FAILURES
 
-    dead = f"http://127.0.0.1:{_free_port()}/v1"
+    dead = f"http://127.0.0.1:{free_port()}/v1"
     config = compose_recipe("barrag/selector_grpo", [
         f"actor_rollout_ref.model.path={model_dir}", f"data.train_files={data_dir / 'train.parquet'}",
         f"data.val_files={data_dir / 'val.parquet'}", "data.max_prompt_length=8192",
@@ -264,7 +146,7 @@ def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
         "reward.custom_reward_function.reward_kwargs.timeout_s=2",
         "reward.custom_reward_function.reward_kwargs.reader_retries=0"])
     tokenizer, train, _ = load_datasets(config)
-    data, kinds, _ = completion_batch([train[0]], tokenizer, selector_completions)
+    data, kinds, _ = completion_batch([train[0]], tokenizer, KINDS["barrag_selector"].make)
     before = sum(READER_FAILURES.values())
     scores, parts, _ = score_with_verl(config, data)
     got = {k: (s, p["reader_failed"]) for k, s, p in zip(kinds, scores, parts)}
@@ -277,14 +159,14 @@ def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
 
 def run_checks(scratch: Path, model_dir: Path, n_rows: int = 3) -> list[str]:
     lines = []
-    for name, (mode, _, _) in RECIPES.items():
-        data_dir = synthesize(mode, scratch / mode)
-        if mode == "barrag-selector":
-            with reader_server(qa_root() / QA_FILES[mode][0]) as reader_url:
-                lines += check_recipe(name, data_dir, model_dir, n_rows, reader_url)
+    for stage in RAG_STAGES:
+        data_dir = synthesize(stage, scratch / stage.check_mode)
+        if stage.name == "barrag_selector":
+            with reader_server(shared(stage.check_qa[0])) as reader_url:
+                lines += check_recipe(stage, data_dir, model_dir, n_rows, reader_url)
             lines.append(check_reader_failure(model_dir, data_dir))
         else:
-            lines += check_recipe(name, data_dir, model_dir, n_rows, None)
+            lines += check_recipe(stage, data_dir, model_dir, n_rows, None)
     return lines
 
 

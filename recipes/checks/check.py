@@ -10,7 +10,7 @@
    the reward's definition.
 4. verl's GRPO advantage on those scores has the expected signs (ideal > 0, garbage < 0).
 
-    python -m recipes.train_check [--data DIR] [--rows N]
+    python -m recipes.checks.check [--data DIR] [--rows N]
 
 ``--data``: a folder with train.parquet/val.parquet from ``rearank synth``; default ``data/rl/dl21`` if
 present, else a small set synthesized from the dl21 pack into a temporary folder.
@@ -29,16 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from rearank.errors import RearankError
-from rearank.methods.listwise.answer import format_answer
 from rearank.methods.listwise.reward import compute_score, parse_ground_truth
 from recipes import RECIPES_DIR
-from recipes.data import rl_data_dir
+from recipes.checks.completions import KINDS
+from recipes.checks.data import rl_data_dir
+from recipes.checks.table import STAGES
 
-RECIPES = ("rearank/grpo", "rearank/grpo_debug")
 VERL_CONFIG = "pkg://verl.trainer.config"
-#: Completion kinds scored for every prompt; together they form one GRPO group (expected scores: expected_score).
-KINDS = ("ideal", "presented", "reversed", "garbage")
-THINK = "<think>Passages that answer the query directly come first; off-topic ones go last.</think>\n"
 
 
 class CheckFailed(RearankError):
@@ -146,25 +143,6 @@ def first_batch(config: Any, dataset: Any) -> dict[str, Any]:
     loader = StatefulDataLoader(dataset, batch_size=min(config.data.train_batch_size, len(dataset)), num_workers=0,
                                 drop_last=True, collate_fn=collate_fn, sampler=create_rl_sampler(config.data, dataset))
     return next(iter(loader))
-
-
-def completions_for(labels: Sequence[float]) -> dict[str, str]:
-    """One completion per kind in :data:`KINDS` for a set with these labels (presented order)."""
-    n = len(labels)
-    ideal = sorted(range(n), key=lambda i: -labels[i])
-    answer = "<answer>{}</answer>"
-    return {
-        "ideal": THINK + answer.format(format_answer(ideal)),
-        "presented": THINK + answer.format(format_answer(range(n))),
-        "reversed": THINK + answer.format(format_answer(reversed(range(n)))),
-        "garbage": "I am not sure which passage is relevant to this question.",
-    }
-
-
-def expected_score(kind: str, labels: Sequence[float]) -> float | None:
-    """The score the reward's definition gives a kind (None: no fixed value, e.g. reversed)."""
-    presented_is_ideal = list(labels) == sorted(labels, reverse=True)
-    return {"ideal": 1.0, "presented": 1.0 if presented_is_ideal else 0.2, "garbage": 0.0}.get(kind)
 
 
 def completion_batch(rows: Sequence[dict], tokenizer: Any, make: Callable[[Any], dict[str, str]]) -> tuple[
@@ -275,15 +253,16 @@ def check_reward_and_advantage(config: Any, train: Any, tokenizer: Any, n_rows: 
     """Score real completions through verl and check scores and GRPO advantage signs; return report lines."""
     rows = [train[i] for i in range(len(train))]
     rows = [r for r in rows if _presented_not_ideal(r)][:n_rows] or rows[:n_rows]
-    data, kinds, texts = completion_batch(rows, tokenizer, lambda truth: completions_for(parse_ground_truth(truth)))
+    known = KINDS["rearank"]
+    data, kinds, texts = completion_batch(rows, tokenizer, known.make)
     reward_kwargs = config.reward.custom_reward_function.reward_kwargs
     scores, _, advantages = check_scores(
         config, data, kinds, texts, "rearank/grpo", lambda text, truth: compute_score("check", text, truth,
                                                                                      **reward_kwargs),
-        lambda kind, truth: expected_score(kind, parse_ground_truth(truth)))
+        known.expected)
     for uid, group in advantage_groups(data, kinds, advantages).items():
         _expect(group["ideal"] > 0 > group["garbage"], f"GRPO advantage signs in group {uid}: {group}")
-    return [(f"{len(rows)} prompts x {len(KINDS)} tokenized completions scored by verl's "
+    return [(f"{len(rows)} prompts x {len(set(kinds))} tokenized completions scored by verl's "
              f"'{config.reward.reward_manager.name}' reward manager through "
              "rearank.methods.listwise.reward.compute_score"),
             *kind_lines(kinds, scores, advantages, 9)]
@@ -308,7 +287,7 @@ def _parquet_rows(path: Path) -> int:
 def run_checks(data_dir: Path, model_dir: Path, n_rows: int = 4) -> list[str]:
     """Every check in order; returns the report lines (raises CheckFailed at the first failure)."""
     lines = []
-    for name in RECIPES:
+    for name in STAGES["rearank"].variants:
         lines.append(f"[ok] {name}: composes and validates -- {check_config(compose_recipe(name))}")
     kwargs = "reward.custom_reward_function.reward_kwargs"
     for override in ("rank_reward=absolute", "rank_reward=difference", "variant=released"):

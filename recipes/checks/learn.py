@@ -21,7 +21,7 @@ rewards, the paired test, training logs, stage times) and the PNG of the curves 
 write-then-rename. Seeds are fixed; CPU thread timing still makes runs differ slightly. It shows what the
 training mechanics do to a 135M model on 5-passage windows; it says nothing about a 7B model on 20 passages.
 
-    python -m recipes.train_learn [--sft-steps 20] [--grpo-steps 12] [--eval-every 6] [--heldout 48]
+    python -m recipes.checks.learn [--sft-steps 20] [--grpo-steps 12] [--eval-every 6] [--heldout 48]
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ from rearank.errors import RearankError
 from rearank.io.files import atomic_path, atomic_write, iter_json_lines
 from rearank.methods.listwise.answer import parse_answer
 from rearank.methods.listwise.reward import compute_score
-from recipes.train_smoke import rearank_reward
+from recipes.checks import data
+from recipes.checks.models import embedded_policy
+from recipes.checks.smoke import rearank_reward
 
 SEED = 0
 SET_SIZE = 5
@@ -55,16 +57,9 @@ def synthesize_sets(output_dir: Path, dataset: str, samples_per_query: int, pass
                     val_fraction: float) -> Path:
     """5-passage, shuffled-order, answer-only sets of ``dataset`` with SFT rows, as
     ``rearank synth --dataset D --set-size 5 --order shuffle --template rankgpt --sft`` writes them."""
-    from data_synthesis import SynthConfig, synthesize
-    from data_synthesis.tokens import load_tokenizer
-    from rearank.data.packs import load_qrels, load_requests
-
-    config = SynthConfig(samples_per_query=samples_per_query, set_size=SET_SIZE, order="shuffle", template="rankgpt",
-                         passage_budget=f"{passage_tokens} tokens", sft=True, val_fraction=val_fraction,
-                         data_source=f"rearank/{dataset}")
-    synthesize(load_requests(dataset=dataset), load_qrels(dataset), output_dir, config,
-               tokenizer=load_tokenizer("embedded"), tokenizer_name="embedded", progress=False)
-    return output_dir
+    return data.synthesize_sets(output_dir, dataset, samples_per_query=samples_per_query, set_size=SET_SIZE,
+                                order="shuffle", template="rankgpt", passage_budget=f"{passage_tokens} tokens",
+                                sft=True, val_fraction=val_fraction)
 
 
 def load_rows(sft_jsonl: Path) -> list[dict]:
@@ -303,11 +298,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     times: dict[str, float] = {}
     try:
         check_args(args)
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from rearank.models import embedded_model_path
-
         with tempfile.TemporaryDirectory(prefix="rearank-train-learn-") as tmp:
             train_dir = synthesize_sets(Path(tmp) / "dl21", "dl21", args.samples_per_query, args.passage_tokens, 0.1)
             held_dir = synthesize_sets(Path(tmp) / "dl19", "dl19", args.heldout_samples_per_query,
@@ -324,10 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"data: {len(sft_rows)} SFT / {len(grpo_rows)} GRPO dl21 sets, {len(heldout)} held-out dl19 sets",
                   flush=True)
 
-            torch.manual_seed(SEED)
-            model_dir = embedded_model_path()
-            tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
-            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+            model, tokenizer = embedded_policy(SEED)
             trainable = freeze_lower_layers(model, args.trainable_layers)
             evaluate = Evaluator(model, tokenizer, heldout, args.max_completion_length)
             evaluate("base", 0)

@@ -1,6 +1,6 @@
 """Export a verl FSDP actor checkpoint to a Hugging Face folder that ``rearank rerank --model DIR`` loads.
 
-    python -m recipes.export CHECKPOINT --output-dir DIR [--step N] [--force]
+    python -m recipes.checks.export CHECKPOINT --output-dir DIR [--step N] [--force]
 
 CHECKPOINT is a run folder (``checkpoints/rearank/<experiment>``; the latest step is taken from verl's
 ``latest_checkpointed_iteration.txt`` unless ``--step``), a ``global_step_N`` folder or its ``actor`` folder.

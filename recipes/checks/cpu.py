@@ -8,7 +8,7 @@ For each recipe (``rearank``, ``grouprank``, ``reasonrank``, ``barrag_selector``
    lengths, steps, device, model path; :func:`size_overrides`) for 2 steps, with ``VERL_PLATFORM=cpu`` so that the
    plugin ``recipes.verl_cpu`` supplies the CPU platform and the transformers rollout; checkpoints every step;
 3. the same command again with ``trainer.total_training_steps=3``: verl resumes from ``global_step_2``;
-4. ``python -m recipes.export`` (verl's FSDP model merger) into ``<out>/<recipe>/export``;
+4. ``python -m recipes.checks.export`` (verl's FSDP model merger) into ``<out>/<recipe>/export``;
 5. the exported folder in use: ``rearank rerank --backend hf`` on two dl19 queries (listwise; groupwise for
    grouprank) or ``rearank rag eval`` on two HotpotQA questions (BAR-RAG selector / generator, ARENA).
 
@@ -18,7 +18,7 @@ export and rerank that follow are ``rearank``'s machinery on the same listwise f
 ``<out>/<recipe>/metrics.jsonl`` holds one JSON object per training step with verl's metric names (from verl's
 ``file`` logger); checkpoints are in ``<out>/<recipe>/checkpoints``, console logs in ``<out>/<recipe>/logs``.
 
-    python -m recipes.train_cpu [--recipe NAME ...] [--out DIR] [--model tiny|smollm2|PATH] [--overwrite]
+    python -m recipes.checks.cpu [--recipe NAME ...] [--out DIR] [--model tiny|smollm2|PATH] [--overwrite]
 
 ``--model tiny`` (default): a randomly initialised model of SmolLM2's architecture (2 layers, hidden 64) with
 SmolLM2's tokenizer, made once in the rearank cache; ``smollm2``: SmolLM2-135M-Instruct converted from the embedded
@@ -38,150 +38,44 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rearank.cache import cache_root
 from rearank.errors import RearankError
 from rearank.io.files import atomic_folder, atomic_write, iter_json_lines
 from recipes import RECIPES_DIR
+from recipes.checks.completions import warm_start_texts
+from recipes.checks.data import shared
+from recipes.checks.models import load_model, load_tokenizer, model_path, tiny_base
+from recipes.checks.serving import reader_server
+from recipes.checks.table import DEFAULT, QA, QA_EVAL, RECIPES, STAGES, Stage
 
-TINY_FOLDER = "smollm2-arch-tiny-random"
-#: Size of the random model: SmolLM2's architecture (Llama) and tokenizer, 2 layers of width 64 (3.2M parameters).
-TINY_SIZE = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
-             "num_key_value_heads": 2, "head_dim": 16}
 WARMUP_STEPS = 120
 STEPS, RESUMED_STEPS = 2, 3
-QA = "qa/hotpotqa/train_distractor.sample100.json"
-QA_EVAL = "qa/hotpotqa/dev_distractor.first103.json"
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One verl run: its recipe file, the ``rearank synth`` arguments of its data, and lengths for CPU."""
-
-    name: str
-    recipe: str
-    synth: tuple[str, ...]
-    prompt_tokens: int
-    response_tokens: int
-    #: Steps 3-5 (resume, export, use) too; False: the GRPO steps alone.
-    full: bool = True
-
-
-STAGES = {
-    "rearank": Stage("rearank", "rearank/grpo",
-                     ("--dataset", "dl21", "--samples-per-query", "1", "--set-size", "5", "--passage-budget", "200c"),
-                     1024, 64),
-    "grouprank": Stage("grouprank", "grouprank/grpo",
-                       ("--dataset", "dl21", "--mode", "groupwise", "--samples-per-query", "1", "--set-size", "5",
-                        "--passage-budget", "200c"), 1024, 64),
-    "reasonrank": Stage("reasonrank", "reasonrank/grpo",
-                        ("--dataset", "dl21", "--mode", "reasonrank", "--teacher", "oracle", "--samples-per-query", "1",
-                         "--set-size", "5", "--passage-budget", "200c"), 1024, 64, full=False),
-    "barrag_selector": Stage("barrag_selector", "barrag/selector_grpo",
-                             ("--mode", "barrag-selector", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64),
-    "barrag_generator": Stage("barrag_generator", "barrag/generator_grpo",
-                              ("--mode", "barrag-generator", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 2048, 64),
-    "arena": Stage("arena", "arena/grpo", ("--mode", "arena", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64),
-}
-#: ``--recipe`` names: a recipe runs its stages in order.
-RECIPES = {"rearank": ("rearank",), "grouprank": ("grouprank",), "reasonrank": ("reasonrank",), "barrag": ("barrag_selector", "barrag_generator"),
-           "barrag_selector": ("barrag_selector",), "barrag_generator": ("barrag_generator",), "arena": ("arena",)}
-DEFAULT = ("rearank", "grouprank", "barrag", "arena")
-
-
-def data_root() -> Path:
-    root = Path(os.environ.get("REARANK_DATA", "../shared/data")).resolve()
-    if not root.is_dir():
-        raise RearankError(f"{root} not found: set REARANK_DATA to the shared data folder")
-    return root
-
-
-def tiny_base(cache: Path | None = None) -> Path:
-    """A randomly initialised model of SmolLM2-135M-Instruct's architecture (:data:`TINY_SIZE`, 3.2M parameters)
-    with its tokenizer and chat template, made once (seeded) in ``<cache>/models``."""
-    from rearank.models import embedded_model_path
-
-    target = (cache or cache_root()) / "models" / TINY_FOLDER
-    if (target / "config.json").is_file():
-        return target
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-
-    base = embedded_model_path()
-    config = AutoConfig.from_pretrained(base)
-    for key, value in TINY_SIZE.items():
-        setattr(config, key, value)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    with atomic_folder(target) as tmp:
-        model.save_pretrained(tmp)
-        AutoTokenizer.from_pretrained(base).save_pretrained(tmp)
-        GenerationConfig.from_pretrained(base).save_pretrained(tmp)
-    return target
-
-
-def answer_kinds(stage: Stage, ground_truth: str) -> list[str]:
-    """Well-formed and malformed completions of a row, scored differently by the stage's reward: the ones
-    ``make train-check`` scores through verl (listwise: ideal, presented, reversed, garbage; the RAG recipes' own)."""
-    truth = json.loads(ground_truth)
-    if stage.name == "rearank":
-        from recipes.train_check import completions_for
-
-        return list(completions_for(truth["labels"]).values())
-    if stage.name == "reasonrank":  # best (1.3), reversed (lower), not a permutation (0), broken format (-1)
-        from rearank.methods.listwise.answer import format_answer
-
-        order = [truth["ids"].index(d) for d in truth["gold"]]
-        return [f"<think>By the judgments.</think>\n<answer>{format_answer(o)}</answer>"
-                for o in (order, order[::-1], order[:-1])] + ["I cannot rank these."]
-    if stage.name == "grouprank":
-        from rearank.methods.groupwise.parser import format_scores, label_scores
-
-        labels = truth["labels"]
-        answer = "<reason>Scored by content.</reason>\n<answer>{}</answer>"
-        return [answer.format(format_scores(label_scores(labels, 3))),
-                answer.format(format_scores(label_scores(labels[::-1], 3))),
-                answer.format(format_scores([5] * len(labels))), "I cannot score these."]
-    if stage.name == "barrag_generator":
-        # Fixed strings only: a 3.2M-parameter model cannot copy a gold answer, and verl's transformers rollout
-        # samples at temperature 1 from the whole vocabulary, so warm-starting on gold copies left every sampled
-        # answer unparseable (0 of 48 rollouts rewarded in 3 steps). These four parse or fail alike for every
-        # item yet score 0.2 (two docs cited, wrong answer), 0.8 or 1.0 (yes/no, right on HotpotQA's
-        # comparison questions) or 0 (no answer).
-        return ["<think>Doc [1] and Doc [2] say so.</think><answer>zzqx</answer>",
-                "<think>Doc [1] and Doc [2] say so.</think><answer>yes</answer>",
-                "<answer>no</answer>", "I cannot tell."]
-    from recipes.train_check_rag import KINDS
-
-    mode = {"barrag_selector": "barrag-selector", "arena": "arena"}
-    return list(KINDS[mode[stage.name]][0](truth).values())
 
 
 def warm_start(stage: Stage, data: Path, target: Path) -> Path:
     """The tiny base model trained for :data:`WARMUP_STEPS` steps to answer the stage's training prompts with one of
-    :func:`answer_kinds`, drawn at random. A random model writes text every reward scores alike, so all GRPO
-    advantages and gradients would be zero; this one's samples differ in reward, so the actor update has a nonzero
+    :func:`~recipes.checks.completions.warm_start_texts`, drawn at random. A random model writes text every reward
+    scores alike, so all GRPO advantages and gradients would be zero; this one's samples differ in reward, so the actor update has a nonzero
     gradient. It checks the mechanics of training, never quality."""
     if (target / "config.json").is_file():
         return target
     import pandas as pd
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     base = tiny_base()
-    tokenizer = AutoTokenizer.from_pretrained(base)
+    tokenizer = load_tokenizer(base)
     rows = pd.read_parquet(data / "train.parquet")
     examples = []
     for prompt, reward in zip(rows["prompt"], rows["reward_model"], strict=True):
         ids = tokenizer.apply_chat_template([dict(m) for m in prompt], add_generation_prompt=True, tokenize=True,
                                             return_dict=True)["input_ids"][-stage.prompt_tokens:]
-        for text in answer_kinds(stage, reward["ground_truth"]):
+        for text in warm_start_texts(stage.name, reward["ground_truth"]):
             answer = tokenizer.encode(text, add_special_tokens=False)[: stage.response_tokens - 1]
             examples.append((ids, answer + [tokenizer.eos_token_id]))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # matrices this small run fastest on one thread, above all on a busy machine
     generator = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    model = load_model(base)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
     for _ in range(WARMUP_STEPS):  # one right-padded batch of 8 examples a step; loss on the answer tokens
@@ -208,20 +102,6 @@ def warm_start(stage: Stage, data: Path, target: Path) -> Path:
         for name in ("generation_config.json",):
             shutil.copy(base / name, tmp / name)
     return target
-
-
-def model_path(model: str) -> Path | None:
-    """``--model``: None for ``tiny`` (each stage warm-starts its own), else a Hugging Face folder."""
-    if model == "tiny":
-        return None
-    if model == "smollm2":
-        from rearank.models import embedded_model_path
-
-        return embedded_model_path()
-    path = Path(model).resolve()
-    if not (path / "config.json").is_file():
-        raise RearankError(f"--model {model}: not 'tiny', 'smollm2' or a Hugging Face folder with config.json")
-    return path
 
 
 def runtime_env(env: dict[str, str]) -> list[str]:
@@ -305,7 +185,7 @@ def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> float:
 def synthesize(stage: Stage, data: Path, log: Path) -> Path:
     if (data / "train.parquet").is_file():
         return data
-    args = [a.replace("{data}", str(data_root())) for a in stage.synth]
+    args = [a.replace("{data}", str(shared())) for a in stage.synth]
     _run([sys.executable, "-m", "rearank", "synth", *args, "--output-dir", str(data), "--quiet"], log)
     return data
 
@@ -372,7 +252,7 @@ def use_export(stage: Stage, export: Path, folder: Path) -> list[str]:
         return [sys.executable, "-m", "rearank", "rerank", "--dataset", "dl19", "--max-queries", "2", "--backend",
                 "hf", "--model", str(export), "--method", mode, "--top-k", "10", "--max-new-tokens", "32",
                 "--output", str(use / "run.trec"), "--no-progress"]
-    qa = str(data_root() / QA_EVAL)
+    qa = str(shared(QA_EVAL))
     common = [sys.executable, "-m", "rearank", "rag", "eval", "--data", qa, "--limit", "2", "--output-dir", str(use),
               "--no-progress", "--max-new-tokens", "32"]
     if stage.name == "barrag_selector":
@@ -397,9 +277,7 @@ def run_stage(stage: Stage, out: Path, model: Path | None, overwrite: bool, node
         model = warm_start(stage, data, folder / "tiny-model")
         timings["warm_start_s"] = round(time.perf_counter() - started, 1)
     if stage.name == "barrag_selector":
-        from recipes.train_check_rag import reader_server
-
-        with reader_server(data_root() / QA) as url:
+        with reader_server(shared(QA)) as url:
             os.environ["BARRAG_READER_URL"] = url
             timings.update(_train_twice(stage, data, model, folder, nodes))
     elif not stage.full:
@@ -414,7 +292,7 @@ def run_stage(stage: Stage, out: Path, model: Path | None, overwrite: bool, node
                 "step_s": [round(row.get("timing_s/step", float("nan")), 1) for row in rows]}
     export = folder / "export"
     started = time.perf_counter()
-    _run([sys.executable, "-m", "recipes.export", str(folder / "checkpoints"), "--output-dir", str(export),
+    _run([sys.executable, "-m", "recipes.checks.export", str(folder / "checkpoints"), "--output-dir", str(export),
           "--force"], folder / "logs" / "export.log")
     timings["export_s"] = round(time.perf_counter() - started, 1)
     timings["use_s"] = round(_run(use_export(stage, export, folder), folder / "logs" / "use.log"), 1)
@@ -447,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--nnodes above 1 needs --ray-address (a running Ray cluster)")
     stages = [STAGES[name] for recipe in (args.recipe or DEFAULT) for name in RECIPES[recipe]]
     try:
-        os.environ["REARANK_DATA"] = str(data_root())  # the synth and rerank children read the packs there
+        os.environ["REARANK_DATA"] = str(shared())  # the synth and rerank children read the packs there
         model = model_path(args.model)
         out = args.out.resolve()
         for stage in stages:

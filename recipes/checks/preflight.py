@@ -14,7 +14,7 @@ attention kernel and Ray settings the launch would use) and, for each, checks:
 
 One table of checks; exit status 1 when any check failed.
 
-    python -m recipes.preflight RECIPE [overrides...] [--rows N] [--recipes-dir DIR]
+    python -m recipes.checks.preflight RECIPE [overrides...] [--rows N] [--recipes-dir DIR]
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from recipes import RECIPES_DIR
+from recipes.checks.completions import warm_start_texts
+from recipes.checks.table import Stage, stage_of_reward
 
 #: Packages checked against what the project ran: (specifier, needed here). Keep docs/training.md's table in step
 #: (tests/integration/test_preflight.py compares them).
@@ -53,13 +55,6 @@ TESTED = {
     "flash-attn": (">=2.7", False),
 }
 ENV = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
-#: reward function -> the train-cpu stage whose completions it scores (recipes.train_cpu.answer_kinds)
-REWARD_STAGES = {("pkg://rearank.methods.listwise.reward", "compute_score"): "rearank",
-                 ("pkg://rearank.methods.groupwise.reward", "compute_score"): "grouprank",
-                 ("pkg://rearank.methods.barrag.reward", "compute_selector_score"): "barrag_selector",
-                 ("pkg://rearank.methods.barrag.reward", "compute_generator_score"): "barrag_generator",
-                 ("pkg://rearank.methods.arena.reward", "compute_score"): "arena",
-                 ("pkg://rearank.methods.listwise.reasonrank", "compute_score"): "reasonrank"}
 
 
 class CheckError(Exception):
@@ -164,7 +159,7 @@ def check_config(config: Any, command: Command) -> str:
     if command.kind == "ppo":
         from omegaconf import open_dict
 
-        from recipes.train_check import validate_grpo
+        from recipes.checks.check import validate_grpo
 
         validated, note = config, ""
         if config.actor_rollout_ref.model.get("lora_rank", 0) and importlib.util.find_spec("vllm") is None:
@@ -277,8 +272,8 @@ def check_reward(config: Any, items: list[dict]) -> str:
         raise CheckError(f"reward.custom_reward_function {reward.path}:{reward.name}: {err}") from None
     if fn is None:
         raise CheckError("reward.custom_reward_function.path is not set")
-    stage = REWARD_STAGES.get((str(reward.path), str(reward.name)))
-    if stage == "barrag_selector":
+    stage = stage_of_reward(str(reward.path), str(reward.name))
+    if stage is not None and stage.name == "barrag_selector":
         url = str(reward.reward_kwargs.reader_url).rstrip("/")
         try:
             urllib.request.urlopen(f"{url}/models", timeout=3).read()
@@ -304,13 +299,10 @@ async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
-def _completions(stage: str | None, truth: Any) -> list[str]:
+def _completions(stage: Stage | None, truth: Any) -> list[str]:
     if stage is None:
         return ["", "<answer>[1]</answer>"]
-    from recipes.train_cpu import STAGES, answer_kinds
-
-    text = truth if isinstance(truth, str) else json.dumps(truth)
-    return answer_kinds(STAGES[stage], text)
+    return warm_start_texts(stage.name, truth if isinstance(truth, str) else json.dumps(truth))
 
 
 def check_versions() -> str:
