@@ -126,6 +126,7 @@ def test_a_dead_rollout_server_ends_the_run_with_one_clear_error(tmp_path):
     data = synthesize(stage, tmp_path / "data", tmp_path / "synth.log")
     log = tmp_path / "verl.log"
     env = {**os.environ, "VERL_PLATFORM": "cpu", "OMP_NUM_THREADS": "1", "REARANK_ROLLOUT_WATCH_S": "2",
+           "VERL_FILE_LOGGER_PATH": str(tmp_path / "verl.jsonl"),  # else verl writes ./<project>/<experiment>.jsonl
            "RAY_DEDUP_LOGS": "0"}
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-dir", str(RECIPES_DIR / "rearank"),
            "--config-name", "grpo",
