@@ -18,8 +18,8 @@ from rearank.errors import RearankError
 from rearank.flags import backend_options
 from rearank.io.outputs import reads, writes
 from rearank.prompts.registry import RAG, names
+from rearank.rag.config import QA_FORMATS, STYLES, RagConfig, parse_ks
 from rearank.rag.readers import RULE_READERS, reader_names
-from rearank.run.rag_config import QA_FORMATS, STYLES, RagConfig, parse_ks
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -1,5 +1,5 @@
 """The open-retrieval flags (``--corpus``, ``--depth``, ``--candidates``) of ``rag eval`` and of the RAG modes of
-``rearank synth``, read into :class:`rearank.run.rag_config.RetrievalSettings`."""
+``rearank synth``, read into :class:`rearank.rag.config.RetrievalSettings`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from rearank.io.outputs import reads
-from rearank.run.rag_config import RetrievalSettings
+from rearank.rag.config import RetrievalSettings
 
 
 def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:

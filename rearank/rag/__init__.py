@@ -17,6 +17,8 @@
 - :mod:`rearank.rag.cache`: the greedy response cache keyed by (model, prompt, sampling)
 - :mod:`rearank.rag.selectors`: ``none``, ``oracle``, ``bm25``, ``listwise:M``, ``pointwise:M``, ``barrag:M`` behind a registry
 - :mod:`rearank.rag.evaluate`: ``rag eval`` (per-item JSONL, metrics, table, resume) and paired comparison
+- :mod:`rearank.rag.config`: ``rag eval``'s typed settings (:class:`~rearank.rag.config.RagConfig`) and open
+  retrieval's (:class:`~rearank.rag.config.RetrievalSettings`), checked before anything loads
 - :mod:`rearank.rag.rrpo`: RRPO's formulas, trainer (Algorithm 1) and data parallelism
 - loaders live with the other formats in :mod:`rearank.io.qa`
 """

@@ -10,8 +10,8 @@ import pytest
 
 from rearank.cli import main
 from rearank.errors import RearankError
+from rearank.rag.config import RagConfig, RetrievalSettings, parse_ks
 from rearank.rag.evaluate import RagEvaluation
-from rearank.run.rag_config import RagConfig, RetrievalSettings, parse_ks
 
 
 def config(tmp_path: Path, **settings) -> RagConfig:
