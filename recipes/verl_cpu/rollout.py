@@ -190,15 +190,19 @@ class TransformersServer:
         return True
 
 
+def death_line(name: str, error: BaseException) -> str:
+    """The one line that ends a run whose rollout server ``name`` died."""
+    return (f"rearank: the rollout server {name} died ({type(error).__name__}); ending the run. Its log is in "
+            "Ray's session folder (/tmp/ray/session_latest/logs); a common cause is Ray's memory monitor.")
+
+
 def watch(server: Any, name: str, every_s: float, on_death: Any = None) -> threading.Thread:
     """A daemon thread that asks ``server`` every ``every_s`` seconds whether it is alive. verl does not notice a
     dead rollout server: its requests fail, the groups are dropped and retried, and the run waits forever. When the
     server is gone this prints one line naming it and ends the process (the trainer), so that the run fails."""
 
     def end(error: BaseException) -> None:
-        print(f"rearank: the rollout server {name} died ({type(error).__name__}); ending the run. Its log is in "
-              "Ray's session folder (/tmp/ray/session_latest/logs); a common cause is Ray's memory monitor.",
-              file=sys.stderr, flush=True)
+        print(death_line(name, error), file=sys.stderr, flush=True)
         os._exit(1)
 
     def loop() -> None:
@@ -274,6 +278,11 @@ class TransformersServerAdapter(BaseRollout):
                 state[name] = tensor.detach().to("cpu", copy=True)
         if not self.is_leader:
             return
-        await self._server().load_weights.remote(state)
-        if global_steps is not None:
-            await self._server().set_global_steps.remote(global_steps)
+        try:
+            await self._server().load_weights.remote(state)
+            if global_steps is not None:
+                await self._server().set_global_steps.remote(global_steps)
+        except ray.exceptions.RayActorError as error:  # died between two polls of its watch
+            line = death_line(SERVER_NAME.format(rank=self.replica_rank), error)
+            print(line, file=sys.stderr, flush=True)
+            raise RuntimeError(line) from None

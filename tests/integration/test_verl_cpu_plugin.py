@@ -205,3 +205,25 @@ def test_rollout_threads_setting_is_checked(monkeypatch):
     monkeypatch.setenv(THREADS_ENV, "0")
     with pytest.raises(ValueError, match=f"{THREADS_ENV}='0'"):
         server_threads()
+
+
+def test_weights_sent_to_a_dead_rollout_server_end_the_step_with_its_one_line(capsys):
+    """The server can die between two polls of its watch, while the actor sends it the new weights: the step ends
+    with the watch's line, not Ray's page-long actor error."""
+    import asyncio
+    import types
+
+    import ray
+    import torch
+
+    from recipes.verl_cpu.rollout import TransformersServerAdapter
+
+    def dead(*_args):
+        raise ray.exceptions.RayActorError()
+
+    adapter = object.__new__(TransformersServerAdapter)
+    adapter.is_leader, adapter.replica_rank = True, 0
+    adapter.server = types.SimpleNamespace(load_weights=types.SimpleNamespace(remote=dead))
+    with pytest.raises(RuntimeError, match=r"^rearank: the rollout server transformers_server_0 died \(RayActorError\)"):
+        asyncio.run(adapter.update_weights(iter([("w", torch.zeros(2))]), global_steps=3))
+    assert capsys.readouterr().err.startswith("rearank: the rollout server transformers_server_0 died (")
