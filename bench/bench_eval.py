@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from rearank.io.trec import read_qrels, read_run, write_qrels, write_run
-from rearank.metrics import evaluate
+from rearank.measures.ir import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 

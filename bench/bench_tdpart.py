@@ -35,7 +35,7 @@ from rearank.data import packs
 from rearank.engine import Engine
 from rearank.methods import Listwise
 from rearank.methods.listwise.answer import format_answer
-from rearank.metrics import evaluate
+from rearank.measures.ir import evaluate
 from rearank.run.stats import RunStats
 from rearank.testing.fake_server import ServiceModel, start
 from rearank.types import Request, Result

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rearank.ndcg import ideal_dcg_at_k, ndcg_at_k
+from rearank.measures.ndcg import ideal_dcg_at_k, ndcg_at_k
 
 #: Filter names in the order they are checked; a rejected set is counted under the first filter it fails.
 FILTERS = ("no_relevant", "initial_ndcg", "ideal_ndcg")

@@ -32,7 +32,7 @@ from rearank.methods.groupwise.labels import fused_labels, parse_point_score, po
 from rearank.methods.groupwise.parser import format_scores, label_scores
 from rearank.methods.groupwise.prompt import build_group_messages
 from rearank.methods.listwise.answer import ideal_answer, parse_answer
-from rearank.ndcg import ndcg_at_k
+from rearank.measures.ndcg import ndcg_at_k
 from rearank.prompts import build_messages
 from rearank.types import Candidate, Request
 

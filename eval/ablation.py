@@ -4,7 +4,7 @@ own result folder (``<output-dir>/off``, ``on``, ``on-think-N``; resumable as an
 
 The table (``reasoning_ablation.md``, also printed): nDCG@10 x 100 per dataset and their mean, generated tokens per
 query, seconds per query, and the difference from reasoning off with its paired significance over every (dataset,
-query) pair (:mod:`rearank.significance`: paired t-test and sign-flip randomization). The plot
+query) pair (:mod:`rearank.measures.significance`: paired t-test and sign-flip randomization). The plot
 (``reasoning_ablation.png``): mean nDCG@10 against generated tokens per query, one point per variant.
 """
 
@@ -24,7 +24,7 @@ from eval.tables import MISSING, fmt, markdown_table
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import apply_defaults
 from rearank.io.files import atomic_write
-from rearank.significance import paired_t_p, randomization_p
+from rearank.measures.significance import paired_t_p, randomization_p
 
 ABLATIONS = ("reasoning",)
 REPORT = "reasoning_ablation"

@@ -37,7 +37,7 @@ from rearank.flags import apply_defaults
 from rearank.io.files import atomic_write
 from rearank.io.outputs import guard_commands, reads
 from rearank.methods.listwise.answer import apply_permutation
-from rearank.ndcg import ndcg_at_k
+from rearank.measures.ndcg import ndcg_at_k
 from rearank.run.files import read_traces
 from rearank.types import WindowTrace
 
@@ -159,7 +159,7 @@ def length_report(suite: SuiteResult, datasets: Sequence[str], bins: int = 20) -
 def pass_curves(suite: SuiteResult) -> dict[str, list[float]]:
     """Per finished dataset, nDCG@10 after 0 (BM25 order), 1, ..., P passes, replayed from the traces."""
     from rearank.data import packs
-    from rearank.metrics import evaluate
+    from rearank.measures.ir import evaluate
 
     passes = int(suite.config.get("passes", 1))
     curves: dict[str, list[float]] = {}

@@ -17,7 +17,7 @@ import numpy as np
 from eval.results import MAIN_MEASURE, MEASURES, SuiteResult, load_suite
 from eval.tables import fmt, markdown_table
 from rearank.errors import RearankError
-from rearank.significance import paired_t_p, randomization_p
+from rearank.measures.significance import paired_t_p, randomization_p
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from rearank.errors import MissingDataError, RearankError
 from rearank.flags import add_method_arguments, add_model_arguments, run_config
 from rearank.io.outputs import check_flags, exclusive, reads, writes
 from rearank.io.trec import read_run
-from rearank.metrics import evaluate
+from rearank.measures.ir import evaluate
 from rearank.run import job
 from rearank.run.config import RunConfig, resume_settings
 

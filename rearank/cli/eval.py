@@ -11,7 +11,7 @@ from rearank.errors import RearankError
 from rearank.io.outputs import reads
 
 if TYPE_CHECKING:
-    from rearank.metrics import Evaluation
+    from rearank.measures.ir import Evaluation
 
 DESCRIPTION = """\
 Evaluate a TREC run (qid Q0 docid rank score tag) against relevance judgments, with trec_eval semantics:
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     """Evaluate and print the results."""
     from rearank.data.packs import load_qrels
     from rearank.io.trec import read_run
-    from rearank.metrics import DEFAULT_MEASURES, evaluate, parse_measures
+    from rearank.measures.ir import DEFAULT_MEASURES, evaluate, parse_measures
 
     measures = parse_measures(args.metric) if args.metric else DEFAULT_MEASURES
     qrels = load_qrels(args.dataset if args.dataset else args.qrels)

@@ -5,7 +5,7 @@ installed package adds through the entry points ``rearank.templates``::
     toy = "toy_plugin.templates:TOY"   # a TemplateFile, or the path of a YAML file (its kind read from it)
 
 A ``ranking`` template is read by :func:`rearank.prompts.load_template` (listwise and groupwise ``--template``); a
-``rag`` prompt file by :func:`rearank.rag.prompt_files.load_prompt_file` (``rag eval --template``, the BAR-RAG
+``rag`` prompt file by :func:`rearank.prompts.qa_files.load_prompt_file` (``rag eval --template``, the BAR-RAG
 selector, the judge). :func:`resolve` turns a name or a path into the file; a name of the other kind is a one-line
 error listing the names of the kind asked for.
 """

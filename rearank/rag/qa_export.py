@@ -5,7 +5,7 @@ The ``dpr-w100`` subsets (``natural-questions/dev|train``, ``trivia-qa/dev|train
 gold answers, and their qrels judge a pool of passages per question: DPR's positives (grade 1-2), hard negatives
 (0) and negatives (-1). A question becomes one record: ``question``, ``answers``, and ``ctxs`` = its judged
 passages (``id``, ``title``, ``text``, ``hasanswer``: a gold answer occurs in the text, DPR's rule through
-:func:`rearank.rag.metrics.has_answer`, ``isgold``: a positive), in an order shuffled by a seed and the question
+:func:`rearank.measures.answers.has_answer`, ``isgold``: a positive), in an order shuffled by a seed and the question
 id, so that the file's order carries no hint of the judgments (``--selector none`` is a random first stage there).
 
     rearank data qa-export dpr-w100/natural-questions/dev --output nq-dev.jsonl --limit 1000
@@ -22,7 +22,7 @@ from typing import Any
 
 from rearank.errors import MissingDataError, RearankError
 from rearank.io.files import atomic_write
-from rearank.rag.metrics import has_answer
+from rearank.measures.answers import has_answer
 
 #: The ir_datasets ids this exporter knows; any dataset with answers on its queries and qrels works.
 QA_DATASETS = ("dpr-w100/natural-questions/dev", "dpr-w100/natural-questions/train", "dpr-w100/trivia-qa/dev",

@@ -4,7 +4,7 @@ grows with how much of its gold evidence is in the prompt.
 It knows the questions of one QA file (``model`` is the file's path, read with :func:`rearank.io.qa.load_qa`).
 For a prompt it finds the question (the ``Question: …`` line, else any known question the prompt contains),
 finds the item's passages whose text starts appear in the prompt, and answers by the rule every QA oracle shares
-(:func:`rearank.rag.oracle.oracle_answer`): right with probability ``p * share`` of the gold evidence shown
+(:func:`rearank.qa.oracle.oracle_answer`): right with probability ``p * share`` of the gold evidence shown
 (``require="share"``); at temperature 0, right exactly when every supporting passage is shown (``require="all"``).
 An unknown question gets the wrong answer. Answers come in the BAR-RAG generator format,
 ``<think>Doc [1] and Doc [2] …</think><answer>…</answer>``. Draws are seeded by (``seed``, the request's seed,
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from rearank.backends.base import BackendBase, Generation, Prompt, SamplingSettings
 from rearank.io.qa import load_qa
-from rearank.rag.oracle import WRONG_ANSWER, coin, oracle_answer
+from rearank.qa.oracle import WRONG_ANSWER, coin, oracle_answer
 from rearank.types import QAItem
 
 __all__ = ["WRONG_ANSWER", "QAOracleBackend"]

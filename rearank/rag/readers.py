@@ -3,13 +3,13 @@
 - :class:`LLMReader` renders a reader template, a RAG prompt file named in :mod:`rearank.prompts.registry`
   (``plain``, one user turn with numbered passages; ``rrpo``, RRPO's layout: a system turn, a one-shot example,
   one user turn per passage, then the question; ``barrag`` and ``arena``, the BAR-RAG and ARENA generator prompts,
-  whose answers are read by their own parsers) or the path of a YAML prompt file (:mod:`rearank.rag.prompt_files`),
+  whose answers are read by their own parsers) or the path of a YAML prompt file (:mod:`rearank.prompts.qa_files`),
   sends the prompts of many questions per backend call, and caches greedy responses (:mod:`rearank.rag.cache`), so
   a temperature-0 answer is never generated twice.
 - :class:`OracleReader` answers the first gold answer when its context holds the evidence (a supporting or
   ``has_answer`` passage; ``require="all"``: every supporting passage; ``require="share"``: right with
   probability = the share of the evidence shown), else :data:`WRONG_ANSWER`. The rule is
-  :func:`rearank.rag.oracle.oracle_answer`, which the served ``qa-oracle`` backend uses too.
+  :func:`rearank.qa.oracle.oracle_answer`, which the served ``qa-oracle`` backend uses too.
 - :class:`NoisyOracleReader` is the oracle made right with probability ``p``; the draw is a hash of (seed, qid,
   passage ids), so the same context always gets the same answer (like greedy decoding).
 """
@@ -28,8 +28,8 @@ from rearank.prompts import truncate_texts
 from rearank.prompts.builder import numbered
 from rearank.prompts.registry import RAG, names
 from rearank.rag.cache import CachedBackend, ResponseCache
-from rearank.rag.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
-from rearank.rag.prompt_files import load_prompt_file
+from rearank.qa.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
+from rearank.prompts.qa_files import load_prompt_file
 from rearank.types import Message, Passage, QAItem
 
 #: Short answers: enough for an entity, a date or yes/no.
@@ -76,7 +76,7 @@ def _with_texts(passages: Sequence[Passage], texts: Sequence[str]) -> list[Passa
 
 
 def render(template: str, question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
-    """The reader chat of the prompt file ``template`` (:mod:`rearank.rag.prompt_files`) over ``passages`` whose
+    """The reader chat of the prompt file ``template`` (:mod:`rearank.prompts.qa_files`) over ``passages`` whose
     (cut) texts are ``texts``: ``plain`` files list the passages in ``{passages}``, or one user turn each when the
     file has a ``passage`` field (RRPO's layout); ``barrag``/``arena`` files are rendered by their prompt modules."""
     spec = load_prompt_file(template)
@@ -192,7 +192,7 @@ def complete(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSett
 
 
 class OracleReader:
-    """The gold answer when the context holds the evidence, else a fixed wrong one (:mod:`rearank.rag.oracle`)."""
+    """The gold answer when the context holds the evidence, else a fixed wrong one (:mod:`rearank.qa.oracle`)."""
 
     name = "oracle"
 

@@ -7,7 +7,7 @@ as one field, k1 0.9, b 0.4), a Lucene index folder that stores raw documents, o
 (``wikipedia-dpr-100w``; downloaded by Pyserini on first use, so it needs a connected machine).
 
 :func:`retrieve` turns QA items into open-retrieval items: their passages are the BM25 top-``depth`` (or a given
-TREC run's, ``--candidates``), ids = corpus ids, ``has_answer`` by DPR's rule (:func:`rearank.rag.metrics.has_answer`);
+TREC run's, ``--candidates``), ids = corpus ids, ``has_answer`` by DPR's rule (:func:`rearank.measures.answers.has_answer`);
 their supporting ids are the corpus passages matching the item's gold paragraphs -- by id where the data's id names
 a corpus passage of the same title, else by :func:`rearank.rag.corpus.passage_key` (title and normalised text),
 found by searching the corpus with the paragraph itself. Every selector then ranks these candidates.
@@ -33,7 +33,7 @@ from rearank.io.files import PathLike
 from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
 from rearank.io.trec import trec_order
 from rearank.rag.corpus import norm_text, passage_key, with_passages
-from rearank.rag.metrics import has_answer
+from rearank.measures.answers import has_answer
 from rearank.types import Passage, QAItem, Run
 
 log = logging.getLogger("rearank.rag.retrieval")

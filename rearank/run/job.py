@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from rearank.errors import RearankError
 from rearank.io.outputs import check_outputs, exclusive
 from rearank.io.trec import read_run
-from rearank.metrics import evaluate
+from rearank.measures.ir import evaluate
 from rearank.run.config import resume_settings
 from rearank.run.files import RunWriter, read_traces
 from rearank.run.stats import RunStats

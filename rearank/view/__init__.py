@@ -76,7 +76,7 @@ def replay(first: Sequence[str], traces: Sequence[WindowTrace]) -> tuple[list[li
 
 
 def _ndcg10(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence[str]]) -> dict[str, float]:
-    from rearank.metrics import evaluate
+    from rearank.measures.ir import evaluate
 
     judged = {q: qrels[q] for q in run if qrels.get(q)}
     if not judged:

@@ -16,7 +16,7 @@ The base model, the SFT model and the GRPO policy every ``--eval-every`` steps a
 each answer is scored by the same reward and read by the same parser (``rearank.methods.listwise.answer.parse_answer``):
 ``mean_reward``, ``format_valid`` (parse status ``ok``), ``ndcg`` (nDCG@10 of the repaired permutation),
 ``kept_order`` (answers that keep the presented order). GRPO's end and SFT's end are compared set by set with a
-paired randomization test (``rearank.significance``). The JSON (settings, evaluations, per-set held-out
+paired randomization test (``rearank.measures.significance``). The JSON (settings, evaluations, per-set held-out
 rewards, the paired test, training logs, stage times) and the PNG of the curves are written with
 write-then-rename. Seeds are fixed; CPU thread timing still makes runs differ slightly. It shows what the
 training mechanics do to a 135M model on 5-passage windows; it says nothing about a 7B model on 20 passages.
@@ -198,7 +198,7 @@ def paired_test(evaluations: Sequence[dict]) -> dict[str, Any]:
     """GRPO's last evaluation against SFT's, paired over the held-out sets."""
     import numpy as np
 
-    from rearank.significance import paired_t_p, randomization_p
+    from rearank.measures.significance import paired_t_p, randomization_p
 
     sft = next(e for e in evaluations if e["stage"] == "sft")
     end = [e for e in evaluations if e["stage"] == "grpo"][-1]

@@ -14,7 +14,7 @@ from rearank.data import bm25, java
 from rearank.errors import FormatError, MissingDataError, RearankError
 from rearank.io.beir import read_queries
 from rearank.io.trec import read_qrels, read_run
-from rearank.metrics import evaluate
+from rearank.measures.ir import evaluate
 
 # trec_eval -c -m ndcg_cut.10 of Pyserini's beir-v1.0.0-scifact.flat BM25 run (the pack's reference run).
 SCIFACT_NDCG10 = 0.6789

@@ -22,7 +22,7 @@ from rearank.data.fetch import fetch_pack
 from rearank.data.packs import PackSpec
 from rearank.io import beir, topics, trec
 from rearank.io.docs import read_docs, write_docs
-from rearank.metrics import evaluate
+from rearank.measures.ir import evaluate
 from tests.conftest import require
 
 

@@ -9,7 +9,7 @@ import pytest
 from rearank.backends.oracle import OracleBackend
 from rearank.data.packs import load_qrels, load_requests
 from rearank.io.trec import read_qrels, read_run
-from rearank.metrics import evaluate
+from rearank.measures.ir import evaluate
 from rearank.run.files import ranked_pairs
 from tests.conftest import ROOT
 from tests.engines import listwise

@@ -10,7 +10,7 @@ import pytest
 from eval import run as suite_run
 from rearank.data.packs import load_qrels
 from rearank.io.trec import read_run
-from rearank.metrics import evaluate
+from rearank.measures.ir import evaluate
 from tests.conftest import require_pack
 
 

@@ -14,7 +14,7 @@ from rearank.io.trec import read_run
 from rearank.methods import Groupwise
 from rearank.methods.groupwise.parser import format_scores
 from rearank.methods.groupwise.reward import compute_score
-from rearank.metrics import evaluate
+from rearank.measures.ir import evaluate
 from rearank.run.stats import RunStats
 from tests.engines import groupwise
 

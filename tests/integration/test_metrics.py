@@ -11,7 +11,7 @@ import pytest
 
 from rearank.errors import RearankError
 from rearank.io.trec import read_qrels, read_run, write_run
-from rearank.metrics import DEFAULT_MEASURES, evaluate, parse_measures, trec_name
+from rearank.measures.ir import DEFAULT_MEASURES, evaluate, parse_measures, trec_name
 
 # pack folder fixture name, qrels file, run file, published BM25 nDCG@10 (README of the shared packs)
 PACKS = [

@@ -6,8 +6,8 @@ from rearank.backends.base import Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
 from rearank.data.packs import load_requests
 from rearank.io.trec import read_qrels
-from rearank.metrics import evaluate
-from rearank.ndcg import ideal_dcg_at_k, ndcg_at_k
+from rearank.measures.ir import evaluate
+from rearank.measures.ndcg import ideal_dcg_at_k, ndcg_at_k
 from rearank.run.files import ranked_pairs
 from tests.engines import listwise
 

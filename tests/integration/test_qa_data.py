@@ -48,7 +48,7 @@ def test_hotpotqa_first_record():
 
 def test_answer_recall_agrees_with_dpr_hasanswer():
     """Our answer recall against the ``hasanswer`` flags DPR's own tokenizer computed (an independent tool)."""
-    from rearank.rag.metrics import answer_recall
+    from rearank.measures.answers import answer_recall
 
     items = load_qa(require_pack("qa") / "nq-open/nq-open-oracle.jsonl.gz")
     agree = sum(answer_recall([i.passages[0].text], i.answers, 1) == float(i.passages[0].has_answer) for i in items)

@@ -12,7 +12,7 @@ import pytest
 from rearank.data.fetch import HFRetrievalDataset, corpus_bm25, fetch_pack
 from rearank.data.packs import REGISTRY, load_qrels, spec_of
 from rearank.io.trec import read_run
-from rearank.metrics import evaluate
+from rearank.measures.ir import evaluate
 from tests.conftest import require, require_pack
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from rearank.cli import main
 from rearank.io.qa import load_qa
-from rearank.rag.metrics import answer_recall
+from rearank.measures.answers import answer_recall
 from tests.conftest import require_pack
 
 DEV = "hotpotqa/dev_distractor.first103.json"

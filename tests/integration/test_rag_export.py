@@ -17,7 +17,7 @@ from rearank.cli import main
 from rearank.errors import RearankError
 from rearank.io.qa import load_qa
 from rearank.rag import qa_export
-from rearank.rag.metrics import has_answer
+from rearank.measures.answers import has_answer
 from tests.conftest import require_pack
 
 QUESTIONS = 12

@@ -11,7 +11,7 @@ from rearank.data.packs import load_qrels
 from rearank.errors import FormatError, RearankError
 from rearank.io import files, trec
 from rearank.io.requests_jsonl import read_requests
-from rearank.metrics import evaluate
+from rearank.measures.ir import evaluate
 
 BOM = "\ufeff"
 

@@ -1,4 +1,4 @@
-"""Edges of rearank.metrics that mutation testing found untested (docs/testing.md): measure-name parsing, its
+"""Edges of rearank.measures.ir that mutation testing found untested (docs/testing.md): measure-name parsing, its
 errors, and queries the run lacks."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import ir_measures
 import pytest
 
 from rearank.errors import RearankError
-from rearank.metrics import _split_outside_parens, evaluate, parse_measures, trec_name
+from rearank.measures.ir import _split_outside_parens, evaluate, parse_measures, trec_name
 
 
 def test_commas_split_measures_only_outside_parentheses():

@@ -1,4 +1,4 @@
-"""rearank.ndcg against hand-computed values and against trec_eval (pytrec_eval) on the same labels."""
+"""rearank.measures.ndcg against hand-computed values and against trec_eval (pytrec_eval) on the same labels."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytrec_eval
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rearank.ndcg import dcg_at_k, ideal_dcg_at_k, ndcg_at_k
+from rearank.measures.ndcg import dcg_at_k, ideal_dcg_at_k, ndcg_at_k
 
 
 def test_dcg_by_hand():

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rearank.rag.metrics import (
+from rearank.measures.answers import (
     answer_recall,
     exact_match,
     has_answer,

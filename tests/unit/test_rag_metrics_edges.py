@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rearank.rag.metrics import exact_match, hit, normalize_answer, token_f1
+from rearank.measures.answers import exact_match, hit, normalize_answer, token_f1
 
 
 @pytest.mark.parametrize(("prediction", "gold"), [("Berlin-Wall_fell", "berlinwall fell"),

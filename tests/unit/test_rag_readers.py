@@ -80,7 +80,7 @@ def test_rrpo_template_layout():
 
 def test_prompt_files_are_checked_and_replaceable(tmp_path):
     from rearank.errors import FormatError
-    from rearank.rag.prompt_files import load_prompt_file
+    from rearank.prompts.qa_files import load_prompt_file
 
     mine = tmp_path / "mine.yaml"
     mine.write_text("answer_format: plain\nsystem: Be brief.\nuser: |-\n  Q: {question}\n  {passages}\n", encoding="utf-8")

@@ -3,7 +3,7 @@
 Layout facts from the paper (Table 1) and the released code: the question and references inside ``<question>`` and
 ``<references>`` tags, references as ``1. text`` lines, 10 paragraphs (20 for MuSiQue), the output
 ``<relevance>[i, j]</relevance><analysis>…</analysis><answer>…</answer>`` with the relevance ids as a JSON list.
-The wording is ours, in ``rearank/rag/templates/arena.yaml`` (:mod:`rearank.rag.prompt_files`).
+The wording is ours, in ``rearank/rag/templates/arena.yaml`` (:mod:`rearank.prompts.qa_files`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rearank.prompts.builder import Tokenizer, clean_passages, numbered, titled
-from rearank.rag.prompt_files import load_prompt_file
+from rearank.prompts.qa_files import load_prompt_file
 from rearank.types import Message, Passage
 
 #: Paragraphs shown per question (MuSiQue ships 20 a question, the others 10).

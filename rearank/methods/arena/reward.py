@@ -22,8 +22,8 @@ import math
 from typing import Any, NamedTuple
 
 from rearank.methods.arena.parser import parse_arena
-from rearank.rag.metrics import normalize_answer
-from rearank.rag.truth import truth_parser
+from rearank.measures.answers import normalize_answer
+from rearank.qa.truth import truth_parser
 
 PARSE_STATUSES = ("ok", "bad_ground_truth")
 PARTS = ("score", "format", "accuracy", "relevance", "bonus", "parse_status")

@@ -1,7 +1,7 @@
 """BAR-RAG prompts: the selector's (question + top-25 passages, pick 5) and the generator's (question + evidence).
 
 Passages are listed as ``Doc [i]: (Title: …) content``, 1-based, in the order given. The wording lives in prompt
-files (``rearank/rag/templates/barrag_selector.yaml``, ``barrag_generator.yaml``; :mod:`rearank.rag.prompt_files`):
+files (``rearank/rag/templates/barrag_selector.yaml``, ``barrag_generator.yaml``; :mod:`rearank.prompts.qa_files`):
 the structure (``Doc [i]`` with title and content, top-25 candidates, exactly 5 to select, ``<think>``/``<answer>``
 tags, the answer rules and an example) is the paper's and the released code's; the wording is ours. Passage text is cleaned as everywhere in rearank (whitespace collapsed, bracketed
 numbers rewritten as ``(n)`` so a passage cannot pose as an id).
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rearank.prompts.builder import Tokenizer, clean_passages, numbered, titled
-from rearank.rag.prompt_files import load_prompt_file
+from rearank.prompts.qa_files import load_prompt_file
 from rearank.types import Message, Passage
 
 #: Candidates the selector sees, and how many it is asked to select (released training values).

@@ -39,8 +39,8 @@ from typing import Any, NamedTuple
 from rearank.methods.barrag.parser import parse_generation, parse_selection
 from rearank.methods.barrag.prompt import generator_messages
 from rearank.methods.barrag.reader import ReaderError, reader_endpoint, sample_reader
-from rearank.rag.metrics import _f1, normalize_answer
-from rearank.rag.truth import truth_parser
+from rearank.measures.answers import _f1, normalize_answer
+from rearank.qa.truth import truth_parser
 from rearank.types import Passage
 
 log = logging.getLogger("rearank.rag.barrag")

@@ -50,7 +50,7 @@ from functools import lru_cache
 from typing import Any
 
 from rearank.methods.listwise.answer import STATUSES, parse_answer
-from rearank.ndcg import dcg_at_k, ideal_dcg_at_k
+from rearank.measures.ndcg import dcg_at_k, ideal_dcg_at_k
 
 #: ``rank_reward`` options: the paper's normalized gain and its two ablations.
 RANK_REWARDS = ("normalized", "absolute", "difference")

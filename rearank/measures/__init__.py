@@ -1,0 +1,2 @@
+"""Measures: trec_eval-exact IR metrics (:mod:`.ir`), the nDCG of rewards (:mod:`.ndcg`), answer metrics (EM, F1,
+Hit, answer recall: :mod:`.answers`) and paired significance tests (:mod:`.significance`)."""
