@@ -143,7 +143,7 @@ mutation: setup
 	nice -n 10 $(BIN)/python bench/mutation.py $(ARGS)
 
 lint: setup
-	$(BIN)/ruff check rearank data_synthesis eval recipes tests bench
+	$(BIN)/ruff check rearank data_synthesis benchmark recipes tests bench
 
 clean:
 	rm -rf $(VENV) .venv-vllm build *.egg-info .pytest_cache

@@ -96,14 +96,14 @@ MODULES: dict[str, list[str]] = {
     "data_synthesis/sampling.py": ["tests/unit/test_synthesis.py", "tests/integration/test_synth_dl21.py"],
     "data_synthesis/filters.py": ["tests/unit/test_synthesis.py"],
     "data_synthesis/writers.py": ["tests/unit/test_synthesis.py"],
-    "eval/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/integration/test_eval_suite.py"],
+    "benchmark/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/integration/test_eval_suite.py"],
     "rearank/backends/openai.py": ["tests/unit/test_openai_backend.py", "tests/unit/test_openai_faults.py",
                                    "tests/unit/test_server_load.py", "tests/unit/test_constrain_openai.py"],
     "rearank/backends/constrain.py": ["tests/unit/test_constrain.py", "tests/unit/test_constrain_openai.py"],
     "recipes/checks/export.py": ["tests/integration/test_train_recipes.py"],
 }
 #: Top-level folders a mutated module can live in (mutmut mutates the module's own, and copies the others).
-PACKAGES = ("rearank", "data_synthesis", "eval", "recipes")
+PACKAGES = ("rearank", "data_synthesis", "benchmark", "recipes")
 #: mutmut's exit codes by outcome (mutmut.stats.status_by_exit_code, read here so a new mutmut cannot shift them).
 KILLED, TIMEOUT = "killed", "timeout"
 

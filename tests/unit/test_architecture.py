@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("rearank", "eval", "data_synthesis", "recipes")
+PACKAGES = ("rearank", "benchmark", "data_synthesis", "recipes")
 
 #: Module prefix -> layer (longest prefix wins); see docs/architecture.md.
 LAYERS = {
@@ -26,7 +26,7 @@ LAYERS = {
     "rearank.api": 7, "rearank.server": 7, "rearank.backends.chat_server": 7,
     "rearank.pyterrier": 7, "rearank.view": 7, "rearank.rag": 7, "rearank.testing": 7,
     "rearank.support": 7,
-    "rearank.cli": 8, "rearank.demo": 8, "rearank.__main__": 8, "eval": 8, "data_synthesis": 8, "recipes": 8,
+    "rearank.cli": 8, "rearank.demo": 8, "rearank.__main__": 8, "benchmark": 8, "data_synthesis": 8, "recipes": 8,
 }
 
 

@@ -41,8 +41,8 @@ def test_openai_backend_sends_the_switch_in_extra_body():
 def test_table4_analysis_switches_thinking_per_mode(monkeypatch, tmp_path):
     import argparse
 
-    import eval.run
-    from eval import analyses
+    import benchmark.run
+    from benchmark import analyses
 
     seen = {}
 
@@ -50,7 +50,7 @@ def test_table4_analysis_switches_thinking_per_mode(monkeypatch, tmp_path):
         seen[args.label] = (args.prompt, args.backend_option)
         return object()
 
-    monkeypatch.setattr(eval.run, "run_suite", fake_run_suite)
+    monkeypatch.setattr(benchmark.run, "run_suite", fake_run_suite)
     monkeypatch.setattr(analyses, "reasoning_report", lambda *a: "report\n")
     args = argparse.Namespace(label="m", model=None, backend="openai", backend_option=["timeout_s=5"],
                               out=tmp_path, thinking_switch="on")
