@@ -36,8 +36,8 @@ from rearank.errors import MissingDataError, RearankError
 from rearank.flags import apply_defaults
 from rearank.io.files import atomic_write
 from rearank.io.outputs import guard_commands, reads
-from rearank.methods.listwise.answer import apply_permutation
 from rearank.measures.ndcg import ndcg_at_k
+from rearank.methods.listwise.answer import apply_permutation
 from rearank.run.files import read_traces
 from rearank.types import WindowTrace
 

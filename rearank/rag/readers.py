@@ -26,10 +26,10 @@ from rearank.engine import Engine
 from rearank.errors import RearankError
 from rearank.prompts import truncate_texts
 from rearank.prompts.builder import numbered
-from rearank.prompts.registry import RAG, names
-from rearank.rag.cache import CachedBackend, ResponseCache
-from rearank.qa.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
 from rearank.prompts.qa_files import load_prompt_file
+from rearank.prompts.registry import RAG, names
+from rearank.qa.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
+from rearank.rag.cache import CachedBackend, ResponseCache
 from rearank.types import Message, Passage, QAItem
 
 #: Short answers: enough for an entity, a date or yes/no.
