@@ -72,7 +72,7 @@ browser:
 test-all: test test-slow test-train-all
 
 demo: setup
-	$(BIN)/python -m rearank.demo
+	$(BIN)/python -m rearank.cli.demo
 
 # make train RECIPE=<rearank|grouprank|barrag|arena|rrpo>[_debug] [DRY_RUN=1] [ARGS="overrides"] (docs/training.md)
 train:

@@ -56,7 +56,7 @@ def run(reranker: Engine, backend: Timed, requests: list[Request]) -> tuple[list
 def overhead(requests: list[Request], repeats: int) -> None:
     from transformers import AutoTokenizer
 
-    from rearank.models import embedded_model_path
+    from rearank.backends.models import embedded_model_path
 
     qrels = load_qrels("dl19")
     tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_path()))

@@ -199,7 +199,7 @@ def uses_thinking_switch(args: argparse.Namespace) -> bool:
     if args.backend not in ("hf", "vllm"):
         return False
     from rearank.backends.base import has_thinking_switch
-    from rearank.models import resolve_model
+    from rearank.backends.models import resolve_model
 
     try:
         from transformers import AutoTokenizer

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rearank.errors import RearankError
-from rearank.models import resolve_model
+from rearank.backends.models import resolve_model
 from rearank.prompts import PromptTemplate
 
 #: ``--tokenizer`` value that turns token counting off (a token budget then cuts passages by whitespace words).

@@ -32,7 +32,7 @@ from rearank.backends.constrain import (
 )
 from rearank.backends.options import Option
 from rearank.errors import RearankError
-from rearank.models import is_embedded, resolve_model
+from rearank.backends.models import is_embedded, resolve_model
 
 
 def import_vllm() -> Any:

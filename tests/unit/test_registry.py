@@ -73,7 +73,7 @@ def test_concurrency_option_takes_a_count_or_auto():
 def test_heavy_libraries_load_only_when_a_backend_is_built():
     code = textwrap.dedent("""
         import sys
-        import rearank.backends.registry, rearank.models, rearank.backends.chat_server
+        import rearank.backends.registry, rearank.backends.models, rearank.backends.chat_server
         print(sorted(m for m in ("torch", "transformers", "vllm", "httpx") if m in sys.modules))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

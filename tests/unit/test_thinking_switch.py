@@ -19,7 +19,7 @@ def test_switch_is_detected_in_the_template_text():
 
 def test_switch_reaches_a_real_chat_template():
     transformers = require("transformers", "the `hf` extra")
-    from rearank.models import resolve_model
+    from rearank.backends.models import resolve_model
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model("embedded").path)
     tokenizer.chat_template = QWEN3_LIKE

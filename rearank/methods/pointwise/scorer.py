@@ -17,7 +17,7 @@ from typing import Any
 from rearank.errors import RearankError
 from rearank.io.files import atomic_folder
 from rearank.methods.pointwise.method import passage_text, relevance_text
-from rearank.models import is_embedded, resolve_model
+from rearank.backends.models import is_embedded, resolve_model
 from rearank.prompts import truncate_texts
 
 KINDS = ("seqcls", "causal-yes")
