@@ -26,8 +26,7 @@ BACKENDS = Registry("rearank.backends", "backend", {
     "vllm-async": _lazy("rearank.backends.vllm_async", "VLLMAsyncBackend"),
     "openai": _lazy("rearank.backends.openai", "OpenAIBackend"),
     "oracle": _lazy("rearank.backends.oracle", "OracleBackend"),
-    # a pointwise scorer (RRPO's policy, a cross-encoder), defined beside its method
-    "scorer": _lazy("rearank.methods.pointwise.backend", "ScorerBackend"),
+    "scorer": _lazy("rearank.backends.scorer", "ScorerBackend"),
     # a RAG reader, defined with the RAG pieces it answers by (named here, imported only on use)
     "qa-oracle": _lazy("rearank.rag.qa_oracle", "QAOracleBackend"),
 })

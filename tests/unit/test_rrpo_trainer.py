@@ -14,7 +14,7 @@ from rearank.backends.registry import make_backend
 from rearank.cli import main
 from rearank.errors import RearankError
 from rearank.io.requests_jsonl import write_requests
-from rearank.methods.pointwise import PointwiseScorer
+from rearank.backends.scorer import PointwiseScorer
 from rearank.rag.readers import OracleReader
 from rearank.rag.rrpo.trainer import RRPOConfig, build_trainer
 
