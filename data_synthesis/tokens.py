@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rearank.errors import RearankError
 from rearank.backends.models import resolve_model
+from rearank.errors import RearankError
 from rearank.prompts import PromptTemplate
 
 #: ``--tokenizer`` value that turns token counting off (a token budget then cuts passages by whitespace words).

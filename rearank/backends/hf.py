@@ -17,9 +17,9 @@ from rearank.backends.base import (
     thinking_kwargs,
 )
 from rearank.backends.constrain import Decoding, build_vocabulary, check_constrain, think_outcome
+from rearank.backends.models import is_embedded, resolve_model
 from rearank.backends.options import Option
 from rearank.errors import RearankError
-from rearank.backends.models import is_embedded, resolve_model
 
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from rearank.backends.base import ERROR, LENGTH, RAY_DATA_LLM, STOP, BackendBase, Generation, Prompt, SamplingSettings
+from rearank.backends.models import resolve_model
 from rearank.backends.registry import BACKENDS, make_backend
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar
 from rearank.methods import METHODS
-from rearank.backends.models import resolve_model
 
 #: ``map_batches`` options taken from ``-O`` for the non-vLLM backends.
 MAP_OPTIONS = ("concurrency", "num_cpus", "num_gpus", "batch_size")

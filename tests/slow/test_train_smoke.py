@@ -62,8 +62,8 @@ def test_export_real_verl_fsdp_checkpoint(tmp_path):
     from transformers import AutoModelForCausalLM
 
     from rearank.backends.base import Prompt, SamplingSettings
-    from rearank.backends.registry import make_backend
     from rearank.backends.models import embedded_model_path
+    from rearank.backends.registry import make_backend
     from recipes.checks.export import export
 
     run_dir = tmp_path / "checkpoints" / "rearank" / "smoke"
