@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rearank.backends.base import Prompt, SamplingSettings
+from rearank.backends.cache import CachedBackend, ResponseCache
 from rearank.prompts.qa_files import load_prompt_file
-from rearank.rag.cache import CachedBackend, ResponseCache
 from rearank.rag.readers import complete
 
 _YES = re.compile(r"^\W*yes\b", re.IGNORECASE)
