@@ -70,7 +70,7 @@ MODULES: dict[str, list[str]] = {
                                "tests/unit/test_rounds.py", "tests/unit/test_server_feed.py"],
     "rearank/engine/concurrency.py": ["tests/unit/test_concurrency.py", "tests/unit/test_server_load.py"],
     "rearank/engine/journal.py": ["tests/unit/test_rounds.py"],
-    "rearank/engine/ray.py": ["tests/unit/test_rounds.py", "tests/integration/test_ray_engine.py"],
+    "rearank/backends/ray.py": ["tests/unit/test_rounds.py", "tests/integration/test_ray_engine.py"],
     "rearank/run/config.py": ["tests/unit/test_run_config.py", "tests/unit/test_job_edges.py",
                               "tests/integration/test_rerank_safety.py"],
     "rearank/run/stats.py": ["tests/unit/test_job.py", "tests/unit/test_job_edges.py", "tests/unit/test_engine_listwise.py"],

@@ -23,7 +23,7 @@ a round's windows in window order once all are answered; groupwise sums in group
 A :class:`rearank.engine.journal.Journal` makes a run resumable window by window: every answer is appended as
 it arrives, an answer already in the journal is replayed instead of sent, and the journal is deleted when the
 run completes. A backend that hands a batch's answers back as they come (``stream``, e.g. Ray,
-:mod:`rearank.engine.ray`) has each one journaled as it arrives, so a kill mid-batch loses none of them.
+:mod:`rearank.backends.ray`) has each one journaled as it arrives, so a kill mid-batch loses none of them.
 """
 
 from __future__ import annotations

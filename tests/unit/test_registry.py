@@ -81,7 +81,7 @@ def test_heavy_libraries_load_only_when_a_backend_is_built():
 
 
 def test_backends_that_load_the_models_tokenizer_declare_it():
-    from rearank.engine.ray import driver_tokenizer
+    from rearank.backends.ray import driver_tokenizer
 
     assert {name for name in BACKENDS if BACKENDS[name].MODEL_TOKENIZER} == {"hf", "vllm", "vllm-async"}
     # a backend without the model's tokenizer gives the Ray driver none (passages are cut by words)
