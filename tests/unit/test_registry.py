@@ -11,6 +11,7 @@ import pytest
 from rearank.backends.base import Backend, Prompt, SamplingSettings
 from rearank.backends.registry import BACKENDS, make_backend
 from rearank.errors import RearankError
+from rearank.methods import Listwise
 
 
 def test_the_table_is_explicit():
@@ -44,7 +45,7 @@ def test_unknown_option_is_a_clear_error():
 def test_oracle_takes_qrels_and_no_model():
     backend = make_backend("oracle", qrels={"q1": {"d2": 2}})
     assert isinstance(backend, Backend) and backend.name == "oracle"
-    [gen] = backend.generate([Prompt(messages=(), qid="q1", docids=("d1", "d2"))], SamplingSettings())
+    [gen] = backend.answer_format(Listwise()).generate([Prompt(messages=(), qid="q1", docids=("d1", "d2"))], SamplingSettings())
     assert "[2] > [1]" in gen.text
     with pytest.raises(RearankError, match="takes no model"):
         make_backend("oracle", "some-model", qrels={})
