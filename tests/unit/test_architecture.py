@@ -5,13 +5,11 @@ in ``rearank/backends/``."""
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The project's packages: what pyproject installs (``rearank`` and every package beside it).
-PACKAGES = sorted({pattern.rstrip("*") for pattern in tomllib.loads((ROOT / "pyproject.toml").read_text(
-    encoding="utf-8"))["tool"]["setuptools"]["packages"]["find"]["include"]})
+#: The project's packages: ``rearank`` and every package beside it (the tests are no part of the house).
+PACKAGES = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name != "tests")
 
 #: rearank's layers, bottom first (see docs/architecture.md): each entry is one of its folders or one of its few
 #: single-file root modules. A module may import from its own layer and the ones below. Every package outside
