@@ -6,7 +6,8 @@
 - :mod:`rearank.measures.answers` also holds DPR's has-answer rule
 - :mod:`rearank.rag.readers`: LLM readers (any backend; ``plain``/``rrpo``/``barrag``/``arena`` templates), oracle
   and noisy oracle, a reader spread over several servers
-- :mod:`rearank.prompts.qa_files`: the RAG prompts as YAML files (``rearank/rag/templates``)
+- :mod:`rearank.prompts.qa_files`: the RAG prompts as YAML files (in each method's folder, by name from
+  :mod:`rearank.methods.templates`)
 - :mod:`rearank.rag.corpus`, :mod:`rearank.rag.retrieval`: a corpus pooled from QA files; open retrieval (BM25 top-k
   of a corpus as each question's candidates, gold matched to corpus passages, cached per question)
 - :mod:`rearank.rag.judge`: LLM-as-a-judge (ARENA App. C.3)

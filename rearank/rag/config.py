@@ -140,9 +140,9 @@ class RagConfig:
     @property
     def arena(self) -> bool:
         """Whether the template is an ARENA generator's (read once, scored with ARENA normalisation)."""
-        from rearank.rag.readers import answer_format
+        from rearank.rag.readers import reader_card
 
-        return answer_format(self.template) == "arena"
+        return reader_card(self.template).name == "arena"
 
     @property
     def run_label(self) -> str:

@@ -5,7 +5,7 @@ For each recipe and its one-GPU debug variant:
 1. it composes with Hydra against verl's config folder and passes verl's ``validate_config`` and dataclass configs
    (the LoRA recipes are validated with ``lora_rank=0`` because verl's vLLM LoRA check imports vLLM; their rank is
    checked against vLLM's allowed ranks here instead);
-2. rows synthesized from the shared QA samples (``rearank synth --mode ...``) load through verl's
+2. rows synthesized from the shared QA samples (``rearank synth --method ...``) load through verl's
    ``create_rl_dataset`` (``RLHFDataset``) with the embedded model's tokenizer and collate into a batch;
 3. verl's reward loop worker (naive reward manager, the recipe's ``custom_reward_function``) scores tokenized
    completions of known kinds; every score must equal the reward function called directly, and fixed kinds must
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rearank.errors import RearankError
+from rearank.methods.card import SELECTOR, card
 from recipes.checks.check import (
     _expect,
     advantage_groups,
@@ -41,7 +42,7 @@ from recipes.checks.check import (
     score_with_verl,
     validate_grpo,
 )
-from recipes.checks.completions import KINDS
+from recipes.checks.completions import examples
 from recipes.checks.data import shared
 from recipes.checks.serving import free_port, reader_server
 from recipes.checks.table import RAG_STAGES, Stage
@@ -69,13 +70,13 @@ def check_rag_config(config: Any) -> str:
 
 
 def synthesize(stage: Stage, out: Path) -> Path:
-    """The stage's rows from its QA samples, as ``rearank synth --mode MODE --qa ...`` writes them."""
+    """The stage's rows from its QA samples, as ``rearank synth --method MODE --qa ...`` writes them."""
     from data_synthesis.qa_rows import QARowsConfig, qa_rows, write_qa_outputs
     from rearank.io.qa import load_qa
 
     files = [str(shared(name)) for name in stage.check_qa]
     items = [item for path in files for item in load_qa(path, limit=40)]
-    config = QARowsConfig(mode=stage.check_mode, val_fraction=0.1, seed=0)
+    config = QARowsConfig(method=stage.card, val_fraction=0.1, seed=0)
     rows, skipped = qa_rows(items, config)
     write_qa_outputs(rows, skipped, out, config, files)
     return out
@@ -91,18 +92,19 @@ def direct_score(config: Any, text: str, ground_truth: str) -> dict:
 
 def check_rewards(config: Any, stage: Stage, rows: Sequence[dict], tokenizer: Any) -> list[str]:
     """Score known completions through verl's reward loop; check against direct calls, fixed values, advantages."""
-    mode, known = stage.check_mode, KINDS[stage.name]
+    mode, known = stage.card, examples(stage.name)
+    selector = card(stage.card).kind == SELECTOR
     make, expected, best = known.make, known.expected, known.best
     data, kinds, texts = completion_batch(rows, tokenizer, make)
     scores, parts, advantages = check_scores(config, data, kinds, texts, mode,
                                              lambda text, truth: direct_score(config, text, truth), expected)
     for uid, group in advantage_groups(data, kinds, advantages).items():
         _expect(group["garbage"] < 0, f"{mode}: garbage has a negative GRPO advantage in group {uid}: {group}")
-        if mode != "barrag-selector":
+        if not selector:  # a selector's score depends on the reader's draws
             _expect(group[best] > 0, f"{mode}: {best} has a positive GRPO advantage in group {uid}: {group}")
 
     def mean_p(idx: list[int]) -> str:
-        return f"  mean p {sum(parts[i]['p'] for i in idx) / len(idx):.2f}" if mode == "barrag-selector" else ""
+        return f"  mean p {sum(parts[i]['p'] for i in idx) / len(idx):.2f}" if selector else ""
 
     return [(f"verl's reward loop scored {len(rows)} prompts x {len(set(kinds))} completions through "
              f"{config.reward.custom_reward_function.name}"), *kind_lines(kinds, scores, advantages, 13, mean_p)]
@@ -146,7 +148,7 @@ def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
         "reward.custom_reward_function.reward_kwargs.timeout_s=2",
         "reward.custom_reward_function.reward_kwargs.reader_retries=0"])
     tokenizer, train, _ = load_datasets(config)
-    data, kinds, _ = completion_batch([train[0]], tokenizer, KINDS["barrag_selector"].make)
+    data, kinds, _ = completion_batch([train[0]], tokenizer, examples("barrag_selector").make)
     before = sum(READER_FAILURES.values())
     scores, parts, _ = score_with_verl(config, data)
     got = {k: (s, p["reader_failed"]) for k, s, p in zip(kinds, scores, parts)}
@@ -160,8 +162,8 @@ def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
 def run_checks(scratch: Path, model_dir: Path, n_rows: int = 3) -> list[str]:
     lines = []
     for stage in RAG_STAGES:
-        data_dir = synthesize(stage, scratch / stage.check_mode)
-        if stage.name == "barrag_selector":
+        data_dir = synthesize(stage, scratch / stage.card)
+        if card(stage.card).kind == SELECTOR:  # its reward asks a reader
             with reader_server(shared(stage.check_qa[0])) as reader_url:
                 lines += check_recipe(stage, data_dir, model_dir, n_rows, reader_url)
             lines.append(check_reader_failure(model_dir, data_dir))

@@ -1,4 +1,4 @@
-"""``rearank synth --mode barrag-selector|barrag-generator|arena`` on the shared QA samples, the noisy-oracle reader
+"""``rearank synth --method barrag-selector|barrag-generator|arena`` on the shared QA samples, the noisy-oracle reader
 behind the chat server (``n`` samples a request), and the resumable BAR-RAG training filter."""
 
 import json
@@ -37,7 +37,7 @@ def test_synth_with_a_corpus_takes_the_open_retrieval_top_25(qa, tmp_path, monke
     files = [str(qa / "hotpotqa" / "train_distractor.sample100.json"), str(qa / "musique" / "train_ans.sample100.json")]
     assert rearank_main(["rag", "corpus", "--qa", *files, "--output", str(tmp_path / "corpus.jsonl")]) == 0
     out = tmp_path / "rows"
-    assert rearank_main(["synth", "--mode", "barrag-selector", "--qa", files[0], "--qa-limit", "10", "--corpus",
+    assert rearank_main(["synth", "--method", "barrag-selector", "--qa", files[0], "--qa-limit", "10", "--corpus",
                          str(tmp_path / "corpus.jsonl"), "--depth", "50", "--tokenizer", "none", "--val-fraction",
                          "0", "--output-dir", str(out), "--quiet"]) == 0
     rows = pq.read_table(out / "train.parquet").to_pylist()
@@ -68,7 +68,7 @@ def test_rows_of_each_mode():
 @pytest.mark.parametrize("mode", ["barrag-selector", "barrag-generator", "arena"])
 def test_synth_cli_writes_verl_parquet(qa, tmp_path, mode, capsys):
     out = tmp_path / mode
-    code = rearank_main(["synth", "--mode", mode, "--qa", str(qa / "musique" / "train_ans.sample100.json"),
+    code = rearank_main(["synth", "--method", mode, "--qa", str(qa / "musique" / "train_ans.sample100.json"),
                          "--qa-limit", "20", "--tokenizer", "none", "--output-dir", str(out)])
     assert code == 0 and "rows: train 18 / val 2" in capsys.readouterr().out
     table = pq.read_table(out / "train.parquet").to_pylist()
@@ -82,7 +82,7 @@ def test_synth_cli_writes_verl_parquet(qa, tmp_path, mode, capsys):
 
 
 def test_synth_cli_needs_qa_files(tmp_path, capsys):
-    assert rearank_main(["synth", "--mode", "arena", "--output-dir", str(tmp_path)]) == 2
+    assert rearank_main(["synth", "--method", "arena", "--output-dir", str(tmp_path)]) == 2
     assert "give --qa FILE" in capsys.readouterr().err
 
 
@@ -131,7 +131,7 @@ def _serve(backend, name):
 def test_barrag_filter_judges_resumes_and_keeps(qa, tmp_path, capsys):
     path = qa / "hotpotqa" / "train_distractor.sample100.json"
     data = tmp_path / "sel"
-    assert rearank_main(["synth", "--mode", "barrag-selector", "--qa", str(path), "--qa-limit", "12",
+    assert rearank_main(["synth", "--method", "barrag-selector", "--qa", str(path), "--qa-limit", "12",
                          "--tokenizer", "none", "--output-dir", str(data)]) == 0
     questions = [r["extra_info"]["qid"] for r in pq.read_table(data / "train.parquet").to_pylist()]
     first_question = load_qa(path, limit=1)[0].question

@@ -70,8 +70,8 @@ def records(folder):
 def test_barrag_selector_and_generator(items, tmp_path):
     backend = Scripted(items)
     selector = BarragSelector(backend, "sel")
-    reader = LLMReader(backend, "gen", template="barrag", max_passage_tokens=None)
-    config = {"label": "barrag", "selector": "barrag:sel", "template": "barrag"}
+    reader = LLMReader(backend, "gen", template="barrag_generator", max_passage_tokens=None)
+    config = {"label": "barrag", "selector": "barrag:sel", "template": "barrag_generator"}
     metrics = RagEvaluation(tmp_path / "o", config).run(items, selector, reader, [2], progress=False)
     rows = records(tmp_path / "o")
     # the selector saw selection_prompt(item); the generator saw generator_messages over the chosen passages

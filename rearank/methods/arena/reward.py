@@ -11,7 +11,7 @@
 * bonus 10 when the other three are all 1.
 
 Totals lie in {0, 0.5, 1, ..., 3, 13}. Ground truth: ``{"answers": [...], "supporting": [1-based ids]}`` (what
-``rearank synth --mode arena`` writes), decoded once per distinct string. Malformed ground truth scores 0 with
+``rearank synth --method arena`` writes), decoded once per distinct string. Malformed ground truth scores 0 with
 ``parse_status`` 1. :func:`compute_score` never raises for any completion or ground truth; an invalid option
 raises ValueError.
 """
@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from rearank.methods.arena.parser import parse_arena
 from rearank.measures.answers import normalize_answer
+from rearank.methods.arena.parser import parse_arena
 from rearank.qa.truth import truth_parser
 
 PARSE_STATUSES = ("ok", "bad_ground_truth")
