@@ -14,13 +14,18 @@ For each recipe and its one-GPU debug variant:
    -0.5, counted;
 4. verl's GRPO advantage on those scores has the expected signs (best kind > 0 > garbage).
 
-    python -m recipes.checks.check_rag [--rows N]
+``--card NAME`` checks one method card instead, any package's (a RAG method with no recipe of rearank's): its rows
+from the shared QA sample, and its example completions scored by its reward loaded as verl loads a
+``custom_reward_function``, the fixed kinds at their values and the best kind above the others.
+
+    python -m recipes.checks.check_rag [--rows N] [--card NAME]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
@@ -159,6 +164,40 @@ def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
             f"({sum(READER_FAILURES.values()) - before} failures), never a crash")
 
 
+def check_card(name: str, n_rows: int = 3) -> list[str]:
+    """The rows and reward of card ``name`` (see the module docstring); its report lines."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    from data_synthesis.qa_rows import QARowsConfig, qa_rows
+    from rearank.io.qa import load_qa
+    from recipes.checks.table import QA
+
+    method = card(name)
+    _expect(method.synth == "qa" and method.reward is not None and method.examples is not None,
+            f"card {name} builds rows from QA files and declares a reward and example completions")
+    rows, _ = qa_rows(load_qa(str(shared(QA)), limit=n_rows), QARowsConfig(method=name, val_fraction=0.0))
+    _expect(len(rows) == n_rows, f"card {name}: {n_rows} rows from {QA} (got {len(rows)})")
+    path, function = method.reward
+    reward = get_custom_reward_fn(OmegaConf.create({"reward": {"custom_reward_function": {"path": path,
+                                                                                          "name": function}}}))
+    examples_ = method.examples
+    scored = 0
+    for row in rows:
+        truth = row["reward_model"]["ground_truth"]
+        scores = {kind: float(reward(data_source=row["data_source"], solution_str=text, ground_truth=truth))
+                  for kind, text in examples_.make(json.loads(truth)).items()}
+        for kind, score in scores.items():
+            want = examples_.expected(kind, json.loads(truth))
+            _expect(want is None or score == want, f"card {name}: {kind} scores {want} (got {score})")
+        best = scores[examples_.best]
+        _expect(all(best > s for k, s in scores.items() if k != examples_.best),
+                f"card {name}: {examples_.best} scores above every other kind ({scores})")
+        scored += len(scores)
+    return [f"[ok] card {name}: {len(rows)} rows; {scored} example completions scored by {path}:{function} as verl "
+            "loads it, fixed kinds at their values, the best above the rest"]
+
+
 def run_checks(scratch: Path, model_dir: Path, n_rows: int = 3) -> list[str]:
     lines = []
     for stage in RAG_STAGES:
@@ -175,7 +214,16 @@ def run_checks(scratch: Path, model_dir: Path, n_rows: int = 3) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=3, help="prompts per recipe scored through verl (3)")
+    parser.add_argument("--card", metavar="NAME", help="check this method card's rows and reward instead (e.g. a "
+                        "plugin's RAG method)")
     args = parser.parse_args(argv)
+    if args.card:
+        try:
+            print("\n".join(check_card(args.card, args.rows)))
+        except RearankError as err:
+            print(f"train-check-rag: {err}", file=sys.stderr)
+            return 1
+        return 0
     from rearank.models import embedded_model_path
 
     started = time.perf_counter()
