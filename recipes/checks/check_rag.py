@@ -194,8 +194,8 @@ def check_card(name: str, n_rows: int = 3) -> list[str]:
         _expect(all(best > s for k, s in scores.items() if k != examples_.best),
                 f"card {name}: {examples_.best} scores above every other kind ({scores})")
         scored += len(scores)
-    return [f"[ok] card {name}: {len(rows)} rows; {scored} example completions scored by {path}:{function} as verl "
-            "loads it, fixed kinds at their values, the best above the rest"]
+    return [(f"[ok] card {name}: {len(rows)} rows; {scored} example completions scored by {path}:{function} as verl "
+             "loads it, fixed kinds at their values, the best above the rest")]
 
 
 def run_checks(scratch: Path, model_dir: Path, n_rows: int = 3) -> list[str]:
