@@ -259,7 +259,7 @@ def evaluate(config: RagConfig) -> int:
                            ResponseCache(config.output_dir / "judge_cache.jsonl"), **config.judge_options)
     with _closing(reader, f"interrupted: finished questions are in {evaluation.items_path}; rerun with --resume"):
         metrics = evaluation.run(items, selector, reader, list(config.ks), style=config.style,
-                                 chunk=config.batch_size, progress=config.progress, arena=config.arena, judge=judge)
+                                 chunk=config.batch_size, progress=config.progress, reading=config.reading, judge=judge)
     if judge is not None:
         judge.close()
     print((config.output_dir / "table.md").read_text(encoding="utf-8"), end="")

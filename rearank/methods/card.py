@@ -47,6 +47,19 @@ class Examples:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """How ``rag eval`` reads a reader card that sees a fixed number of passages once, instead of the top-k of each
+    ``--k``, and scores it by measures of its own (ARENA): ``shown(item)``, how many of the selector's order it
+    reads; ``score(item, shown passages, response, style)``, the record of one reading (``answer`` and the
+    measures); ``measures``, their names in table order; ``style``, the answer normalisation its paper scores with."""
+
+    shown: Callable[[Any], int]
+    score: Callable[..., dict]
+    measures: tuple[str, ...]
+    style: str = "squad"
+
+
+@dataclass(frozen=True)
 class QARow:
     """What a card's ``rows`` builds one question's training row from: the item, its first stage (``[(passage,
     score)]``, best first; empty unless the card reads it), a selector's chosen pids (None: none given), and the
@@ -79,7 +92,8 @@ class Card:
     recipe checks' completions. ``synth``: what ``rearank synth --method NAME`` reads (:data:`SYNTH_INPUTS`; None:
     no synthesis); ``rows(QARow)``: for ``qa``, one question's row -- ``(messages, ground truth, shown pids)`` or
     the reason it is skipped; ``first_stage``: its rows read the question's first-stage ranking; ``evidence``: they
-    read a selector's choices (``--evidence``); ``ability``: the rows' ``ability`` column.
+    read a selector's choices (``--evidence``); ``ability``: the rows' ``ability`` column. ``reading``: how
+    ``rag eval`` reads and scores it when not by each ``--k`` (:class:`Reading`; None: by each ``--k``, EM/F1/Hit).
     """
 
     name: str
@@ -98,6 +112,7 @@ class Card:
     first_stage: bool = False
     evidence: bool = False
     ability: str = ""
+    reading: Reading | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

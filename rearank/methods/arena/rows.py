@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from rearank.methods.arena.prompt import arena_messages, n_references
+from rearank.methods.arena.prompt import arena_messages
+from rearank.methods.arena.reading import arena_passages
 from rearank.methods.card import QARow
 
 
 def arena_row(row: QARow) -> tuple[list, dict[str, Any], list[str]] | str:
     item = row.item
-    shown = list(item.passages[: n_references(item.source)])
+    shown = list(arena_passages(item))
     supporting = [i for i, p in enumerate(shown, 1) if p.pid in item.supporting]
     if not supporting:
         return "no_supporting"
