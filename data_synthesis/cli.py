@@ -169,13 +169,14 @@ def run(args: argparse.Namespace) -> int:
     from data_synthesis.tokens import load_tokenizer
     from data_synthesis.writers import check_output_dir
     from rearank.data.packs import load_qrels, load_requests
-    from rearank.methods.card import card, cards
+    from rearank.methods.card import CARDS, cards
 
     if args.labels:
         return run_labels(args)
-    method = card(args.method)
-    if method.synth is None:
-        raise RearankError(f"--method {method.name}: the method writes no training rows; choose one of "
+    method = CARDS.get(args.method)
+    if method is None or method.synth is None:
+        why = "the method writes no training rows" if method else "no such method card"
+        raise RearankError(f"--method {args.method}: {why}; choose one of "
                            f"{', '.join(c.name for c in cards() if c.synth)}")
     if method.synth == "qa":
         return run_qa(args, method)

@@ -69,11 +69,12 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
                     help="reader option, repeatable (oracle: require=any|all; noisy-oracle: p, seed; "
                     "LLM: backend options such as device=cuda, base_url=...)")
     reads(rd.add_argument("--template", default="plain", metavar="NAME|FILE",
-                          help=f"reader prompt, a RAG prompt file ({', '.join(names(RAG))}) whose answer a "
-                          "reader reads: plain, rrpo, barrag (BAR-RAG generator, <answer> parsed) or arena (an ARENA "
-                          "generator reads the first 10 passages, MuSiQue 20, once; --k is not used; scored for "
-                          "answer, format and relevance-id accuracy with ARENA normalisation); or a YAML prompt file "
-                          "of the same shape (rearank/methods/*/*.yaml) to run another wording"))
+                          help=f"reader prompt, a RAG prompt file ({', '.join(names(RAG))}) whose answer_format "
+                          "names the reader card that reads it: plain, rrpo (plain), barrag_generator (BAR-RAG "
+                          "generator, <answer> parsed) or arena (an ARENA generator reads the first 10 passages, "
+                          "MuSiQue 20, once; --k is not used; scored for answer, format and relevance-id accuracy "
+                          "with ARENA normalisation), or a plugin's; or a YAML prompt file of the same shape "
+                          "(rearank/methods/*/*.yaml) to run another wording"))
     rd.add_argument("--max-new-tokens", type=int, default=32, help="reader answer budget")
     rd.add_argument("--batch-size", type=int, default=32, help="reader prompts (from many questions) per call")
     writes(rd.add_argument("--reader-cache", type=Path, help="JSONL response cache shared across runs "

@@ -47,7 +47,7 @@ def test_synth_with_a_corpus_takes_the_open_retrieval_top_25(qa, tmp_path, monke
     assert sum(bool(json.loads(r["reward_model"]["ground_truth"])["supporting"]) for r in rows) >= 5
 
 
-def test_rows_of_each_mode():
+def test_rows_of_each_method():
     item = QAItem("q1", "Where is the Eiffel Tower?", ("Paris",),
                   tuple(Passage(str(i), f"T{i}", f"text {i}" + (" eiffel tower" if i == 7 else "")) for i in range(12)),
                   frozenset({"7", "11"}), "hotpotqa")
@@ -65,20 +65,20 @@ def test_rows_of_each_mode():
     assert skipped == {"no_evidence": 1}
 
 
-@pytest.mark.parametrize("mode", ["barrag-selector", "barrag-generator", "arena"])
-def test_synth_cli_writes_verl_parquet(qa, tmp_path, mode, capsys):
-    out = tmp_path / mode
-    code = rearank_main(["synth", "--method", mode, "--qa", str(qa / "musique" / "train_ans.sample100.json"),
+@pytest.mark.parametrize("method", ["barrag-selector", "barrag-generator", "arena"])
+def test_synth_cli_writes_verl_parquet(qa, tmp_path, method, capsys):
+    out = tmp_path / method
+    code = rearank_main(["synth", "--method", method, "--qa", str(qa / "musique" / "train_ans.sample100.json"),
                          "--qa-limit", "20", "--tokenizer", "none", "--output-dir", str(out)])
     assert code == 0 and "rows: train 18 / val 2" in capsys.readouterr().out
     table = pq.read_table(out / "train.parquet").to_pylist()
     assert len(table) == 18 and table[0]["reward_model"]["style"] == "rule"
     truth = json.loads(table[0]["reward_model"]["ground_truth"])
     assert truth["answers"] and all(isinstance(i, int) for i in truth["supporting"])
-    if mode == "arena":  # MuSiQue: all 20 paragraphs shown
+    if method == "arena":  # MuSiQue: all 20 paragraphs shown
         assert len(table[0]["extra_info"]["pids"]) == 20
     stats = json.loads((out / "stats.json").read_text())
-    assert stats["rows"] == {"train": 18, "val": 2}
+    assert stats["rows"] == {"train": 18, "val": 2} and stats["method"] == method
 
 
 def test_synth_cli_needs_qa_files(tmp_path, capsys):
