@@ -27,7 +27,7 @@ from pathlib import Path
 from rearank.backends.base import CONCURRENT, RAY_ACTORS
 from rearank.backends.registry import BACKENDS, READERS
 from rearank.methods import METHODS, method_options, option_default
-from rearank.methods.card import CARDS
+from rearank.methods.card import CARDS, Card
 from rearank.types import Candidate, Query, Request
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "support.md"
@@ -114,6 +114,14 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "—"
 
 
+def card_row(card: Card) -> str:
+    """A card's row of the cards table."""
+    cells = [f"`{card.name}`", card.kind, ", ".join(f"`{t}`" for t in card.templates) or "—",
+             _yes(card.grammar is not None), " ".join(f"`{part}`" for part in card.reward or ()) or "—",
+             f"yes (best: `{card.examples.best}`)" if card.examples else "—", card.synth or "—"]
+    return "| " + " | ".join(cells) + " |"
+
+
 def render() -> str:
     """The page's Markdown."""
     methods = [method_caps(name) for name in METHODS.builtin_names]
@@ -186,15 +194,7 @@ def render() -> str:
         "",
         "| card | kind | templates | answer grammar | verl reward | example completions | `rearank synth` reads |",
         "|---|---|---|---|---|---|---|",
-    ]
-    for name in CARDS.builtin_names:
-        card = CARDS[name]
-        templates = ", ".join(f"`{t}`" for t in card.templates) or "—"
-        reward = f"`{card.reward[0]}` `{card.reward[1]}`" if card.reward else "—"
-        examples = f"yes (best: `{card.examples.best}`)" if card.examples else "—"
-        out.append(f"| `{card.name}` | {card.kind} | {templates} | {_yes(card.grammar is not None)} | {reward} "
-                   f"| {examples} | {card.synth or '—'} |")
-    out += [
+        *(card_row(CARDS[name]) for name in CARDS.builtin_names),
         "",
         ("Other packages add methods, backends and cards through entry points (`rearank.methods`, `rearank.backends`, "
         "`rearank.cards`; [architecture](architecture.md)); they declare the same capabilities and are not listed "
