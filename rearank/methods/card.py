@@ -15,6 +15,7 @@ group ``rearank.cards`` (a :class:`Card`)::
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -165,8 +166,6 @@ CARDS = CardRegistry("rearank.cards", "method card", {name: _builtin(spec) for n
 def cards(kind: str | None = None) -> list[Card]:
     """Every card that loads (of ``kind``, if given), in registry order; a card that fails to load is left out
     with a warning naming its entry point."""
-    import warnings
-
     found = []
     for name in CARDS:
         try:

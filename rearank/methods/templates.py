@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from rearank.errors import RearankError
+from rearank.errors import FormatError, RearankError
 from rearank.methods.card import RANK, cards
 from rearank.plugins import Registry
 from rearank.prompts.qa_files import JUDGE, JUDGE_PLACEHOLDERS, Placeholders, PromptFile, read_prompt_file
@@ -137,8 +137,6 @@ def with_reasoning(template: str | os.PathLike[str] | PromptTemplate, reasoning:
     """``template``, or its ``variant`` when ``reasoning`` (True: reason, then answer; False: answer only) is not
     what it asks; None keeps it. A :class:`RearankError` when it names no variant, a
     :class:`~rearank.errors.FormatError` when the variant asks the same as it."""
-    from rearank.errors import FormatError
-
     tpl = load_template(template)
     if reasoning is None or reasoning == tpl.reasoning:
         return tpl
