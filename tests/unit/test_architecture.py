@@ -20,6 +20,7 @@ LAYERS = {
     "rearank.measures": 3, "rearank.qa": 3, "rearank.rag.barrag.filtering": 3,
     "rearank.methods.barrag.parser": 3, "rearank.methods.arena.parser": 3, "rearank.methods.barrag.prompt": 3,
     "rearank.methods.arena.prompt": 3, "rearank.methods.arena.reward": 3, "rearank.methods.barrag.reward": 4,
+    "rearank.methods.templates": 3, "rearank.methods.card": 3,
     "rearank.backends": 4, "rearank.models": 4, "rearank.methods": 4,
     "rearank.engine": 5,
     "rearank.run": 6, "rearank.flags": 6,
