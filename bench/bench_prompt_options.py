@@ -35,7 +35,7 @@ from rearank.backends.oracle import OracleBackend
 from rearank.data.packs import load_qrels, load_requests
 from rearank.engine import Engine
 from rearank.methods import Listwise
-from rearank.prompts import load_template
+from rearank.methods.templates import load_template
 
 HERE = Path(__file__).resolve().parent
 #: vLLM's prefix-cache counters: prompt tokens found in the cache, prompt tokens looked up.

@@ -19,7 +19,8 @@ import numpy as np
 from data_synthesis.tokens import PromptTokenCounter, load_tokenizer
 from rearank.data.packs import load_requests
 from rearank.methods.listwise.window import schedule
-from rearank.prompts import build_messages, load_template, render_passages
+from rearank.methods.templates import load_template
+from rearank.prompts import build_messages, render_passages
 
 #: The former defaults, beside each template's declared budget.
 OLD_BUDGETS = ("300 tokens", "300 words")

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from data_synthesis.grouprank_labels import add_label_arguments, run_labels
-from data_synthesis.qa_cli import QA_MODES, add_qa_arguments, run_qa
+from data_synthesis.qa_cli import add_qa_arguments, run_qa
 from data_synthesis.reasonrank import add_reasonrank_arguments, run_reasonrank
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import add_passage_budget_argument, add_reasoning_argument
@@ -35,9 +35,9 @@ examples:
   rearank synth --dataset dl21,dl22,dl23 --output-dir data/rl/dl21-23   # one split by query across all three
   rearank synth --dataset dl21 --order shuffle --sft --output-dir data/rl/dl21-shuffle
   rearank synth --run run.trec --topics topics.tsv --docs docs.tsv --qrels qrels.txt --output-dir out
-  rearank synth --mode grouprank-labels --dataset dl21 --second-run dense.trec --teacher openai \\
+  rearank synth --labels grouprank --dataset dl21 --second-run dense.trec --teacher openai \\
       --teacher-model M --output-dir data/rl/dl21-grouprank     # GroupRank's teacher labels (docs/grouprank.md)
-  rearank synth --mode reasonrank --dataset dl21 --teacher openai --teacher-model M --samples-per-query 2 \
+  rearank synth --method reasonrank --dataset dl21 --teacher openai --teacher-model M --samples-per-query 2 \
       --output-dir data/rl/dl21-reasonrank   # ReasonRank: teacher lists, self-consistency filter (docs/reasonrank.md)
   rearank synth --dataset dl21 --sft --reasoning off --output-dir data/rl/dl21-answer   # answer-only rows
 """
@@ -92,12 +92,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out.add_argument("--overwrite", action="store_true",
                      help="replace the synthesis outputs already in --output-dir (default: refuse)")
     out.add_argument("--sft", action="store_true", help="also write the direct-SFT JSONL (target: the ideal ranking)")
-    out.add_argument("--mode", choices=("listwise", "groupwise", "grouprank-labels", "reasonrank", *QA_MODES),
-                     default="listwise",
-                     help="listwise (Rearank permutation answers, default) or groupwise (GroupRank JSON scores); "
-                     "grouprank-labels: teacher-labelled groupwise rows (docs/grouprank.md); reasonrank: teacher "
-                     "lists with the self-consistency filter (docs/reasonrank.md); "
-                     "barrag-selector, barrag-generator, arena read --qa files (docs/rag_training.md)")
+    out.add_argument("--method", default="listwise", metavar="NAME",
+                     help="the method card whose rows to write: listwise (Rearank permutation answers, default) or "
+                     "groupwise (GroupRank JSON scores) from sampled sets; reasonrank: teacher lists with the "
+                     "self-consistency filter (docs/reasonrank.md); barrag-selector, barrag-generator, arena (or a "
+                     "plugin's card) read --qa files (docs/rag_training.md)")
+    out.add_argument("--labels", choices=("grouprank",),
+                     help="grouprank: teacher-labelled groupwise rows instead (docs/grouprank.md)")
     reads(out.add_argument("--template", default=None, metavar="NAME|FILE",
                            help="prompt template: rearank (listwise default), rankgpt, grouprank (groupwise default), "
                            "or a YAML file"))
@@ -168,12 +169,18 @@ def run(args: argparse.Namespace) -> int:
     from data_synthesis.tokens import load_tokenizer
     from data_synthesis.writers import check_output_dir
     from rearank.data.packs import load_qrels, load_requests
+    from rearank.methods.card import CARDS, cards
 
-    if args.mode in QA_MODES:
-        return run_qa(args)
-    if args.mode == "grouprank-labels":
+    if args.labels:
         return run_labels(args)
-    if args.mode == "reasonrank":
+    method = CARDS.get(args.method)
+    if method is None or method.synth is None:
+        why = "the method writes no training rows" if method else "no such method card"
+        raise RearankError(f"--method {args.method}: {why}; choose one of "
+                           f"{', '.join(c.name for c in cards() if c.synth)}")
+    if method.synth == "qa":
+        return run_qa(args, method)
+    if method.synth == "teacher":
         if not args.import_reasonrank:
             _check_inputs(args)
         return run_reasonrank(args)
@@ -201,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
             ideal_ndcg=args.filter_ideal_ndcg, min_initial_ndcg=args.min_initial_ndcg,
             min_ideal_ndcg=args.min_ideal_ndcg,
         ),
-        small_queries=args.small_queries, mode=args.mode, template=args.template,
+        small_queries=args.small_queries, method=method.name, template=args.template,
         passage_budget=None if args.passage_budget is None else str(args.passage_budget), sft=args.sft,
         data_source=args.data_source or ("" if sources else f"rearank/{name}"), reasoning=args.reasoning,
     )

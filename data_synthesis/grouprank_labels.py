@@ -1,4 +1,4 @@
-"""GroupRank's teacher-labelled training data (paper §IV-A, Fig. 2): ``rearank synth --mode grouprank-labels``.
+"""GroupRank's teacher-labelled training data (paper §IV-A, Fig. 2): ``rearank synth --labels grouprank``.
 
 Per query: the hybrid first stage (the pack's BM25 run and a second run, min-max normalised and fused, Eq. 5)
 keeps the top ``pool_size`` (50); a pointwise teacher scores each of them 0-10 and a listwise teacher orders all
@@ -33,6 +33,7 @@ from rearank.methods.groupwise.labels import fused_labels, parse_point_score, po
 from rearank.methods.groupwise.parser import format_scores, label_scores
 from rearank.methods.groupwise.prompt import build_group_messages
 from rearank.methods.listwise.answer import ideal_answer, parse_answer
+from rearank.methods.templates import load_template
 from rearank.prompts import build_messages
 from rearank.types import Candidate, Request
 
@@ -141,7 +142,7 @@ def annotate(request: Request, pool: list[Candidate], point: Backend, listwise: 
         todo = [i for i in todo if scores[i] is None]
     list_raw: list[str] = []
     ranks: list[int] | None = None
-    messages = tuple(build_messages(query, pool, config.list_template))
+    messages = tuple(build_messages(query, pool, load_template(config.list_template)))
     for _attempt in range(config.retries + 1):
         text = _generate(listwise, [Prompt(messages=messages, qid=qid, docids=tuple(docids))], settings)[0]
         list_raw.append(text)
@@ -296,8 +297,8 @@ def synthesize_labels(
 
 
 def add_label_arguments(parser: Any) -> None:
-    """The ``--mode grouprank-labels`` options of ``rearank synth``."""
-    g = parser.add_argument_group("grouprank-labels (GroupRank's teacher labels, docs/grouprank.md)")
+    """The ``--labels grouprank`` options of ``rearank synth``."""
+    g = parser.add_argument_group("--labels grouprank (GroupRank's teacher labels, docs/grouprank.md)")
     reads(g.add_argument("--second-run", metavar="FILE",
                          help="TREC run fused with the pack's BM25 run (e.g. a dense retriever's), min-max normalised"))
     g.add_argument("--fusion-weight", type=float, default=0.5, metavar="W",
@@ -323,12 +324,12 @@ def _teacher(name: str, model: str | None, qrels: Mapping[str, Mapping[str, int]
 
 
 def run_labels(args: Any) -> int:
-    """``rearank synth --mode grouprank-labels``: load the pack, the second run and the teachers, then label."""
+    """``rearank synth --labels grouprank``: load the pack, the second run and the teachers, then label."""
     from rearank.data.packs import load_docs, load_qrels, load_requests, resolve
     from rearank.io.trec import read_run
 
     if not args.dataset or not args.second_run or not args.teacher:
-        raise RearankError("--mode grouprank-labels needs --dataset, --second-run and --teacher")
+        raise RearankError("--labels grouprank needs --dataset, --second-run and --teacher")
     if not Path(args.second_run).is_file():
         raise RearankError(f"--second-run file not found: {args.second_run}")
     config = LabelConfig(

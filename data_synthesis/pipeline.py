@@ -26,13 +26,14 @@ from rearank.errors import RearankError
 from rearank.methods.groupwise.prompt import load_group_template
 from rearank.methods.groupwise.prompt import sft_target as group_sft_target
 from rearank.methods.listwise.answer import format_answer
-from rearank.prompts import PromptTemplate, as_budget, build_messages, load_template, render_passages, with_reasoning
+from rearank.methods.templates import load_template, with_reasoning
+from rearank.prompts import PromptTemplate, as_budget, build_messages, render_passages
 from rearank.types import Candidate, Request
 
 #: What to do with a query that has fewer candidates than the set size.
 SMALL_QUERY_MODES = ("use-all", "skip")
 #: listwise: the Rearank permutation prompt; groupwise: the GroupRank JSON-score prompt.
-MODES = ("listwise", "groupwise")
+METHODS = ("listwise", "groupwise")
 #: Sets whose prompt length is recounted exactly to check the fast count.
 TOKEN_CHECK_SETS = 64
 #: Grades of a query's judged pool kept in the ground truth (the highest ones: enough for its ideal DCG@10,
@@ -52,7 +53,7 @@ class SynthConfig:
     top_k: int = 100
     filters: FilterConfig = field(default_factory=FilterConfig)
     small_queries: str = "use-all"
-    mode: str = "listwise"
+    method: str = "listwise"
     template: str | None = None
     passage_budget: str | None = None
     sft: bool = False
@@ -75,8 +76,8 @@ class SynthConfig:
         if self.small_queries not in SMALL_QUERY_MODES:
             raise RearankError(f"small-queries must be one of {', '.join(SMALL_QUERY_MODES)}, "
                                f"got {self.small_queries!r}")
-        if self.mode not in MODES:
-            raise RearankError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.method not in METHODS:
+            raise RearankError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         try:
             as_budget(self.passage_budget)
         except ValueError as err:
@@ -143,7 +144,7 @@ def synthesize(
     stats; the train/val split is by query across all sources.
     """
     config.check()
-    groupwise = config.mode == "groupwise"
+    groupwise = config.method == "groupwise"
     template = with_reasoning(load_group_template(config.template) if groupwise
                               else load_template(config.template or "rearank"), config.reasoning)
     max_label = max((g for judged in qrels.values() for g in judged.values()), default=1)

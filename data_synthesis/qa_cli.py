@@ -1,4 +1,5 @@
-"""``rearank synth --mode barrag-selector|barrag-generator|arena``: QA files -> verl RL rows (see qa_rows)."""
+"""``rearank synth --method NAME`` for a card that reads QA files (``barrag-selector``, ``barrag-generator``,
+``arena``, a plugin's): QA files -> verl RL rows (see qa_rows)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,12 @@ from pathlib import Path
 from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_settings
 from rearank.errors import MissingDataError, RearankError
 from rearank.io.outputs import reads
-
-QA_MODES = ("barrag-selector", "barrag-generator", "arena")
+from rearank.methods.card import Card
 
 
 def add_qa_arguments(parser: argparse.ArgumentParser) -> None:
-    """The QA inputs of the BAR-RAG and ARENA modes."""
-    qa = parser.add_argument_group("QA input (--mode barrag-selector | barrag-generator | arena)")
+    """The QA inputs of the methods whose rows come from QA files."""
+    qa = parser.add_argument_group("QA input (--method barrag-selector | barrag-generator | arena | a plugin's)")
     reads(qa.add_argument("--qa", action="append", metavar="FILE", default=[],
                           help="QA file: HotpotQA/2Wiki JSON, MuSiQue JSONL, DPR ctxs or FlashRAG JSONL (repeatable)"))
     qa.add_argument("--qa-format", default="auto", help="auto (sniffed), hotpotqa, 2wiki, musique, dpr, flashrag")
@@ -25,25 +25,25 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> None:
     add_retrieval_arguments(parser)
 
 
-def run_qa(args: argparse.Namespace) -> int:
-    """Load the QA files, build the rows of ``args.mode`` and write them; print counts."""
+def run_qa(args: argparse.Namespace, method: Card) -> int:
+    """Load the QA files, build the rows of ``method`` and write them; print counts."""
     from data_synthesis.qa_rows import QARowsConfig, load_evidence, qa_rows, write_qa_outputs
     from data_synthesis.tokens import load_tokenizer
     from rearank.io.qa import load_qa
 
     if not args.qa:
-        raise RearankError(f"--mode {args.mode} reads QA files: give --qa FILE (e.g. "
+        raise RearankError(f"--method {method.name} reads QA files: give --qa FILE (e.g. "
                            "../shared/data/qa/hotpotqa/train_distractor.sample100.json)")
     for path in [*args.qa, *([args.evidence] if args.evidence else [])]:
         if not Path(path).is_file():
             raise MissingDataError(f"file not found: {path}")
-    if args.evidence and args.mode != "barrag-generator":
-        raise RearankError("--evidence is for --mode barrag-generator")
+    if args.evidence and not method.evidence:
+        raise RearankError(f"--evidence is for a generator that reads a selector's choices, not --method {method.name}")
     retrieval = retrieval_settings(args)
     started = time.perf_counter()
     items = [item for path in args.qa for item in load_qa(path, args.qa_format, args.qa_limit)]
     items, run, _ = retrieval.retrieve(items, progress=not args.quiet)
-    config = QARowsConfig(mode=args.mode, val_fraction=args.val_fraction, seed=args.seed,
+    config = QARowsConfig(method=method.name, val_fraction=args.val_fraction, seed=args.seed,
                           data_source=args.data_source or "", max_passage_tokens=args.passage_budget or None)
     tokenizer = load_tokenizer(args.tokenizer)
     rows, skipped = qa_rows(items, config, load_evidence(args.evidence) if args.evidence else None, tokenizer, run)

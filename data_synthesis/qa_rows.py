@@ -1,18 +1,11 @@
-"""QA items -> verl RL rows for BAR-RAG (selector, generator) and ARENA, written as ``rearank synth`` writes.
+"""QA items -> verl RL rows of a ``qa`` method card (BAR-RAG selector and generator, ARENA, a plugin's), written
+as ``rearank synth`` writes.
 
-One row per question. The prompt comes from the same renderer inference uses (:mod:`rearank.methods.barrag.prompt`,
-:mod:`rearank.methods.arena.prompt`); the ground truth is one JSON string holding what the mode's reward needs:
-
-* ``barrag-selector``: the item's first stage -- its own paragraphs ranked by Lucene BM25 (rearank.data.bm25: k1 0.9,
-  b 0.4, title and text), or with ``--corpus`` the BM25 top ``--depth`` of a whole corpus -- the top 25 shown as
-  ``Doc [i]``; ground truth ``{"question", "answers", "docs": [{"title",
-  "text"}], "scores": [first-stage score of each shown doc], "supporting": [1-based ids]}`` -- the reward re-renders the reader
-  prompt from ``docs`` and takes the relevance term from ``scores``.
-* ``barrag-generator``: the evidence a selector chose (``--evidence`` JSONL of ``{"qid", "pids"}``), else the BM25
-  top 5 of the first stage; ground truth ``{"answers", "supporting"}``.
-* ``arena``: the item's paragraphs in their given order (with ``--corpus``: the retrieval order), 10 (MuSiQue: 20); ground truth ``{"answers",
-  "supporting": [1-based ids of the shown supporting paragraphs]}``. Items with no supporting paragraph among the
-  shown ones are skipped (counted).
+One row per question: the card's ``rows`` builds its prompt with the renderer inference uses and the ground truth
+its reward reads (:mod:`rearank.methods.barrag.rows`, :mod:`rearank.methods.arena.rows`). A card that reads the
+first stage gets the item's own paragraphs ranked by Lucene BM25 (rearank.data.bm25: k1 0.9, b 0.4, title and
+text), or with ``--corpus`` the BM25 top ``--depth`` of a whole corpus; a generator card may read a selector's
+choices instead (``--evidence`` JSONL of ``{"qid", "pids"}``). A question the card skips is counted by reason.
 
 Files: ``train.parquet``, ``val.parquet`` (questions split by a seeded hash, as ``rearank synth`` splits queries),
 ``stats.json``, staged and renamed into place together.
@@ -35,12 +28,14 @@ from data_synthesis.stats import recommended_max_prompt_length, token_summary
 from data_synthesis.writers import RL_SCHEMA, staged_outputs
 from rearank.errors import FormatError, RearankError
 from rearank.io.files import iter_json_lines
-from rearank.methods.arena.prompt import arena_messages, n_references
-from rearank.methods.barrag.prompt import SELECT_K, SELECTOR_CANDIDATES, generator_messages, selector_messages
+from rearank.methods.card import QARow, card, cards
 from rearank.types import Passage, QAItem
 
-MODES = ("barrag-selector", "barrag-generator", "arena")
-ABILITY = {"barrag-selector": "evidence-selection", "barrag-generator": "rag-qa", "arena": "rag-qa"}
+
+def qa_methods() -> list[str]:
+    """The cards whose rows ``rearank synth`` builds from QA files."""
+    return [c.name for c in cards() if c.synth == "qa"]
+
 
 #: The verl RL row of a QA question: the listwise rows' columns (:data:`data_synthesis.writers.RL_SCHEMA`), with QA
 #: metadata in ``extra_info``.
@@ -84,52 +79,18 @@ def load_evidence(path: str | Path) -> dict[str, list[str]]:
 
 @dataclass(frozen=True)
 class QARowsConfig:
-    mode: str
+    method: str
     val_fraction: float = 0.1
     seed: int = 0
     data_source: str = ""
-    candidates: int = SELECTOR_CANDIDATES
-    evidence_k: int = SELECT_K
     max_passage_tokens: int | str | None = None  # a passage budget: tokens (int) or '400c', '300w', ...
 
     def check(self) -> None:
-        if self.mode not in MODES:
-            raise RearankError(f"unknown QA mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        if card(self.method).synth != "qa":
+            raise RearankError(f"method {self.method!r} builds no rows from QA files; choose one of "
+                               f"{', '.join(qa_methods())}")
         if not 0.0 <= self.val_fraction < 1.0:
             raise RearankError(f"--val-fraction must be in [0, 1), got {self.val_fraction}")
-
-
-def _row(item: QAItem, config: QARowsConfig, evidence: Mapping[str, list[str]] | None,
-         tokenizer: Any, ranked: list[tuple[Passage, float]]) -> tuple[list[dict], dict, list[str]] | str:
-    """(messages, ground truth, shown pids) for one item (``ranked``: its first stage), or why it is skipped."""
-    cut = {"max_passage_tokens": config.max_passage_tokens, "tokenizer": tokenizer}
-    if config.mode == "barrag-selector":
-        ranked = ranked[: config.candidates]
-        shown = [p for p, _ in ranked]
-        truth = {"question": item.question, "answers": list(item.answers),
-                 "docs": [{"title": p.title, "text": p.text} for p in shown],
-                 "scores": [round(s, 4) for _, s in ranked],
-                 "supporting": [i for i, p in enumerate(shown, 1) if p.pid in item.supporting]}
-        return selector_messages(item.question, shown, **cut), truth, [p.pid for p in shown]
-    if config.mode == "barrag-generator":
-        if evidence is not None:
-            if item.qid not in evidence:
-                return "no_evidence"
-            by_pid = {p.pid: p for p in item.passages}
-            if any(pid not in by_pid for pid in evidence[item.qid]):
-                return "unknown_evidence_pid"
-            shown = [by_pid[pid] for pid in evidence[item.qid]]
-        else:
-            shown = [p for p, _ in ranked[: config.evidence_k]]
-        truth = {"answers": list(item.answers), "n_docs": len(shown),
-                 "supporting": [i for i, p in enumerate(shown, 1) if p.pid in item.supporting]}
-        return generator_messages(item.question, shown, **cut), truth, [p.pid for p in shown]
-    shown = list(item.passages[: n_references(item.source)])
-    supporting = [i for i, p in enumerate(shown, 1) if p.pid in item.supporting]
-    if not supporting:
-        return "no_supporting"
-    truth = {"answers": list(item.answers), "supporting": supporting}
-    return arena_messages(item.question, shown, **cut), truth, [p.pid for p in shown]
 
 
 def qa_rows(items: Iterable[QAItem], config: QARowsConfig, evidence: Mapping[str, list[str]] | None = None,
@@ -138,25 +99,30 @@ def qa_rows(items: Iterable[QAItem], config: QARowsConfig, evidence: Mapping[str
     """The RL rows (``extra_info.split`` set) and the count of skipped items by reason.
 
     ``run``: the items come from open retrieval (:func:`rearank.rag.retrieval.retrieve`) and this is their first
-    stage; without it the BAR-RAG modes rank each item's own paragraphs by BM25."""
+    stage; without it a card that reads the first stage gets each item's own paragraphs ranked by BM25."""
     config.check()
     items = list(items)
     duplicates = [qid for qid, n in Counter(i.qid for i in items).items() if n > 1]
     if duplicates:
         raise RearankError(f"question ids repeat across the inputs (e.g. {duplicates[0]!r}); give distinct files")
     val = split_queries([i.qid for i in items], config.val_fraction, config.seed)
-    ranked = first_stage(items, run) if config.mode != "arena" else {}
+    method = card(config.method)
+    ranked = first_stage(items, run) if method.first_stage else {}
     rows, skipped = [], Counter()
     for item in items:
-        made = _row(item, config, evidence, tokenizer, ranked.get(item.qid, []))
+        if evidence is not None and item.qid not in evidence:
+            skipped["no_evidence"] += 1
+            continue
+        made = method.rows(QARow(item, ranked.get(item.qid, ()), None if evidence is None else evidence[item.qid],
+                                 config.max_passage_tokens, tokenizer))
         if isinstance(made, str):
             skipped[made] += 1
             continue
         messages, truth, pids = made
         rows.append({
-            "data_source": config.data_source or f"{config.mode}/{item.source or 'qa'}",
+            "data_source": config.data_source or f"{config.method}/{item.source or 'qa'}",
             "prompt": messages,
-            "ability": ABILITY[config.mode],
+            "ability": method.ability,
             "reward_model": {"style": "rule", "ground_truth": json.dumps(truth, ensure_ascii=False)},
             "extra_info": {"qid": item.qid, "source": item.source, "pids": pids,
                            "split": "val" if item.qid in val else "train", "index": 0},
@@ -183,7 +149,7 @@ def write_qa_outputs(rows: list[dict], skipped: Counter, output_dir: str | Path,
         for index, row in enumerate(split_rows):
             row["extra_info"]["index"] = index
     stats: dict[str, Any] = {
-        "mode": config.mode, "inputs": list(inputs), "questions": len(rows) + sum(skipped.values()),
+        "method": config.method, "inputs": list(inputs), "questions": len(rows) + sum(skipped.values()),
         "rows": {name: len(r) for name, r in splits.items()}, "skipped": dict(skipped),
         "sources": dict(Counter(r["extra_info"]["source"] for r in rows)), "seed": config.seed,
         "val_fraction": config.val_fraction,

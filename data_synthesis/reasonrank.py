@@ -1,4 +1,4 @@
-"""ReasonRank's training data (Liu et al., arXiv 2508.07050): ``rearank synth --mode reasonrank``.
+"""ReasonRank's training data (Liu et al., arXiv 2508.07050): ``rearank synth --method reasonrank``.
 
 Per judged query, lists of at most 20 passages are drawn from its top-k (:func:`data_synthesis.sampling.draw_sets`);
 a teacher (any backend: an OpenAI-compatible server with a reasoning model, vLLM, hf, or the oracle for mechanics)
@@ -37,7 +37,8 @@ from rearank.io.outputs import reads
 from rearank.measures.ndcg import ndcg_at_k
 from rearank.methods.listwise.answer import format_answer, parse_answer
 from rearank.methods.listwise.reasonrank import Truth, ranking_parts, truth_record
-from rearank.prompts import as_budget, build_messages, with_reasoning
+from rearank.methods.templates import with_reasoning
+from rearank.prompts import as_budget, build_messages
 from rearank.types import Candidate, Request
 
 _THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
@@ -47,7 +48,7 @@ BINS = 10
 
 @dataclass(frozen=True)
 class ReasonRankConfig:
-    """Settings of ``--mode reasonrank`` (paper values where it states them)."""
+    """Settings of ``--method reasonrank`` (paper values where it states them)."""
 
     set_size: int = 20             # paper: lists of at most 20 passages
     samples_per_query: int = 1     # ours: lists drawn per query
@@ -257,7 +258,7 @@ def write_outputs(listings: Sequence[Listing], config: ReasonRankConfig, output_
 
 
 def add_reasonrank_arguments(parser: Any) -> None:
-    """The ``--mode reasonrank`` options of ``rearank synth`` (the teacher flags are shared with grouprank-labels)."""
+    """The ``--method reasonrank`` options of ``rearank synth`` (the teacher flags are shared with --labels grouprank)."""
     g = parser.add_argument_group("reasonrank (ReasonRank's teacher lists and self-consistency filter, "
                                   "docs/reasonrank.md)")
     g.add_argument("--min-teacher-ndcg", type=float, default=0.4, metavar="ALPHA",
@@ -269,7 +270,7 @@ def add_reasonrank_arguments(parser: Any) -> None:
 
 
 def run_reasonrank(args: Any) -> int:
-    """``rearank synth --mode reasonrank``: teacher lists (or the released file), the filter, the rows (the input
+    """``rearank synth --method reasonrank``: teacher lists (or the released file), the filter, the rows (the input
     flags were checked by :mod:`data_synthesis.cli`)."""
     from data_synthesis.grouprank_labels import _teacher
     from data_synthesis.writers import check_output_dir
@@ -297,7 +298,7 @@ def run_reasonrank(args: Any) -> int:
         source = args.data_source or "reasonrank/released"
     else:
         if not args.teacher:
-            raise RearankError("--mode reasonrank needs --teacher BACKEND (openai, vllm, hf, or oracle for mechanics) "
+            raise RearankError("--method reasonrank needs --teacher BACKEND (openai, vllm, hf, or oracle for mechanics) "
                                "or --import-reasonrank FILE")
         requests = load_requests(dataset=args.dataset, run=args.run, topics=args.topics, docs=args.docs,
                                  top_k=args.top_k, max_queries=args.max_queries, skip_missing=args.skip_missing)

@@ -22,8 +22,8 @@ from rearank.errors import RearankError
 from rearank.io.outputs import reads
 from rearank.methods import METHODS, method_options, option_default
 from rearank.methods.groupwise.presets import preset
+from rearank.methods.templates import RANKING, names
 from rearank.prompts import as_reasoning
-from rearank.prompts.registry import RANKING, names
 from rearank.run.config import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS, RunConfig, default_max_new_tokens
 
 #: Settings a ``--preset`` may fill, and their parser defaults (a flag still at its default takes the preset's).

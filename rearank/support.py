@@ -7,7 +7,9 @@ cut passages with the model's tokenizer (``MODEL_TOKENIZER``), their typed optio
 ``max_think_tokens``, the reasoning switch ``enable_thinking``) and the ``constrain`` keyword they accept. Methods
 are probed: each registered method, with its defaults, starts a query of 100 candidates, which shows its tasks,
 how many are ready at once, and the answer grammar its prompts declare (what constrained answers and the think
-budget act on). rearank's own methods and backends are listed, not those other packages register.
+budget act on). The method cards (:mod:`rearank.methods.card`) give the last table: each method's kind, templates,
+answer grammar, verl reward, example completions and what ``rearank synth --method`` reads for it. rearank's own
+methods, backends and cards are listed, not those other packages register.
 
     python -m rearank.support            # print the page
     python -m rearank.support --write    # rewrite docs/support.md
@@ -25,6 +27,7 @@ from pathlib import Path
 from rearank.backends.base import CONCURRENT, RAY_ACTORS
 from rearank.backends.registry import BACKENDS, READERS
 from rearank.methods import METHODS, method_options, option_default
+from rearank.methods.card import CARDS, Card
 from rearank.types import Candidate, Query, Request
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "support.md"
@@ -111,6 +114,14 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "—"
 
 
+def card_row(card: Card) -> str:
+    """A card's row of the cards table."""
+    cells = [f"`{card.name}`", card.kind, ", ".join(f"`{t}`" for t in card.templates) or "—",
+             _yes(card.grammar is not None), " ".join(f"`{part}`" for part in card.reward or ()) or "—",
+             f"yes (best: `{card.examples.best}`)" if card.examples else "—", card.synth or "—"]
+    return "| " + " | ".join(cells) + " |"
+
+
 def render() -> str:
     """The page's Markdown."""
     methods = [method_caps(name) for name in METHODS.builtin_names]
@@ -176,8 +187,18 @@ def render() -> str:
         "(none: the method's answers are not constrained). *reasoning*: the tags the think budget closes (with the "
         "default prompt; `-O prompt=rankgpt` has none)."),
         "",
-        ("Other packages add methods and backends through entry points (`rearank.methods`, `rearank.backends`; "
-        "[architecture](architecture.md)); they declare the same capabilities and are not listed here."),
+        "## Method cards",
+        "",
+        ("Every method folder declares a card (`rearank/methods/*/card.py`); the template registry, the readers of "
+         "`rag eval`, `rearank synth --method` and the recipe checks read it ([add a method](add-a-method.md))."),
+        "",
+        "| card | kind | templates | answer grammar | verl reward | example completions | `rearank synth` reads |",
+        "|---|---|---|---|---|---|---|",
+        *(card_row(CARDS[name]) for name in CARDS.builtin_names),
+        "",
+        ("Other packages add methods, backends and cards through entry points (`rearank.methods`, `rearank.backends`, "
+        "`rearank.cards`; [architecture](architecture.md)); they declare the same capabilities and are not listed "
+        "here."),
         "",
     ]
     return "\n".join(out)

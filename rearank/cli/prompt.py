@@ -7,7 +7,7 @@ import sys
 
 from rearank.errors import RearankError
 from rearank.io.outputs import reads
-from rearank.prompts.registry import RANKING, names
+from rearank.methods.templates import RANKING, names
 
 DESCRIPTION = """\
 check: re-render every row of a verl parquet (or chat JSONL) with a template and report "identical" or the
@@ -63,7 +63,7 @@ def _budget(value: str | None) -> str | None:
 
 def run_check(args: argparse.Namespace) -> int:
     """Print ``identical: N rows`` (exit 0) or the first difference (exit 1)."""
-    from rearank.prompts import load_template
+    from rearank.methods.templates import load_template
     from rearank.prompts.check import Lookup, check_rows, read_rows
 
     template = load_template(args.template)
@@ -80,7 +80,8 @@ def run_check(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     """Print the rendered messages of one window, with their roles and lengths."""
     from rearank.data.packs import load_requests
-    from rearank.prompts import build_messages, load_template
+    from rearank.methods.templates import load_template
+    from rearank.prompts import build_messages
 
     template = load_template(args.template)
     budget = _budget(args.passage_budget)

@@ -17,7 +17,7 @@ from rearank.cli.rerank import _HelpFormatter
 from rearank.errors import RearankError
 from rearank.flags import backend_options
 from rearank.io.outputs import reads, writes
-from rearank.prompts.registry import RAG, names
+from rearank.methods.templates import RAG, names
 from rearank.rag.config import QA_FORMATS, STYLES, RagConfig, parse_ks
 from rearank.rag.readers import RULE_READERS, reader_names
 
@@ -69,11 +69,12 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
                     help="reader option, repeatable (oracle: require=any|all; noisy-oracle: p, seed; "
                     "LLM: backend options such as device=cuda, base_url=...)")
     reads(rd.add_argument("--template", default="plain", metavar="NAME|FILE",
-                          help=f"reader prompt, a RAG prompt file ({', '.join(names(RAG))}) whose answer a "
-                          "reader reads: plain, rrpo, barrag (BAR-RAG generator, <answer> parsed) or arena (an ARENA "
-                          "generator reads the first 10 passages, MuSiQue 20, once; --k is not used; scored for "
-                          "answer, format and relevance-id accuracy with ARENA normalisation); or a YAML prompt file "
-                          "of the same shape (rearank/rag/templates/*.yaml) to run another wording"))
+                          help=f"reader prompt, a RAG prompt file ({', '.join(names(RAG))}) whose answer_format "
+                          "names the reader card that reads it: plain, rrpo (plain), barrag_generator (BAR-RAG "
+                          "generator, <answer> parsed) or arena (an ARENA generator reads the first 10 passages, "
+                          "MuSiQue 20, once; --k is not used; scored for answer, format and relevance-id accuracy "
+                          "with ARENA normalisation), or a plugin's; or a YAML prompt file of the same shape "
+                          "(rearank/methods/*/*.yaml) to run another wording"))
     rd.add_argument("--max-new-tokens", type=int, default=32, help="reader answer budget")
     rd.add_argument("--batch-size", type=int, default=32, help="reader prompts (from many questions) per call")
     writes(rd.add_argument("--reader-cache", type=Path, help="JSONL response cache shared across runs "
@@ -185,7 +186,7 @@ def _make_reader(name: str, model: str | None, options: dict[str, Any], template
         if model:
             raise RearankError(f"the {name} reader takes no --reader-model")
         try:
-            return make_reader(name, **options)
+            return make_reader(name, template=template, **options)
         except TypeError as err:
             raise RearankError(f"bad --reader-option for the {name} reader: {err}") from None
     if max_new_tokens < 1 or batch_size < 1:
@@ -259,7 +260,7 @@ def evaluate(config: RagConfig) -> int:
                            ResponseCache(config.output_dir / "judge_cache.jsonl"), **config.judge_options)
     with _closing(reader, f"interrupted: finished questions are in {evaluation.items_path}; rerun with --resume"):
         metrics = evaluation.run(items, selector, reader, list(config.ks), style=config.style,
-                                 chunk=config.batch_size, progress=config.progress, arena=config.arena, judge=judge)
+                                 chunk=config.batch_size, progress=config.progress, reading=config.reading, judge=judge)
     if judge is not None:
         judge.close()
     print((config.output_dir / "table.md").read_text(encoding="utf-8"), end="")

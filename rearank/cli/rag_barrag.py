@@ -11,7 +11,7 @@ from pathlib import Path
 from rearank.io.outputs import reads, writes
 
 DESCRIPTION = """\
-Keep the questions of a barrag-selector parquet folder (`rearank synth --mode barrag-selector`) on which the
+Keep the questions of a barrag-selector parquet folder (`rearank synth --method barrag-selector`) on which the
 selector's choices make the reader succeed sometimes, not always or never (BAR-RAG's released rule): 8 selector
 samples a question, each selection read 10 times at temperature 0.7; a selection's accuracy is the share of
 reader answers whose generator reward is >= 0.8; keep when the accuracies are not all equal, their mean is in

@@ -1,5 +1,5 @@
-"""Ranking prompts: YAML templates (by name from :mod:`rearank.prompts.registry`, or a user's file) and the one
-renderer."""
+"""Prompt machinery: reading and checking YAML templates (by path; names are resolved by
+:mod:`rearank.methods.templates`, built from the method cards) and the one renderer."""
 
 from rearank.prompts.builder import (
     BudgetLike,
@@ -23,8 +23,7 @@ from rearank.prompts.templates import (
     PassageBudget,
     PromptTemplate,
     as_reasoning,
-    load_template,
-    with_reasoning,
+    read_template,
 )
 
 __all__ = [
@@ -41,12 +40,11 @@ __all__ = [
     "candidate_text",
     "clean_passage",
     "clean_passages",
-    "load_template",
     "neutralize_ids",
     "passage_text",
     "passage_texts",
+    "read_template",
     "render_passages",
     "truncate",
     "truncate_texts",
-    "with_reasoning",
 ]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from rearank.prompts.templates import PassageBudget, PromptTemplate, load_template
+from rearank.prompts.templates import PassageBudget, PromptTemplate, read_template
 from rearank.types import Candidate, Message
 
 _BRACKETED_NUMBER = re.compile(r"\[\s*(\d+)\s*\]")
@@ -126,13 +126,13 @@ def passage_text(candidate: Candidate, budget: BudgetLike = None, tokenizer: Tok
 
 def render_passages(
     candidates: Sequence[Candidate | str],
-    template: str | Path | PromptTemplate = "rearank",
+    template: str | Path | PromptTemplate,
     *,
     budget: BudgetLike = None,
     tokenizer: Tokenizer | None = None,
 ) -> list[str]:
     """Passage texts as ``template`` shows them: its budget (or ``budget``, an override) and id rule."""
-    tpl = load_template(template)
+    tpl = read_template(template)
     cut = tpl.passage_budget if budget is None else as_budget(budget)
     raw = [c if isinstance(c, str) else candidate_text(c) for c in candidates]
     return clean_passages(raw, cut, tokenizer, neutralize=tpl.neutralize_ids)
@@ -141,7 +141,7 @@ def render_passages(
 def build_messages(
     query: str,
     passages: Sequence[str | Candidate],
-    template: str | Path | PromptTemplate = "rearank",
+    template: str | Path | PromptTemplate,
     *,
     budget: BudgetLike = None,
     tokenizer: Tokenizer | None = None,
@@ -156,7 +156,7 @@ def build_messages(
     ``clean=False`` takes texts that were rendered already. A :class:`Candidate` is rendered with its title
     (:func:`candidate_text`).
     """
-    tpl = load_template(template)
+    tpl = read_template(template)
     values: dict[str, Any] = {"query": query, "num": len(passages)}
     messages: list[Message] = []
     if tpl.system:

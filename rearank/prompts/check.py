@@ -15,7 +15,7 @@ from typing import Any
 
 from rearank.errors import FormatError, RearankError
 from rearank.prompts.builder import BudgetLike, Tokenizer, build_messages
-from rearank.prompts.templates import PromptTemplate, load_template
+from rearank.prompts.templates import PromptTemplate, read_template
 from rearank.types import Candidate
 
 #: Characters shown on each side of a difference.
@@ -150,7 +150,7 @@ def check_rows(
     budget: BudgetLike = None, tokenizer: Tokenizer | None = None,
 ) -> tuple[int, Difference | None]:
     """Re-render every row; return how many rows were identical before the first difference, and that difference."""
-    tpl = load_template(template)
+    tpl = read_template(template)
     rows = list(rows)
     lookup = lookup or Lookup([])
     if lookup.datasets:

@@ -1,33 +1,30 @@
-"""The RAG prompts as files: ``rearank/rag/templates/*.yaml``, named in :mod:`rearank.prompts.registry` (``plain``,
-``rrpo``, ``barrag_selector``, ``barrag_generator`` alias ``barrag``, ``arena``, ``judge``), or any YAML file of the
-same shape, so a user can run a paper's exact wording.
+"""RAG prompt files: YAML files of a reader's or selector's chat, read by path (names are resolved by
+:mod:`rearank.methods.templates`, built from the method cards), so a user can run a paper's exact wording.
 
-A file holds ``answer_format`` (which parser reads the output: ``plain``, ``barrag``, ``barrag-selector``,
-``arena``), ``system``, ``user``, and for one-turn-per-passage layouts ``passage`` and an optional few-shot
-``example`` (a list of ``{role, content}`` turns). Each format allows its own ``str.format`` placeholders
-(:data:`PLACEHOLDERS`); any other is an error naming the file and field when the file is loaded.
+A file holds ``answer_format`` (the card whose parser reads the output: ``plain``, ``barrag-generator``,
+``barrag-selector``, ``arena``, a plugin's card, or ``judge``), ``system``, ``user``, and for
+one-turn-per-passage layouts ``passage`` and an optional few-shot ``example`` (a list of ``{role, content}``
+turns). Each format allows its own ``str.format`` placeholders (a card's ``placeholders``;
+:data:`JUDGE_PLACEHOLDERS`); any other is an error naming the file and field when the file is read.
 """
 
 from __future__ import annotations
 
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from pathlib import Path
 
 import yaml
 
 from rearank.errors import FormatError, RearankError
-from rearank.prompts.registry import RAG, resolve
 from rearank.types import Message
 
-#: answer format -> placeholders allowed in ``system``/``user`` and in ``passage``.
-PLACEHOLDERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "plain": (frozenset({"question", "passages"}), frozenset({"index", "title", "passage"})),
-    "barrag": (frozenset({"question", "docs"}), frozenset()),
-    "barrag-selector": (frozenset({"question", "docs", "k"}), frozenset()),
-    "arena": (frozenset({"question", "references"}), frozenset()),
-    "judge": (frozenset({"answers", "response"}), frozenset()),
-}
+#: Placeholders as a card declares them: those allowed in ``system``/``user``, and in ``passage``.
+Placeholders = tuple[frozenset[str], frozenset[str]]
+#: The LLM judge's prompt (not a method: a template of its own, ``judge``) and its placeholders.
+JUDGE = Path(__file__).resolve().parent / "judge.yaml"
+JUDGE_PLACEHOLDERS: Placeholders = (frozenset({"answers", "response"}), frozenset())
 
 
 @dataclass(frozen=True)
@@ -54,11 +51,9 @@ def _names(text: str, where: str) -> set[str]:
         raise RearankError(f"{where}: {err} (write a literal brace as {{{{ or }}}})") from None
 
 
-@lru_cache(maxsize=64)
-def load_prompt_file(spec: str) -> PromptFile:
-    """A RAG prompt file by name (:mod:`rearank.prompts.registry`) or by path; checked as the module docstring
-    says."""
-    path = resolve(spec, RAG)
+def read_prompt_file(path: Path, formats: Mapping[str, Placeholders]) -> PromptFile:
+    """The RAG prompt file at ``path``, whose ``answer_format`` must be one of ``formats`` (answer format -> its
+    placeholders); checked as the module docstring says."""
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:
@@ -66,9 +61,9 @@ def load_prompt_file(spec: str) -> PromptFile:
     if not isinstance(raw, dict):
         raise FormatError(path, None, "expected a mapping with answer_format, system and user")
     fmt = raw.get("answer_format")
-    if fmt not in PLACEHOLDERS:
-        raise FormatError(path, None, f"answer_format must be one of {', '.join(PLACEHOLDERS)}, got {fmt!r}")
-    fields, passage_fields = PLACEHOLDERS[fmt]
+    if fmt not in formats:
+        raise FormatError(path, None, f"answer_format must be one of {', '.join(formats)}, got {fmt!r}")
+    fields, passage_fields = formats[fmt]
     texts = {key: raw.get(key, "") for key in ("system", "user", "passage")}
     for key, value in texts.items():
         if not isinstance(value, str):

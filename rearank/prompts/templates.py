@@ -12,7 +12,8 @@ A template can express the published listwise layouts (see ``rearank.yaml`` and 
   (of the model's tokenizer) or ``none``; ``neutralize_ids``: rewrite ``[3]`` inside passages as ``(3)``;
 * ``reasoning``: whether the template asks the model to reason before it answers (default: whether a message field
   mentions ``<think>`` or ``<reason>``); ``variant``: the template (a name, or a file path relative to this one)
-  that asks the same with the other reasoning setting, which the reasoning switch picks (:func:`with_reasoning`).
+  that asks the same with the other reasoning setting, which the reasoning switch picks
+  (:func:`rearank.methods.templates.with_reasoning`).
 
 ``{query}`` and ``{num}`` may appear in every message field; ``{index}`` in the passage fields; ``{passage}``
 in ``passage_user``; ``{passages}`` in ``post`` (inline layout). Anything else is an error that names the file
@@ -29,8 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from rearank.errors import FormatError, RearankError
-from rearank.prompts.registry import RANKING, resolve
+from rearank.errors import FormatError
 
 #: Units a passage budget can be declared in.
 BUDGET_UNITS = ("characters", "words", "tokens")
@@ -135,17 +135,18 @@ class PromptTemplate:
     variant: str = ""
 
 
-def load_template(name_or_path: str | Path | PromptTemplate) -> PromptTemplate:
-    """Load a ranking template by name (:mod:`rearank.prompts.registry`: ``rearank``, ``rankgpt``, ``grouprank``,
-    ...) or a user's YAML file by path.
-
-    A :class:`PromptTemplate` is returned as is. Raises :class:`FormatError` (file and field named)
-    for a malformed file and :class:`RearankError` for an unknown name or a name of a RAG prompt file.
-    """
-    if isinstance(name_or_path, PromptTemplate):
-        return name_or_path
-    path = resolve(name_or_path, RANKING)
-    return _load_file(str(path.resolve()), path.stat().st_mtime_ns)
+def read_template(path: str | Path | PromptTemplate) -> PromptTemplate:
+    """The ranking template in the YAML file ``path`` (a name is resolved by
+    :func:`rearank.methods.templates.load_template`); a :class:`PromptTemplate` is returned as is. Raises
+    :class:`FormatError` (file and field named) for a malformed file."""
+    if isinstance(path, PromptTemplate):
+        return path
+    path = Path(path)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError as err:
+        raise FormatError(path, None, f"cannot read prompt template ({err})") from None
+    return _load_file(str(path.resolve()), mtime)
 
 
 @functools.lru_cache(maxsize=32)
@@ -210,25 +211,6 @@ def as_reasoning(value: object) -> bool | None:
     if text in ("off", "false", "no", "0"):
         return False
     raise ValueError(f"reasoning must be on or off, got {value!r}")
-
-
-def with_reasoning(template: str | Path | PromptTemplate, reasoning: bool | None) -> PromptTemplate:
-    """``template``, or its ``variant`` when ``reasoning`` (True: reason, then answer; False: answer only) is not
-    what it asks; None keeps it. A :class:`RearankError` when it names no variant, a :class:`FormatError` when the
-    variant asks the same as it."""
-    tpl = load_template(template)
-    if reasoning is None or reasoning == tpl.reasoning:
-        return tpl
-    want = "with" if reasoning else "without"
-    if not tpl.variant:
-        raise RearankError(f"prompt template {tpl.name!r} {'asks for' if tpl.reasoning else 'does not ask for'} "
-                           f"reasoning and names no variant {want} it ('variant:'); drop --reasoning, or pass a "
-                           f"template {want} reasoning")
-    beside = Path(tpl.source).parent / tpl.variant if tpl.source else None
-    other = load_template(beside if beside is not None and beside.is_file() else tpl.variant)
-    if other.reasoning != reasoning:
-        raise FormatError(tpl.source, None, f"field 'variant': {tpl.variant!r} is not a template {want} reasoning")
-    return other
 
 
 def _check_layout(values: dict[str, str], path: str, lines: dict[str, int]) -> None:

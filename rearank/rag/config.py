@@ -13,9 +13,12 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rearank.errors import RearankError
+
+if TYPE_CHECKING:
+    from rearank.methods.card import Card
 
 #: The ``--format`` values of a QA file.
 QA_FORMATS = ("auto", "hotpotqa", "2wiki", "musique", "dpr", "flashrag")
@@ -118,12 +121,12 @@ class RagConfig:
             raise RearankError(f"--reader {self.reader!r}: choose one of {', '.join(readers)}")
         if self.batch_size < 1:
             raise RearankError(f"--batch-size must be at least 1, got {self.batch_size}")
-        arena = self.arena  # a template that is no reader's prompt fails here
+        from rearank.rag.readers import reader_card
+
+        reader_card(self.template)  # a template that is no reader's prompt fails here
         if self.rule_reader:
             if self.reader_model:
                 raise RearankError(f"the {self.reader} reader takes no --reader-model")
-            if arena:
-                raise RearankError("--template arena needs an LLM reader (--reader hf, vllm or openai)")
         elif self.max_new_tokens < 1:
             raise RearankError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
         if self.judge and self.judge_backend not in readers[len(RULE_READERS):]:
@@ -138,11 +141,13 @@ class RagConfig:
         return self.reader in RULE_READERS
 
     @property
-    def arena(self) -> bool:
-        """Whether the template is an ARENA generator's (read once, scored with ARENA normalisation)."""
-        from rearank.rag.readers import answer_format
+    def reading(self) -> Card | None:
+        """The template's reader card when it reads its passages once and scores them its own way (ARENA), else
+        None."""
+        from rearank.rag.readers import reader_card
 
-        return answer_format(self.template) == "arena"
+        card = reader_card(self.template)
+        return card if card.reading is not None else None
 
     @property
     def run_label(self) -> str:
@@ -157,7 +162,8 @@ class RagConfig:
 
     def record(self, retrieval: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The settings as ``config.json`` records them, with the ``retrieval`` keys of
-        :meth:`RetrievalSettings.retrieve`; an ARENA run records ``k`` and ``style`` as ``arena``."""
+        :meth:`RetrievalSettings.retrieve`; a reading card's run (ARENA) records ``k`` as the card's name and ``style``
+        as its normalisation (``arena``)."""
         record: dict[str, Any] = {
             "data": str(Path(self.data).resolve()), "format": self.format, "limit": self.limit,
             "selector": self.selector, "selector_options": dict(self.selector_options), "reader": self.reader,
@@ -167,8 +173,9 @@ class RagConfig:
         if self.judge:
             record["judge"] = {"model": self.judge, "backend": self.judge_backend, "options": dict(self.judge_options)}
         record.update(retrieval or {})
-        if self.arena:
-            record["k"], record["style"] = "arena", "arena"
+        reading = self.reading
+        if reading is not None:
+            record["k"], record["style"] = reading.name, reading.reading.style
         return record
 
     def check_resume(self) -> None:

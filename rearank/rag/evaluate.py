@@ -4,7 +4,8 @@ An output folder holds ``config.json`` (what was run), ``items.jsonl`` (one reco
 flushed as each chunk of questions finishes), ``metrics.json`` and ``table.md``. ``resume=True`` keeps the
 finished records (a torn last line is dropped) and runs the rest; it refuses a folder made with another
 configuration. Questions go through the selector and the reader ``chunk`` at a time, so the reader sees the
-prompts of many questions (and every k) in one batch.
+prompts of many questions (and every k) in one batch. A reader card with a :class:`~rearank.methods.card.Reading`
+(ARENA) is read once over the passages it declares and scored by its own measures, under its name instead of each k.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +25,14 @@ from rearank.io.files import atomic_write
 from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
 from rearank.measures.answers import answer_recall, exact_match, hit, support_recall, token_f1
 from rearank.measures.significance import paired_t_p, randomization_p
-from rearank.rag.arena.evaluate import arena_passages, score_arena
+from rearank.methods.card import Card, card
 from rearank.rag.arena.figures import TABLE3 as ARENA_TABLE3
 from rearank.rag.barrag.figures import TABLE1_AVG_EM_QWEN25_7B as BARRAG_TABLE1
-from rearank.rag.readers import Reader, ReaderOutput, answer_format
+from rearank.rag.readers import Reader, ReaderOutput, reader_card
 from rearank.rag.selectors import Selector
 from rearank.types import Passage, QAItem
 
 MEASURES = ("em", "f1", "hit", "answer_recall", "support_recall", "support_all")
-#: The record key and measures of an ARENA generator run (``--template arena``: one reading of its references).
-ARENA_KEY = "arena"
-ARENA_MEASURES = ("em", "f1", "hit", "format_ok", "relevance_exact", "relevance_overlap", "relevance_precision",
-                  "relevance_recall")
 #: RRPO paper, Table 1 (EM / F1, x100): Qwen reader over BM25 top-k, + gte reranker, + gte trained with RRPO.
 PAPER_RRPO: dict[str, tuple[tuple[str, float, float], ...]] = {
     "hotpotqa": (("BM25", 24.23, 35.42), ("BM25 + gte reranker", 28.24, 41.23),
@@ -80,18 +76,23 @@ def item_record(item: QAItem, ranking: Sequence[Passage], ks: Sequence[int],
     return {**_base_record(item, ranking), "k": per_k}
 
 
-def arena_view(item: QAItem, ranking: Sequence[Passage]) -> QAItem:
-    """The item with its passages in the selector's order: what the ARENA generator is shown (its first 10/20)."""
-    return replace(item, passages=tuple(ranking))
+def shown(reader: Card, item: QAItem, ranking: Sequence[Passage]) -> tuple[Passage, ...]:
+    """The passages a reading card reads once: the first ``reading.shown`` of the selector's order."""
+    return tuple(ranking[: reader.reading.shown(item)])
 
 
-def arena_record(item: QAItem, ranking: Sequence[Passage], output: ReaderOutput) -> dict[str, Any]:
-    """The JSON record of one question read by an ARENA generator (:func:`rearank.rag.arena.evaluate.score_arena`)."""
-    view = arena_view(item, ranking)
-    scores = score_arena(view, output.response)
+def reading_record(reader: Card, item: QAItem, ranking: Sequence[Passage], output: ReaderOutput) -> dict[str, Any]:
+    """The JSON record of one question read once by a reading card (its measures, under its name)."""
+    view = shown(reader, item, ranking)
+    scores = reader.reading.score(item, view, output.response, reader.reading.style)
     return {**_base_record(item, ranking),
-            "k": {ARENA_KEY: {"shown": [p.pid for p in arena_passages(view)], "response": output.response,
-                              **scores, **({"reader_failed": True} if output.failed else {})}}}
+            "k": {reader.name: {"shown": [p.pid for p in view], "response": output.response,
+                                **scores, **({"reader_failed": True} if output.failed else {})}}}
+
+
+def measures_of(key: str) -> tuple[str, ...]:
+    """The measures of a record key: a k's, or a reading card's (the key is its name)."""
+    return MEASURES if key.isdigit() else card(key).reading.measures
 
 
 def read_records(path: Path, repair: bool = False) -> dict[str, dict]:
@@ -102,14 +103,14 @@ def read_records(path: Path, repair: bool = False) -> dict[str, dict]:
 
 
 def aggregate(records: Iterable[dict], keys: Sequence[int | str]) -> dict[str, Any]:
-    """Mean of every measure per k (``{"3": {"em": ..., ...}}``, or ``{"arena": ...}``) over the records, their
+    """Mean of every measure per k (``{"3": {"em": ..., ...}}``, or a reading card's ``{"arena": ...}``) over the records, their
     count, the reads the reader failed (per k; scored as wrong answers) and the count of each selector parse status
     (BAR-RAG selectors)."""
     records = list(records)
     out: dict[str, Any] = {"questions": len(records), "k": {}}
     for key in map(str, keys):
         rows = [r["k"][key] for r in records if key in r["k"]]
-        measures = ARENA_MEASURES if key == ARENA_KEY else MEASURES
+        measures = measures_of(key)
         if rows and all("judge" in row for row in rows):
             measures = (*measures, "judge")
         out["k"][key] = {m: float(np.mean([row[m] for row in rows])) if rows else 0.0 for m in measures}
@@ -146,16 +147,16 @@ class RagEvaluation:
             handle.write("\n")
 
     def run(self, items: Sequence[QAItem], selector: Selector, reader: Reader, ks: Sequence[int],
-            style: str = "squad", chunk: int = 32, progress: bool = True, arena: bool = False,
+            style: str = "squad", chunk: int = 32, progress: bool = True, reading: Card | None = None,
             judge: Any = None) -> dict[str, Any]:
         """Evaluate the items not yet in ``items.jsonl``; write metrics.json and table.md over all of them.
 
-        ``arena``: the reader is an ARENA generator (``--template arena``): it reads the first 10 (MuSiQue 20) of
-        the selector's order once, and its output is scored by :func:`rearank.rag.arena.evaluate.score_arena`
-        (``ks`` is not used). ``judge`` (:class:`rearank.rag.judge.Judge`): each answer (the response when no
+        ``reading``: the reader's card when it has a :class:`~rearank.methods.card.Reading` (``--template arena``:
+        the first 10, MuSiQue 20, of the selector's order read once and scored by the card's measures; ``ks`` is
+        not used). ``judge`` (:class:`rearank.rag.judge.Judge`): each answer (the response when no
         answer was extracted) is also judged by an LLM against the gold answers (``judge`` in records and means).
         """
-        keys: list[int | str] = [ARENA_KEY] if arena else sorted(set(ks))
+        keys: list[int | str] = [reading.name] if reading is not None else sorted(set(ks))
         todo = [item for item in items if item.qid not in self.records]
         bar = tqdm(total=len(items), initial=len(items) - len(todo), unit="question", desc="rag eval",
                    disable=not progress, dynamic_ncols=True)
@@ -164,7 +165,7 @@ class RagEvaluation:
             try:
                 for start in range(0, len(todo), chunk):
                     batch = todo[start:start + chunk]
-                    records = self._evaluate(batch, selector, reader, keys, style)
+                    records = self._evaluate(batch, selector, reader, keys, style, reading)
                     if judge is not None:
                         self._judge(records, judge)
                     for record in records:
@@ -195,17 +196,18 @@ class RagEvaluation:
 
     @staticmethod
     def _evaluate(batch: Sequence[QAItem], selector: Selector, reader: Reader, keys: Sequence[int | str],
-                  style: str) -> list[dict[str, Any]]:
+                  style: str, reading: Card | None = None) -> list[dict[str, Any]]:
         rankings = selector.rank(batch)
-        if keys == [ARENA_KEY]:
-            pairs = [(item, arena_passages(arena_view(item, ranking))) for item, ranking in zip(batch, rankings)]
+        if reading is not None:
+            pairs = [(item, shown(reading, item, ranking)) for item, ranking in zip(batch, rankings)]
         else:
             pairs = [(item, ranking[:k]) for item, ranking in zip(batch, rankings) for k in keys]
         answers = reader.read(pairs)
         if len(answers) != len(pairs):
             raise RearankError(f"reader {reader.name!r} gave {len(answers)} answers for {len(pairs)} contexts")
-        if keys == [ARENA_KEY]:
-            return [arena_record(item, ranking, answer) for item, ranking, answer in zip(batch, rankings, answers)]
+        if reading is not None:
+            return [reading_record(reading, item, ranking, answer)
+                    for item, ranking, answer in zip(batch, rankings, answers)]
         n = len(keys)
         return [item_record(item, ranking, keys, dict(zip(keys, answers[i * n:(i + 1) * n])), style)
                 for i, (item, ranking) in enumerate(zip(batch, rankings))]
@@ -217,27 +219,36 @@ def _pct(value: float) -> str:
 
 def _is_barrag(config: dict[str, Any]) -> bool:
     template = config.get("template")
-    return template is not None and answer_format(template) == "barrag"
+    return template is not None and reader_card(template).name == "barrag-generator"
+
+
+#: Column headers of measures that are not their names with spaces.
+_HEADERS = {"em": "EM", "f1": "F1", "hit": "Hit"}
+#: A reading card's published figures: (paper, {system: {source: (EM, F1, LLM judge)}}).
+READING_FIGURES = {"arena": ("ARENA paper (Table 3)", ARENA_TABLE3)}
 
 
 def markdown_table(metrics: dict[str, Any], config: dict[str, Any], sources: Sequence[str] = ()) -> str:
     """Our figures (x100, on this sample), then the published figures of the paper the run follows: BAR-RAG's Table 1
-    for a ``barrag`` selector or template, ARENA's Table 3 for ``--template arena``, else RRPO's Table 1 (each a
+    for a ``barrag`` selector or template, a reading card's (ARENA's Table 3 for ``--template arena``), else RRPO's
+    Table 1 (each a
     different setting from ours: see docs/rag.md)."""
     label = f"{config.get('label', 'ours')} (ours, on this sample, n={metrics['questions']})"
-    if ARENA_KEY in metrics["k"]:
-        m = metrics["k"][ARENA_KEY]
+    reading = next((key for key in metrics["k"] if not key.isdigit()), None)
+    if reading is not None:
+        m, measures = metrics["k"][reading], measures_of(reading)
         judged = "judge" in m
-        rows = [("| run | EM | F1 | Hit | format ok | relevance exact | relevance overlap | relevance precision | "
-                 "relevance recall | LLM judge |"), "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-                f"| {label} | " + " | ".join(_pct(m[name]) for name in ARENA_MEASURES)
+        rows = ["| run | " + " | ".join(_HEADERS.get(name, name.replace("_", " ")) for name in measures)
+                + " | LLM judge |", "| --- |" + " --- |" * (len(measures) + 1),
+                f"| {label} | " + " | ".join(_pct(m[name]) for name in measures)
                 + f" | {_pct(m['judge']) if judged else ''} |"]
-        for system, by_source in ARENA_TABLE3.items():
+        paper, table = READING_FIGURES.get(reading, ("", {}))
+        blanks = " |" * (len(measures) - 2)
+        for system, by_source in table.items():
             for source in sources:
                 if source in by_source:
                     em, f1, lj = by_source[source]
-                    rows.append(f"| ARENA paper (Table 3), {system}, {source} | {_pct(em)} | {_pct(f1)} "
-                                f"| | | | | | | {_pct(lj)} (GPT-4o) |")
+                    rows.append(f"| {paper}, {system}, {source} | {_pct(em)} | {_pct(f1)} |{blanks} {_pct(lj)} (GPT-4o) |")
     else:
         judged = all("judge" in m for m in metrics["k"].values()) and bool(metrics["k"])
         extra = (" LLM judge |", " --- |") if judged else ("", "")

@@ -1,7 +1,7 @@
 """LLM-as-a-judge (ARENA App. C.3): a model reads the gold answers and a response and says whether the response
 matches one of them (a synonym or paraphrase counts); the verdict is 1.0 for a reply starting with "yes".
 
-The prompt is the file ``rearank/rag/templates/judge.yaml`` (or any YAML prompt file with ``answer_format: judge``);
+The prompt is the file ``rearank/prompts/judge.yaml`` (or any YAML prompt file with ``answer_format: judge``);
 generation is greedy (temperature 0, as the paper sets GPT-4o) and cached like a reader's responses, through any
 backend (``openai`` for GPT-4o or a served model, ``hf``, ``vllm``).
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from rearank.backends.base import Prompt, SamplingSettings
 from rearank.backends.cache import CachedBackend, ResponseCache
-from rearank.prompts.qa_files import load_prompt_file
+from rearank.methods.templates import load_prompt_file
 from rearank.rag.readers import complete
 
 _YES = re.compile(r"^\W*yes\b", re.IGNORECASE)

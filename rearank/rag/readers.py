@@ -1,12 +1,14 @@
 """Readers: answer a question from a list of passages, through any backend (hf, vllm, openai) or an oracle.
 
-- :class:`LLMReader` renders a reader template, a RAG prompt file named in :mod:`rearank.prompts.registry`
+- :class:`LLMReader` renders a reader template -- a RAG prompt file named in :mod:`rearank.methods.templates`
   (``plain``, one user turn with numbered passages; ``rrpo``, RRPO's layout: a system turn, a one-shot example,
-  one user turn per passage, then the question; ``barrag`` and ``arena``, the BAR-RAG and ARENA generator prompts,
-  whose answers are read by their own parsers) or the path of a YAML prompt file (:mod:`rearank.prompts.qa_files`),
-  sends the prompts of many questions per backend call, and caches greedy responses (:mod:`rearank.backends.cache`), so
-  a temperature-0 answer is never generated twice.
-- :class:`OracleReader` answers the first gold answer when its context holds the evidence (a supporting or
+  one user turn per passage, then the question; ``barrag_generator`` and ``arena``, the BAR-RAG and ARENA generator
+  prompts; a plugin's) or the path of a YAML prompt file -- with the renderer of the ``reader`` card its
+  ``answer_format`` names (:mod:`rearank.methods.card`), reads the answer with that card's parser, sends the prompts
+  of many questions per backend call, and caches greedy responses (:mod:`rearank.backends.cache`), so a temperature-0
+  answer is never generated twice.
+- :class:`OracleReader` answers the first gold answer, written in the template's format (the card's oracle answer),
+  when its context holds the evidence (a supporting or
   ``has_answer`` passage; ``require="all"``: every supporting passage; ``require="share"``: right with
   probability = the share of the evidence shown), else :data:`WRONG_ANSWER`. The rule is
   :func:`rearank.qa.oracle.oracle_answer`, which the served ``qa-oracle`` backend uses too.
@@ -16,7 +18,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,12 +26,11 @@ from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.backends.cache import CachedBackend, ResponseCache
 from rearank.engine import Engine
 from rearank.errors import RearankError
+from rearank.methods.card import CARDS, READER, Card, cards
+from rearank.methods.templates import RAG, load_prompt_file, names
 from rearank.prompts import truncate_texts
-from rearank.prompts.builder import numbered
-from rearank.prompts.qa_files import load_prompt_file
-from rearank.prompts.registry import RAG, names
 from rearank.qa.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
-from rearank.types import Message, Passage, QAItem
+from rearank.types import Passage, QAItem
 
 #: Short answers: enough for an entity, a date or yes/no.
 READER_MAX_NEW_TOKENS = 32
@@ -56,79 +56,21 @@ class Reader(Protocol):
     def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]: ...
 
 
-_ANSWER_PREFIX = re.compile(r"^\s*(?:final\s+)?answer\s*[:\-]\s*", re.IGNORECASE)
-
-
-def extract_answer(response: str) -> str:
-    """The short answer in a response: its first non-empty line, without an ``Answer:`` prefix."""
-    for line in response.strip().splitlines():
-        line = _ANSWER_PREFIX.sub("", line).strip()
-        if line:
-            return line
-    return ""
-
-
-# --- templates -------------------------------------------------------------------------------------------------
-
-
-def _with_texts(passages: Sequence[Passage], texts: Sequence[str]) -> list[Passage]:
-    return [Passage(p.pid, p.title, t, p.has_answer) for p, t in zip(passages, texts)]
-
-
-def render(template: str, question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
-    """The reader chat of the prompt file ``template`` (:mod:`rearank.prompts.qa_files`) over ``passages`` whose
-    (cut) texts are ``texts``: ``plain`` files list the passages in ``{passages}``, or one user turn each when the
-    file has a ``passage`` field (RRPO's layout); ``barrag``/``arena`` files are rendered by their prompt modules."""
-    spec = load_prompt_file(template)
-    if spec.answer_format == "barrag":
-        from rearank.methods.barrag.prompt import generator_messages
-
-        return generator_messages(question, _with_texts(passages, texts), template=template)
-    if spec.answer_format == "arena":
-        from rearank.methods.arena.prompt import arena_messages
-
-        return arena_messages(question, _with_texts(passages, texts), template=template)
-    if spec.answer_format != "plain":
-        raise RearankError(f"prompt {template!r} is a {spec.answer_format} prompt, not a reader's")
-    if spec.passage:
-        turns = numbered(texts, spec.passage, [p.title for p in passages])
-        return spec.messages(tuple({"role": "user", "content": turn} for turn in turns), question=question)
-    lines = numbered([f"({p.title}) {t}" if p.title else t for p, t in zip(passages, texts)])  # unlike titled(): "( )"
-    return spec.messages(question=question, passages="\n".join(lines))
-
-
-def render_rrpo(question: str, passages: Sequence[Passage], texts: Sequence[str]) -> list[Message]:
-    """RRPO's reader layout (``templates/rrpo.yaml``): system, a one-shot example, one user turn per passage, the
-    question."""
-    return render("rrpo", question, passages, texts)
-
-
-def barrag_answer(response: str) -> str:
-    """The ``<answer>`` of a BAR-RAG generator output (its one parser), ``""`` without one."""
-    from rearank.methods.barrag.parser import parse_generation
-
-    return parse_generation(response).answer or ""
-
-
-def arena_answer(response: str) -> str:
-    """The ``<answer>`` of an ARENA output (its one parser), ``""`` without one."""
-    from rearank.methods.arena.parser import parse_arena
-
-    return parse_arena(response).answer or ""
-
-
-#: answer format -> the answer extractor. ``arena`` makes ``rag eval`` score ARENA's output format.
-EXTRACTORS = {"plain": extract_answer, "barrag": barrag_answer, "arena": arena_answer}
-
-
-def answer_format(template: str) -> str:
-    """The answer format of a ``--template`` value (``plain``, ``barrag``, ``arena``); errors say what is wrong."""
+def reader_card(template: str) -> Card:
+    """The ``reader`` card whose format a ``--template`` value (a name or a path) is written in; errors say what is
+    wrong."""
     fmt = load_prompt_file(template).answer_format
-    if fmt not in EXTRACTORS:
-        readers = [name for name in names(RAG) if load_prompt_file(name).answer_format in EXTRACTORS]
+    found = CARDS.get(fmt)
+    if found is None or found.kind != READER:
+        formats = {c.name for c in cards(READER)}
+        readers = [name for name in names(RAG) if load_prompt_file(name).answer_format in formats]
         raise RearankError(f"--template {template!r} is a {fmt} prompt, not a reader's; choose one of: "
                            f"{', '.join(readers)}, or the path of a YAML prompt file")
-    return fmt
+    return found
+
+
+def _shown(passages: Sequence[Passage], texts: Sequence[str]) -> list[Passage]:
+    return [Passage(p.pid, p.title, t, p.has_answer) for p, t in zip(passages, texts)]
 
 
 # --- readers ---------------------------------------------------------------------------------------------------
@@ -140,13 +82,12 @@ class LLMReader:
     def __init__(self, backend: Backend, model: str, template: str = "plain", settings: SamplingSettings | None = None,
                  cache: ResponseCache | None = None, batch_size: int = 32,
                  max_passage_tokens: int | None = MAX_PASSAGE_TOKENS) -> None:
-        fmt = answer_format(template)
+        self.card = reader_card(template)
         if batch_size < 1:
             raise RearankError(f"reader batch_size must be at least 1, got {batch_size}")
         self.name = f"{getattr(backend, 'name', 'llm')}:{model}"
         self.backend = CachedBackend(backend, model, cache)
         self.template = template
-        self.extract = EXTRACTORS[fmt]
         self.settings = settings or SamplingSettings(max_new_tokens=READER_MAX_NEW_TOKENS)
         self.batch_size = batch_size
         self.max_passage_tokens = max_passage_tokens
@@ -163,20 +104,17 @@ class LLMReader:
 
     def prompt(self, item: QAItem, passages: Sequence[Passage]) -> Prompt:
         texts = truncate_texts([" ".join(p.text.split()) for p in passages], self.max_passage_tokens, self.tokenizer)
-        messages = render(self.template, item.question, passages, texts)
-        answer = None
-        if self.template == "arena":  # the answer grammar a constraining backend follows (-O constrain=answer)
-            from rearank.methods.arena.grammar import arena_grammar
-
-            answer = arena_grammar(len(passages))
+        messages = self.card.render(load_prompt_file(self.template), item.question, _shown(passages, texts))
+        answer = self.card.grammar(len(passages)) if self.card.grammar else None  # what -O constrain=answer follows
         return Prompt(messages=tuple(messages), qid=item.qid, docids=tuple(p.pid for p in passages), answer=answer)
 
     def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]:
         """Answers in order, ``batch_size`` prompts a backend call (greedy ones cached); a failed one is marked."""
         generations = generate(self.backend, [self.prompt(item, passages) for item, passages in batch],
                                self.settings, self.batch_size)
-        return [ReaderOutput("", self.extract(""), failed=True) if g.finish_reason == "error"
-                else ReaderOutput(g.text, self.extract(g.text)) for g in generations]
+        parse = self.card.parse
+        return [ReaderOutput("", parse(""), failed=True) if g.finish_reason == "error"
+                else ReaderOutput(g.text, parse(g.text)) for g in generations]
 
 
 def generate(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSettings,
@@ -196,11 +134,12 @@ class OracleReader:
 
     name = "oracle"
 
-    def __init__(self, require: str = "any", wrong_answer: str = WRONG_ANSWER) -> None:
+    def __init__(self, require: str = "any", wrong_answer: str = WRONG_ANSWER, template: str = "plain") -> None:
         if require not in REQUIRES:
             raise RearankError(f"{self.name} reader: require must be one of {', '.join(REQUIRES)}, got {require!r}")
         self.require = require
         self.wrong_answer = wrong_answer
+        self.card = reader_card(template)
         self.generated = 0
 
     def answer(self, item: QAItem, passages: Sequence[Passage]) -> str:
@@ -209,7 +148,12 @@ class OracleReader:
 
     def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]:
         self.generated += len(batch)
-        return [ReaderOutput(answer, answer) for answer in (self.answer(item, ps) for item, ps in batch)]
+        out = []
+        for item, passages in batch:
+            supporting = [i for i, p in enumerate(passages, 1) if p.pid in item.supporting or p.has_answer]
+            response = self.card.oracle(self.answer(item, passages), supporting)
+            out.append(ReaderOutput(response, self.card.parse(response)))
+        return out
 
 
 class NoisyOracleReader(OracleReader):
@@ -217,10 +161,11 @@ class NoisyOracleReader(OracleReader):
 
     name = "noisy-oracle"
 
-    def __init__(self, p: float = 0.8, seed: int = 0, require: str = "any", wrong_answer: str = WRONG_ANSWER) -> None:
+    def __init__(self, p: float = 0.8, seed: int = 0, require: str = "any", wrong_answer: str = WRONG_ANSWER,
+                 template: str = "plain") -> None:
         if not 0.0 <= p <= 1.0:
             raise RearankError(f"noisy-oracle reader: p must be in [0, 1], got {p}")
-        super().__init__(require, wrong_answer)
+        super().__init__(require, wrong_answer, template)
         self.p, self.seed = p, seed
 
     def answer(self, item: QAItem, passages: Sequence[Passage]) -> str:
@@ -284,9 +229,9 @@ def make_reader(name: str, model: str | None = None, *, template: str = "plain",
     the backend). ``openai`` with a list of
     ``base_url``s spreads each batch over those servers (:class:`SpreadReader`), one response cache for all."""
     if name == "oracle":
-        return OracleReader(**options)
+        return OracleReader(**options, template=template)
     if name == "noisy-oracle":
-        return NoisyOracleReader(**options)
+        return NoisyOracleReader(**options, template=template)
     if name not in reader_names():
         raise RearankError(f"unknown reader {name!r}; choose one of {', '.join(reader_names())}")
     from rearank.backends.registry import make_backend

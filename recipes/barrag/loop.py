@@ -1,6 +1,6 @@
 """BAR-RAG's three-iteration training loop as one resumable command (``make train RECIPE=barrag``).
 
-Before the loop, once: the selector rows (``rearank synth --mode barrag-selector``). Then, for iteration i = 1..N,
+Before the loop, once: the selector rows (``rearank synth --method barrag-selector``). Then, for iteration i = 1..N,
 with S_0 = G_0 = the base model:
 
 1. serve G_{i-1} as the reader (an OpenAI-compatible server: ``vllm serve`` on GPUs,
@@ -8,7 +8,7 @@ with S_0 = G_0 = the base model:
 2. the selector S_i trains from S_{i-1} (``recipes/barrag/selector_grpo.yaml``; its reward asks the reader);
 3. S_i is exported to a Hugging Face folder (``recipes.checks.export``);
 4. S_i selects evidence for every question of the selector rows (``select`` below: ``{"qid", "pids"}`` JSONL);
-5. generator rows are synthesized on that evidence (``rearank synth --mode barrag-generator --evidence``);
+5. generator rows are synthesized on that evidence (``rearank synth --method barrag-generator --evidence``);
 6. the generator G_i trains from G_{i-1} (``recipes/barrag/generator_grpo.yaml``) and
 7. is exported.
 
@@ -125,7 +125,7 @@ def plan(settings: Settings) -> list[Stage]:
         selector_data = Path(settings.selector_data).resolve()
     else:
         selector_data = root / "data" / "selector"
-        stages.append(Stage("selector_rows", (py, "-m", "rearank", "synth", "--mode", "barrag-selector",
+        stages.append(Stage("selector_rows", (py, "-m", "rearank", "synth", "--method", "barrag-selector",
                                               *_qa_args(settings), "--output-dir", str(selector_data), "--overwrite",
                                               "--quiet"), str(selector_data / "train.parquet")))
     selector, generator = settings.model, settings.model
@@ -148,7 +148,7 @@ def plan(settings: Settings) -> list[Stage]:
                              "--output", str(selections)), str(selections)))
         gen_data = it / "generator_data"
         stages.append(Stage(f"iter{i}/generator_rows",
-                            (py, "-m", "rearank", "synth", "--mode", "barrag-generator", *_qa_args(settings),
+                            (py, "-m", "rearank", "synth", "--method", "barrag-generator", *_qa_args(settings),
                              "--evidence", str(selections), "--output-dir", str(gen_data), "--overwrite", "--quiet"),
                             str(gen_data / "train.parquet")))
         stages.append(Stage(f"iter{i}/train_generator",
@@ -326,7 +326,7 @@ def select_evidence(data: Path, model: str, output: Path, backend: str = "hf", m
 
     paths = [data / name for name in ("train.parquet", "val.parquet") if (data / name).is_file()]
     if not paths:
-        raise MissingDataError(f"{data}: no train.parquet; make it with `rearank synth --mode barrag-selector`")
+        raise MissingDataError(f"{data}: no train.parquet; make it with `rearank synth --method barrag-selector`")
     rows = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
     prompts = [Prompt(messages=tuple(dict(m) for m in row.prompt), qid=row.extra_info["qid"]) for row in rows.itertuples()]
     texts = complete(make_backend(backend, model), prompts, SamplingSettings(max_new_tokens=max_new_tokens), batch_size)
@@ -346,7 +346,7 @@ def _select_main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m recipes.barrag.loop select",
                                      description="A BAR-RAG selector's evidence for every question of a barrag-selector "
                                      "parquet folder, as {qid, pids} JSONL (rearank synth --evidence reads it).")
-    parser.add_argument("--data", required=True, type=Path, help="folder with train.parquet (rearank synth --mode "
+    parser.add_argument("--data", required=True, type=Path, help="folder with train.parquet (rearank synth --method "
                         "barrag-selector)")
     parser.add_argument("--model", required=True, help="the selector: a Hugging Face folder or hub id")
     parser.add_argument("--output", required=True, type=Path, help="JSONL to write")
@@ -411,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--qa-limit", type=int, help="first N questions of each QA file (cpu default: 8)")
     parser.add_argument("--selector-data", type=Path, metavar="DIR",
                         help="selector rows to train on, e.g. filtered by `rearank rag barrag filter` (default: "
-                        "`rearank synth --mode barrag-selector` of the QA files, unfiltered)")
+                        "`rearank synth --method barrag-selector` of the QA files, unfiltered)")
     parser.add_argument("--debug", action="store_true", help="the one-GPU *_debug recipe files")
     parser.add_argument("--python", help="interpreter of the training environment (default: this one)")
     parser.add_argument("--dry-run", action="store_true", help="print every command of the loop and exit")

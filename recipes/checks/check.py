@@ -31,7 +31,7 @@ from typing import Any
 from rearank.errors import RearankError
 from rearank.methods.listwise.reward import compute_score, parse_ground_truth
 from recipes import RECIPES_DIR
-from recipes.checks.completions import KINDS
+from recipes.checks.completions import examples
 from recipes.checks.data import rl_data_dir
 from recipes.checks.table import STAGES
 
@@ -253,7 +253,7 @@ def check_reward_and_advantage(config: Any, train: Any, tokenizer: Any, n_rows: 
     """Score real completions through verl and check scores and GRPO advantage signs; return report lines."""
     rows = [train[i] for i in range(len(train))]
     rows = [r for r in rows if _presented_not_ideal(r)][:n_rows] or rows[:n_rows]
-    known = KINDS["rearank"]
+    known = examples("rearank")
     data, kinds, texts = completion_batch(rows, tokenizer, known.make)
     reward_kwargs = config.reward.custom_reward_function.reward_kwargs
     scores, _, advantages = check_scores(

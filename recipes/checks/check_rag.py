@@ -5,7 +5,7 @@ For each recipe and its one-GPU debug variant:
 1. it composes with Hydra against verl's config folder and passes verl's ``validate_config`` and dataclass configs
    (the LoRA recipes are validated with ``lora_rank=0`` because verl's vLLM LoRA check imports vLLM; their rank is
    checked against vLLM's allowed ranks here instead);
-2. rows synthesized from the shared QA samples (``rearank synth --mode ...``) load through verl's
+2. rows synthesized from the shared QA samples (``rearank synth --method ...``) load through verl's
    ``create_rl_dataset`` (``RLHFDataset``) with the embedded model's tokenizer and collate into a batch;
 3. verl's reward loop worker (naive reward manager, the recipe's ``custom_reward_function``) scores tokenized
    completions of known kinds; every score must equal the reward function called directly, and fixed kinds must
@@ -14,13 +14,18 @@ For each recipe and its one-GPU debug variant:
    -0.5, counted;
 4. verl's GRPO advantage on those scores has the expected signs (best kind > 0 > garbage).
 
-    python -m recipes.checks.check_rag [--rows N]
+``--card NAME`` checks one method card instead, any package's (a RAG method with no recipe of rearank's): its rows
+from the shared QA sample, and its example completions scored by its reward loaded as verl loads a
+``custom_reward_function``, the fixed kinds at their values and the best kind above the others.
+
+    python -m recipes.checks.check_rag [--rows N] [--card NAME]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
@@ -29,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rearank.errors import RearankError
+from rearank.methods.card import SELECTOR, card
 from recipes.checks.check import (
     _expect,
     advantage_groups,
@@ -41,7 +47,7 @@ from recipes.checks.check import (
     score_with_verl,
     validate_grpo,
 )
-from recipes.checks.completions import KINDS
+from recipes.checks.completions import examples
 from recipes.checks.data import shared
 from recipes.checks.serving import free_port, reader_server
 from recipes.checks.table import RAG_STAGES, Stage
@@ -69,13 +75,13 @@ def check_rag_config(config: Any) -> str:
 
 
 def synthesize(stage: Stage, out: Path) -> Path:
-    """The stage's rows from its QA samples, as ``rearank synth --mode MODE --qa ...`` writes them."""
+    """The stage's rows from its QA samples, as ``rearank synth --method MODE --qa ...`` writes them."""
     from data_synthesis.qa_rows import QARowsConfig, qa_rows, write_qa_outputs
     from rearank.io.qa import load_qa
 
     files = [str(shared(name)) for name in stage.check_qa]
     items = [item for path in files for item in load_qa(path, limit=40)]
-    config = QARowsConfig(mode=stage.check_mode, val_fraction=0.1, seed=0)
+    config = QARowsConfig(method=stage.card, val_fraction=0.1, seed=0)
     rows, skipped = qa_rows(items, config)
     write_qa_outputs(rows, skipped, out, config, files)
     return out
@@ -91,18 +97,19 @@ def direct_score(config: Any, text: str, ground_truth: str) -> dict:
 
 def check_rewards(config: Any, stage: Stage, rows: Sequence[dict], tokenizer: Any) -> list[str]:
     """Score known completions through verl's reward loop; check against direct calls, fixed values, advantages."""
-    mode, known = stage.check_mode, KINDS[stage.name]
+    mode, known = stage.card, examples(stage.name)
+    selector = card(stage.card).kind == SELECTOR
     make, expected, best = known.make, known.expected, known.best
     data, kinds, texts = completion_batch(rows, tokenizer, make)
     scores, parts, advantages = check_scores(config, data, kinds, texts, mode,
                                              lambda text, truth: direct_score(config, text, truth), expected)
     for uid, group in advantage_groups(data, kinds, advantages).items():
         _expect(group["garbage"] < 0, f"{mode}: garbage has a negative GRPO advantage in group {uid}: {group}")
-        if mode != "barrag-selector":
+        if not selector:  # a selector's score depends on the reader's draws
             _expect(group[best] > 0, f"{mode}: {best} has a positive GRPO advantage in group {uid}: {group}")
 
     def mean_p(idx: list[int]) -> str:
-        return f"  mean p {sum(parts[i]['p'] for i in idx) / len(idx):.2f}" if mode == "barrag-selector" else ""
+        return f"  mean p {sum(parts[i]['p'] for i in idx) / len(idx):.2f}" if selector else ""
 
     return [(f"verl's reward loop scored {len(rows)} prompts x {len(set(kinds))} completions through "
              f"{config.reward.custom_reward_function.name}"), *kind_lines(kinds, scores, advantages, 13, mean_p)]
@@ -146,7 +153,7 @@ def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
         "reward.custom_reward_function.reward_kwargs.timeout_s=2",
         "reward.custom_reward_function.reward_kwargs.reader_retries=0"])
     tokenizer, train, _ = load_datasets(config)
-    data, kinds, _ = completion_batch([train[0]], tokenizer, KINDS["barrag_selector"].make)
+    data, kinds, _ = completion_batch([train[0]], tokenizer, examples("barrag_selector").make)
     before = sum(READER_FAILURES.values())
     scores, parts, _ = score_with_verl(config, data)
     got = {k: (s, p["reader_failed"]) for k, s, p in zip(kinds, scores, parts)}
@@ -157,11 +164,45 @@ def check_reader_failure(model_dir: Path, data_dir: Path) -> str:
             f"({sum(READER_FAILURES.values()) - before} failures), never a crash")
 
 
+def check_card(name: str, n_rows: int = 3) -> list[str]:
+    """The rows and reward of card ``name`` (see the module docstring); its report lines."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    from data_synthesis.qa_rows import QARowsConfig, qa_rows
+    from rearank.io.qa import load_qa
+    from recipes.checks.table import QA
+
+    method = card(name)
+    _expect(method.synth == "qa" and method.reward is not None and method.examples is not None,
+            f"card {name} builds rows from QA files and declares a reward and example completions")
+    rows, _ = qa_rows(load_qa(str(shared(QA)), limit=n_rows), QARowsConfig(method=name, val_fraction=0.0))
+    _expect(len(rows) == n_rows, f"card {name}: {n_rows} rows from {QA} (got {len(rows)})")
+    path, function = method.reward
+    reward = get_custom_reward_fn(OmegaConf.create({"reward": {"custom_reward_function": {"path": path,
+                                                                                          "name": function}}}))
+    examples_ = method.examples
+    scored = 0
+    for row in rows:
+        truth = row["reward_model"]["ground_truth"]
+        scores = {kind: float(reward(data_source=row["data_source"], solution_str=text, ground_truth=truth))
+                  for kind, text in examples_.make(json.loads(truth)).items()}
+        for kind, score in scores.items():
+            want = examples_.expected(kind, json.loads(truth))
+            _expect(want is None or score == want, f"card {name}: {kind} scores {want} (got {score})")
+        best = scores[examples_.best]
+        _expect(all(best > s for k, s in scores.items() if k != examples_.best),
+                f"card {name}: {examples_.best} scores above every other kind ({scores})")
+        scored += len(scores)
+    return [(f"[ok] card {name}: {len(rows)} rows; {scored} example completions scored by {path}:{function} as verl "
+             "loads it, fixed kinds at their values, the best above the rest")]
+
+
 def run_checks(scratch: Path, model_dir: Path, n_rows: int = 3) -> list[str]:
     lines = []
     for stage in RAG_STAGES:
-        data_dir = synthesize(stage, scratch / stage.check_mode)
-        if stage.name == "barrag_selector":
+        data_dir = synthesize(stage, scratch / stage.card)
+        if card(stage.card).kind == SELECTOR:  # its reward asks a reader
             with reader_server(shared(stage.check_qa[0])) as reader_url:
                 lines += check_recipe(stage, data_dir, model_dir, n_rows, reader_url)
             lines.append(check_reader_failure(model_dir, data_dir))
@@ -173,7 +214,16 @@ def run_checks(scratch: Path, model_dir: Path, n_rows: int = 3) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=3, help="prompts per recipe scored through verl (3)")
+    parser.add_argument("--card", metavar="NAME", help="check this method card's rows and reward instead (e.g. a "
+                        "plugin's RAG method)")
     args = parser.parse_args(argv)
+    if args.card:
+        try:
+            print("\n".join(check_card(args.card, args.rows)))
+        except RearankError as err:
+            print(f"train-check-rag: {err}", file=sys.stderr)
+            return 1
+        return 0
     from rearank.backends.models import embedded_model_path
 
     started = time.perf_counter()

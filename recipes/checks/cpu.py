@@ -40,6 +40,7 @@ from pathlib import Path
 
 from rearank.errors import RearankError
 from rearank.io.files import atomic_folder, atomic_write, iter_json_lines
+from rearank.methods.card import RANK, SELECTOR, card
 from recipes import RECIPES_DIR
 from recipes.checks.completions import warm_start_texts
 from recipes.checks.data import shared
@@ -247,17 +248,17 @@ def check_metrics(rows: list[dict], where: Path, steps: int = RESUMED_STEPS) -> 
 def use_export(stage: Stage, export: Path, folder: Path) -> list[str]:
     """The command that puts the exported model to work on two items; it writes under ``folder/use``."""
     use = folder / "use"
-    if stage.name in ("rearank", "grouprank"):
-        mode = "groupwise" if stage.name == "grouprank" else "listwise"
+    method = card(stage.card)
+    if method.kind == RANK:
         return [sys.executable, "-m", "rearank", "rerank", "--dataset", "dl19", "--max-queries", "2", "--backend",
-                "hf", "--model", str(export), "--method", mode, "--top-k", "10", "--max-new-tokens", "32",
+                "hf", "--model", str(export), "--method", method.name, "--top-k", "10", "--max-new-tokens", "32",
                 "--output", str(use / "run.trec"), "--no-progress"]
     qa = str(shared(QA_EVAL))
     common = [sys.executable, "-m", "rearank", "rag", "eval", "--data", qa, "--limit", "2", "--output-dir", str(use),
               "--no-progress", "--max-new-tokens", "32"]
-    if stage.name == "barrag_selector":
+    if method.kind == SELECTOR:
         return [*common, "--selector", f"barrag:{export}", "-S", "max_new_tokens=32", "--reader", "oracle"]
-    template = "barrag" if stage.name == "barrag_generator" else "arena"
+    template = next(iter(method.templates))  # the reader card's own prompt
     return [*common, "--reader", "hf", "--reader-model", str(export), "--template", template]
 
 

@@ -9,7 +9,7 @@ reward is 0, GRPO's advantages vanish and the policy never moves; answer-only pr
 rewards differ within a group and the update (and the KL) is real. ``--template rearank`` or ``--data DIR``
 (first rows of another synthesized parquet) change that.
 
-``--family arena``: ARENA rows made as ``rearank synth --mode arena`` makes them (:mod:`data_synthesis.qa_rows`)
+``--family arena``: ARENA rows made as ``rearank synth --method arena`` makes them (:mod:`data_synthesis.qa_rows`)
 from the shared HotpotQA train sample, passages cut to a few words, scored by ``rearank.methods.arena.reward``'s
 ``compute_score``; the 135M model rarely writes ARENA's three tags, so rewards are mostly 0.
 

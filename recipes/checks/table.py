@@ -32,14 +32,15 @@ class Stage:
     """One verl run: its recipe file, the ``rearank synth`` arguments of its data, and lengths for CPU."""
 
     name: str
+    #: The method card whose reward the recipe trains with and whose example completions the checks score.
+    card: str
     recipe: str
     synth: tuple[str, ...]
     prompt_tokens: int
     response_tokens: int
     #: Steps 3-5 of ``make train-cpu`` (resume, export, use) too; False: the GRPO steps alone.
     full: bool = True
-    #: RAG stages: the synthesis mode and QA samples ``make train-check`` makes its rows from (empty: not a RAG check).
-    check_mode: str = ""
+    #: RAG stages: the QA samples ``make train-check`` makes the card's rows from (empty: not a RAG check).
     check_qa: tuple[str, ...] = ()
     #: ``make train-smoke --family NAME`` (None: not a smoke family).
     smoke: Smoke | None = None
@@ -65,22 +66,22 @@ def _reward(recipe: str) -> tuple[str, str]:
 
 _RANK_SYNTH = ("--samples-per-query", "1", "--set-size", "5", "--passage-budget", "200c")
 STAGES = {
-    "rearank": Stage("rearank", "rearank/grpo", ("--dataset", "dl21", *_RANK_SYNTH), 1024, 64,
+    "rearank": Stage("rearank", "listwise", "rearank/grpo", ("--dataset", "dl21", *_RANK_SYNTH), 1024, 64,
                      smoke=Smoke(3, 32, 1.0, 1e-5, ("ndcg", "r_rank", "format_tags", "format_answer"),
                                  (("ndcg", "rearank/ndcg", 6), ("r_rank", "rearank/r_rank", 7)))),
-    "grouprank": Stage("grouprank", "grouprank/grpo", ("--dataset", "dl21", "--mode", "groupwise", *_RANK_SYNTH),
+    "grouprank": Stage("grouprank", "groupwise", "grouprank/grpo", ("--dataset", "dl21", "--method", "groupwise", *_RANK_SYNTH),
                        1024, 64),
-    "reasonrank": Stage("reasonrank", "reasonrank/grpo",
-                        ("--dataset", "dl21", "--mode", "reasonrank", "--teacher", "oracle", *_RANK_SYNTH), 1024, 64,
+    "reasonrank": Stage("reasonrank", "reasonrank", "reasonrank/grpo",
+                        ("--dataset", "dl21", "--method", "reasonrank", "--teacher", "oracle", *_RANK_SYNTH), 1024, 64,
                         full=False),
-    "barrag_selector": Stage("barrag_selector", "barrag/selector_grpo",
-                             ("--mode", "barrag-selector", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64,
-                             check_mode="barrag-selector", check_qa=(QA,)),
-    "barrag_generator": Stage("barrag_generator", "barrag/generator_grpo",
-                              ("--mode", "barrag-generator", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 2048, 64,
-                              check_mode="barrag-generator", check_qa=(QA,)),
-    "arena": Stage("arena", "arena/grpo", ("--mode", "arena", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64,
-                   check_mode="arena", check_qa=(QA, MUSIQUE),
+    "barrag_selector": Stage("barrag_selector", "barrag-selector", "barrag/selector_grpo",
+                             ("--method", "barrag-selector", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64,
+                             check_qa=(QA,)),
+    "barrag_generator": Stage("barrag_generator", "barrag-generator", "barrag/generator_grpo",
+                              ("--method", "barrag-generator", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 2048, 64,
+                              check_qa=(QA,)),
+    "arena": Stage("arena", "arena", "arena/grpo", ("--method", "arena", "--qa", f"{{data}}/{QA}", "--qa-limit", "20"), 4096, 64,
+                   check_qa=(QA, MUSIQUE),
                    smoke=Smoke(2, 48, 0.9, 3e-6, ("format", "accuracy", "relevance"),
                                (("format", "arena/format", 7), ("relev", "arena/relevance", 6)))),
 }

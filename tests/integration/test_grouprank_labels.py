@@ -1,4 +1,4 @@
-"""GroupRank teacher labels on dl21 (`rearank synth --mode grouprank-labels`), the oracle as both teachers.
+"""GroupRank teacher labels on dl21 (`rearank synth --labels grouprank`), the oracle as both teachers.
 
 The second run is a real second lexical retriever, built here: Dirichlet-smoothed query likelihood (mu = 1000)
 over the pack's BM25 top-100 pool (the pack holds texts for those passages only, and no dense model runs here).
@@ -61,7 +61,7 @@ def dl21(tmp_path_factory):
 
 
 def label_cmd(out: Path, second_run: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "rearank", "synth", "--mode", "grouprank-labels", "--dataset", "dl21",
+    return [sys.executable, "-m", "rearank", "synth", "--labels", "grouprank", "--dataset", "dl21",
             "--second-run", str(second_run), "--teacher", "oracle", "--max-queries", str(QUERIES),
             "--samples-per-query", "4", "--output-dir", str(out), "--tokenizer", "none", "--quiet", *extra]
 

@@ -93,13 +93,13 @@ def test_cli_groupwise_oracle(dl19_data, tmp_path, capsys):
 
 
 def test_synthesized_groupwise_rows_reward_the_oracle(dl21, monkeypatch, tmp_path):
-    """`rearank synth --mode groupwise` rows: the oracle's completion earns the full R_rank and
+    """`rearank synth --method groupwise` rows: the oracle's completion earns the full R_rank and
     R_recall from the row's ground truth alone; a shuffled one earns less."""
     from data_synthesis import pipeline as synthesis
 
     monkeypatch.setenv("REARANK_DATA", str(dl21.parents[1]))
     requests, qrels = load_requests(dataset="dl21", max_queries=8), load_qrels("dl21")
-    config = synthesis.SynthConfig(samples_per_query=2, mode="groupwise", val_fraction=0.0)
+    config = synthesis.SynthConfig(samples_per_query=2, method="groupwise", val_fraction=0.0)
     synthesis.synthesize(requests, qrels, tmp_path, config, progress=False)
     rows = pd.read_parquet(tmp_path / "train.parquet")
     assert len(rows) > 5

@@ -31,7 +31,7 @@ def labels(tmp_path_factory) -> Path:
     second = out.parent / SECOND_RUN
     second.write_text("".join(f"{q} Q0 {d} {r} {-float(s)} reversed\n" for q, _, d, r, s, _ in map(str.split, lines)))
     done = subprocess.run(
-        [sys.executable, "-m", "rearank", "synth", "--mode", "grouprank-labels", "--dataset", "dl21", "--second-run",
+        [sys.executable, "-m", "rearank", "synth", "--labels", "grouprank", "--dataset", "dl21", "--second-run",
          str(second), "--teacher", "oracle", "--max-queries", "4", "--pool-size", "10", "--set-size", "4",
          "--samples-per-query", "2", "--output-dir", str(out), "--tokenizer", "none", "--quiet"],
         capture_output=True, text=True, check=False, cwd=ROOT,

@@ -53,7 +53,7 @@ class Data(dict):
             lines = (pack / "run.bm25.top100.trec").read_text().splitlines()
             second.write_text("".join(f"{q} Q0 {d} {r} {-float(s)} reversed\n"
                                       for q, _, d, r, s, _ in map(str.split, lines)))
-            args = ("--mode", "grouprank-labels", "--dataset", "dl21", "--second-run", str(second), "--teacher",
+            args = ("--labels", "grouprank", "--dataset", "dl21", "--second-run", str(second), "--teacher",
                     "oracle", "--max-queries", "4", "--pool-size", "10", "--set-size", "4", "--samples-per-query",
                     "2", "--tokenizer", "none")
         elif name == "listwise":
@@ -62,11 +62,11 @@ class Data(dict):
                     "--passage-budget", "200c")
         elif name == "reasonrank":
             require_pack("msmarco-v2-passage/dl21")
-            args = ("--mode", "reasonrank", "--dataset", "dl21", "--teacher", "oracle", "--samples-per-query", "1",
+            args = ("--method", "reasonrank", "--dataset", "dl21", "--teacher", "oracle", "--samples-per-query", "1",
                     "--set-size", "5", "--max-queries", "4", "--passage-budget", "200c")
         else:
             require_pack("qa")
-            args = ("--mode", name.replace("_", "-"), "--qa", qa, "--qa-limit", "6")
+            args = ("--method", name.replace("_", "-"), "--qa", qa, "--qa-limit", "6")
         self[name] = synth(self.root / name, *args)
         return self[name]
 

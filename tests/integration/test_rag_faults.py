@@ -117,7 +117,7 @@ def selection(messages: list[dict], index: int) -> str:
 @pytest.fixture(scope="module")
 def selector_rows(tmp_path_factory):
     data = tmp_path_factory.mktemp("barrag") / "sel"
-    assert main(["synth", "--mode", "barrag-selector", "--qa", str(require_pack("qa") / TRAIN), "--qa-limit", "8",
+    assert main(["synth", "--method", "barrag-selector", "--qa", str(require_pack("qa") / TRAIN), "--qa-limit", "8",
                  "--tokenizer", "none", "--val-fraction", "0", "--output-dir", str(data), "--quiet"]) == 0
     return data
 

@@ -16,11 +16,12 @@ from transformers import AutoTokenizer
 
 from rearank.backends.models import embedded_model_path
 from rearank.io.qa import load_qa
+from rearank.methods.arena.examples import arena
+from rearank.methods.barrag.examples import generator, selector
 from rearank.methods.barrag.prompt import selector_messages
 from rearank.methods.barrag.reward import compute_selector_score
 from recipes.checks.check import completion_batch, compose_recipe, score_with_verl
 from recipes.checks.check_rag import run_checks
-from recipes.checks.completions import arena, generator, selector
 from recipes.checks.serving import reader_server
 from tests.conftest import require_pack
 

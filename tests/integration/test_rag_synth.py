@@ -1,4 +1,4 @@
-"""``rearank synth --mode barrag-selector|barrag-generator|arena`` on the shared QA samples, the noisy-oracle reader
+"""``rearank synth --method barrag-selector|barrag-generator|arena`` on the shared QA samples, the noisy-oracle reader
 behind the chat server (``n`` samples a request), and the resumable BAR-RAG training filter."""
 
 import json
@@ -37,7 +37,7 @@ def test_synth_with_a_corpus_takes_the_open_retrieval_top_25(qa, tmp_path, monke
     files = [str(qa / "hotpotqa" / "train_distractor.sample100.json"), str(qa / "musique" / "train_ans.sample100.json")]
     assert rearank_main(["rag", "corpus", "--qa", *files, "--output", str(tmp_path / "corpus.jsonl")]) == 0
     out = tmp_path / "rows"
-    assert rearank_main(["synth", "--mode", "barrag-selector", "--qa", files[0], "--qa-limit", "10", "--corpus",
+    assert rearank_main(["synth", "--method", "barrag-selector", "--qa", files[0], "--qa-limit", "10", "--corpus",
                          str(tmp_path / "corpus.jsonl"), "--depth", "50", "--tokenizer", "none", "--val-fraction",
                          "0", "--output-dir", str(out), "--quiet"]) == 0
     rows = pq.read_table(out / "train.parquet").to_pylist()
@@ -47,7 +47,7 @@ def test_synth_with_a_corpus_takes_the_open_retrieval_top_25(qa, tmp_path, monke
     assert sum(bool(json.loads(r["reward_model"]["ground_truth"])["supporting"]) for r in rows) >= 5
 
 
-def test_rows_of_each_mode():
+def test_rows_of_each_method():
     item = QAItem("q1", "Where is the Eiffel Tower?", ("Paris",),
                   tuple(Passage(str(i), f"T{i}", f"text {i}" + (" eiffel tower" if i == 7 else "")) for i in range(12)),
                   frozenset({"7", "11"}), "hotpotqa")
@@ -65,24 +65,24 @@ def test_rows_of_each_mode():
     assert skipped == {"no_evidence": 1}
 
 
-@pytest.mark.parametrize("mode", ["barrag-selector", "barrag-generator", "arena"])
-def test_synth_cli_writes_verl_parquet(qa, tmp_path, mode, capsys):
-    out = tmp_path / mode
-    code = rearank_main(["synth", "--mode", mode, "--qa", str(qa / "musique" / "train_ans.sample100.json"),
+@pytest.mark.parametrize("method", ["barrag-selector", "barrag-generator", "arena"])
+def test_synth_cli_writes_verl_parquet(qa, tmp_path, method, capsys):
+    out = tmp_path / method
+    code = rearank_main(["synth", "--method", method, "--qa", str(qa / "musique" / "train_ans.sample100.json"),
                          "--qa-limit", "20", "--tokenizer", "none", "--output-dir", str(out)])
     assert code == 0 and "rows: train 18 / val 2" in capsys.readouterr().out
     table = pq.read_table(out / "train.parquet").to_pylist()
     assert len(table) == 18 and table[0]["reward_model"]["style"] == "rule"
     truth = json.loads(table[0]["reward_model"]["ground_truth"])
     assert truth["answers"] and all(isinstance(i, int) for i in truth["supporting"])
-    if mode == "arena":  # MuSiQue: all 20 paragraphs shown
+    if method == "arena":  # MuSiQue: all 20 paragraphs shown
         assert len(table[0]["extra_info"]["pids"]) == 20
     stats = json.loads((out / "stats.json").read_text())
-    assert stats["rows"] == {"train": 18, "val": 2}
+    assert stats["rows"] == {"train": 18, "val": 2} and stats["method"] == method
 
 
 def test_synth_cli_needs_qa_files(tmp_path, capsys):
-    assert rearank_main(["synth", "--mode", "arena", "--output-dir", str(tmp_path)]) == 2
+    assert rearank_main(["synth", "--method", "arena", "--output-dir", str(tmp_path)]) == 2
     assert "give --qa FILE" in capsys.readouterr().err
 
 
@@ -131,7 +131,7 @@ def _serve(backend, name):
 def test_barrag_filter_judges_resumes_and_keeps(qa, tmp_path, capsys):
     path = qa / "hotpotqa" / "train_distractor.sample100.json"
     data = tmp_path / "sel"
-    assert rearank_main(["synth", "--mode", "barrag-selector", "--qa", str(path), "--qa-limit", "12",
+    assert rearank_main(["synth", "--method", "barrag-selector", "--qa", str(path), "--qa-limit", "12",
                          "--tokenizer", "none", "--output-dir", str(data)]) == 0
     questions = [r["extra_info"]["qid"] for r in pq.read_table(data / "train.parquet").to_pylist()]
     first_question = load_qa(path, limit=1)[0].question

@@ -1,5 +1,5 @@
-"""``rearank synth --mode reasonrank`` on the real dl21 pack with the oracle teacher, through the command line; and
-the answer-only rows of ``--mode listwise --reasoning off``."""
+"""``rearank synth --method reasonrank`` on the real dl21 pack with the oracle teacher, through the command line; and
+the answer-only rows of ``--method listwise --reasoning off``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def dl21():
 
 def test_oracle_teacher_lists_become_filtered_sft_and_rl_rows(dl21, tmp_path, capsys):
     out = tmp_path / "rr"
-    assert main(["synth", "--mode", "reasonrank", "--dataset", "dl21", "--teacher", "oracle", "--samples-per-query",
+    assert main(["synth", "--method", "reasonrank", "--dataset", "dl21", "--teacher", "oracle", "--samples-per-query",
                  "2", "--max-queries", "6", "--set-size", "8", "--output-dir", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
     stats = json.loads((out / "stats.json").read_text())

@@ -57,7 +57,7 @@ def test_embedded_barrag_selector_and_arena_generator(tmp_path, capsys):
     data = require_pack("qa") / "hotpotqa/dev_distractor.first103.json"
     common = ["rag", "eval", "--data", str(data), "--limit", "2", "--reader", "hf", "--reader-model", "embedded",
               "--max-new-tokens", "16", "--no-progress"]
-    assert main([*common, "--selector", "barrag:embedded", "-S", "max_new_tokens=24", "--template", "barrag",
+    assert main([*common, "--selector", "barrag:embedded", "-S", "max_new_tokens=24", "--template", "barrag_generator",
                  "--k", "2", "--output-dir", str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out
     assert "BAR-RAG iteration 3" in out and "selector outputs:" in out

@@ -99,13 +99,13 @@ def test_never_raises(text, truth):
 
 
 def test_score_arena_for_rag_eval():
-    from rearank.rag.arena.evaluate import arena_prompt, score_arena
+    from rearank.methods.arena.reading import arena_passages, arena_prompt, score_arena
     from rearank.types import Passage, QAItem
 
     item = QAItem("q", "Capital of France?", ("Paris",),
                   tuple(Passage(f"p{i}", f"T{i}", f"text {i}") for i in range(12)), frozenset({"p1", "p11"}), "hotpotqa")
     assert "\n10. T9: text 9" in arena_prompt(item)[-1]["content"] and "11." not in arena_prompt(item)[-1]["content"]
     # gold ids among the 10 shown: p1 -> 2 (p11 is cut off); cited [2, 3]: 1 hit of 2 cited, of 1 gold
-    scores = score_arena(item, format_arena([3, 2], "x", "paris!"), style="arena")
+    scores = score_arena(item, arena_passages(item), format_arena([3, 2], "x", "paris!"), style="arena")
     assert scores["pids"] == ["p1", "p2"] and scores["em"] == 1.0 and scores["format_ok"] == 1.0
     assert (scores["relevance_exact"], scores["relevance_precision"], scores["relevance_recall"]) == (0.0, 0.5, 1.0)

@@ -7,6 +7,7 @@ import pytest
 from rearank.backends.base import ERROR, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
 from rearank.methods.listwise.window import schedule
+from rearank.methods.templates import load_template
 from rearank.prompts import build_messages
 from rearank.run.files import RunWriter, ranked_pairs, recover
 from rearank.run.stats import RunStats
@@ -122,12 +123,12 @@ def test_prompts_come_from_the_one_builder_with_window_docids():
     first = backend.prompts[0]
     assert first.qid == "q" and first.docids == tuple(f"q-d{i}" for i in range(5, 25))
     texts = [" ".join(c.text.split()[:3]) for c in req.candidates[5:25]]
-    assert list(first.messages) == build_messages(req.query.text, texts, "rankgpt")
+    assert list(first.messages) == build_messages(req.query.text, texts, load_template("rankgpt"))
     # by default the template's declared budget applies (rankgpt: the first 300 characters)
     backend = SortingBackend()
     listwise(backend, template="rankgpt").rerank([req], progress=False)
     texts = [" ".join(c.text.split())[:300] for c in req.candidates[5:25]]
-    assert list(backend.prompts[0].messages) == build_messages(req.query.text, texts, "rankgpt")
+    assert list(backend.prompts[0].messages) == build_messages(req.query.text, texts, load_template("rankgpt"))
 
 
 def test_on_result_streams_each_query_once():

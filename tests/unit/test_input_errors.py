@@ -90,7 +90,7 @@ def test_full_disk_is_one_line_and_leaves_the_target(tmp_path, monkeypatch):
 
 
 def test_deep_yaml_template_is_one_line(tmp_path):
-    from rearank.prompts import load_template
+    from rearank.methods.templates import load_template
 
     path = tmp_path / "deep.yaml"
     path.write_text("system: " + "[" * 5000 + "]" * 5000 + "\n")

@@ -144,7 +144,7 @@ def face_files(tmp_path):
     qrels.write_text("q1 0 d1 1\nq1 0 d2 0\n")
     files = {"run": "q1 Q0 d1 1 2.0 bm25\nq1 Q0 d2 2 1.0 bm25\n", "topics": "q1\ta question\n",
              "docs": "d1\tone passage\nd2\tanother passage\n", "qrels": "q1 0 d1 1\n",
-             "prompt": (Path(__file__).parents[2] / "rearank" / "prompts" / "rearank.yaml").read_text()}
+             "prompt": (Path(__file__).parents[2] / "rearank" / "methods" / "listwise" / "rearank.yaml").read_text()}
     paths = {}
     for name, text in files.items():
         paths[name] = tmp_path / f"{name}.in"

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from rearank.errors import RearankError
-from rearank.prompts import build_messages, load_template
+from rearank.methods.templates import load_template
+from rearank.prompts import build_messages
 from rearank.prompts.check import check_rows, first_difference, read_rows
 from rearank.types import Candidate
 
@@ -72,7 +73,7 @@ def test_check_reads_chat_jsonl_with_inline_passages(tmp_path):
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "query": "other"}) + "\n", encoding="utf-8")
     count, diff = check_rows(read_rows(path), APPENDIX)
     assert count == 1 and diff.where == f"{path}:2" and diff.message == 1
-    assert check_rows(read_rows(path), "rearank")[0] == 0  # our own wording differs from the appendix's
+    assert check_rows(read_rows(path), load_template("rearank"))[0] == 0  # our own wording differs from the appendix's
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"query": "q", "passages": ["x"]}) + "\n", encoding="utf-8")
     with pytest.raises(RearankError, match=r"bad.jsonl:1: no chat messages"):

@@ -4,13 +4,13 @@ import pytest
 
 from rearank.errors import FormatError, RearankError
 from rearank.methods.listwise.answer import parse_answer
+from rearank.methods.templates import load_template
 from rearank.prompts import (
     PassageBudget,
     PromptTemplate,
     build_messages,
     clean_passage,
     clean_passages,
-    load_template,
     passage_text,
     passage_texts,
     truncate,
@@ -29,7 +29,7 @@ def roles(messages):
 @pytest.mark.parametrize("name", ["rearank", "rankgpt"])
 def test_builtin_layout_follows_the_released_prompts(name):
     """System, task exchange, per passage a user turn (acknowledged for rearank only), then the post prompt."""
-    messages = build_messages("how long do fleas live", PASSAGES, name)
+    messages = build_messages("how long do fleas live", PASSAGES, load_template(name))
     acked = name == "rearank"
     per_passage = ["user", "assistant"] if acked else ["user"]
     assert roles(messages) == ["system", "user", "assistant"] + per_passage * len(PASSAGES) + ["user"]
@@ -49,14 +49,14 @@ def test_builtin_budgets_are_the_released_character_cuts():
     assert str(load_template("rearank").passage_budget) == "400 characters"
     assert str(load_template("rankgpt").passage_budget) == "300 characters"
     text = "ab " * 300  # 900 characters; collapsed: "ab ab ... ab" (899)
-    rearank = build_messages("q", [text], "rearank")[3]["content"]
-    rankgpt = build_messages("q", [text], "rankgpt")[3]["content"]
+    rearank = build_messages("q", [text], load_template("rearank"))[3]["content"]
+    rankgpt = build_messages("q", [text], load_template("rankgpt"))[3]["content"]
     assert rearank == "[1] " + ("ab " * 134)[:400]  # 400 characters: 133 x "ab " (399) + "a"
     assert rankgpt == "[1] " + "ab " * 100  # 300 characters: exactly 100 x "ab " (the cut keeps the space)
 
 
 def test_bracketed_numbers_in_passages_are_neutralized():
-    messages = build_messages("q", PASSAGES, "rearank")
+    messages = build_messages("q", PASSAGES, load_template("rearank"))
     passage_turns = [m["content"] for m in messages if m["role"] == "user"][1:-1]  # after the task turn
     for i, content in enumerate(passage_turns, start=1):
         assert re.findall(r"\[\s*(\d+)\s*\]", content) == [str(i)]
@@ -89,7 +89,7 @@ def test_truncation_by_words_and_by_tokenizer():
     assert len(passage_text(long, "300 words").split()) == 300
     assert len(passage_text(long, 50, tokenizer=CharTokenizer())) <= 50
     assert passage_texts([long, Candidate("e", 0.0, text="tiny")], 2) == ["w0 w1", "tiny"]
-    messages = build_messages("q", [text], "rearank", budget=5)
+    messages = build_messages("q", [text], load_template("rearank"), budget=5)
     assert messages[3]["content"] == "[1] w0 w1 w2 w3 w4"
     assert truncate_texts([text], "7 characters") == ["w0 w1 w"]
 

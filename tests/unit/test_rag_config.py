@@ -28,7 +28,6 @@ def config(tmp_path: Path, **settings) -> RagConfig:
     ({"reader": "nope"}, "--reader 'nope': choose one of oracle, noisy-oracle"),
     ({"batch_size": 0}, "--batch-size must be at least 1, got 0"),
     ({"reader_model": "m"}, "the oracle reader takes no --reader-model"),
-    ({"template": "arena"}, "--template arena needs an LLM reader"),
     ({"reader": "hf", "reader_model": "m", "max_new_tokens": 0}, "--max-new-tokens must be at least 1, got 0"),
     ({"judge": "m", "judge_backend": "oracle"}, "--judge-backend 'oracle': choose one of"),
     ({"template": "rrpo_scorer_nope"}, "rrpo_scorer_nope"),
@@ -37,6 +36,13 @@ def test_every_bad_setting_is_one_line_naming_its_flag(tmp_path, settings, messa
     with pytest.raises(RearankError) as err:
         config(tmp_path, **settings)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_reading_card_is_recorded_by_its_name_and_style_and_the_oracle_reads_it(tmp_path):
+    arena = config(tmp_path, template="arena")  # the oracle reader writes the card's format: no LLM needed
+    assert arena.reading.name == "arena" and config(tmp_path).reading is None
+    record = arena.record()
+    assert (record["k"], record["style"]) == ("arena", "arena")
 
 
 @pytest.mark.parametrize(("settings", "message"), [
@@ -115,7 +121,6 @@ def loads(monkeypatch):
     (["--reader", "hf", "--reader-model", "slow/70B", "--depth", "0"], "--depth must be at least 1"),
     (["--reader", "hf", "--reader-model", "slow/70B", "--candidates", "run.trec"], "--candidates needs --corpus"),
     (["--reader", "hf", "--reader-model", "slow/70B", "--selector", "dense"], "unknown selector 'dense'"),
-    (["--reader", "oracle", "--template", "arena"], "--template arena needs an LLM reader"),
     (["--reader", "oracle", "--reader-model", "slow/70B"], "the oracle reader takes no --reader-model"),
 ])
 def test_bad_settings_fail_in_one_line_before_anything_loads(tmp_path, capsys, loads, flags, message):

@@ -10,8 +10,9 @@ import pytest
 from rearank.backends.base import Generation, Prompt, SamplingSettings
 from rearank.backends.qa_oracle import QAOracleBackend
 from rearank.io.qa import load_qa
+from rearank.methods.arena.reading import arena_prompt
 from rearank.methods.barrag.prompt import generator_messages
-from rearank.rag.arena.evaluate import arena_prompt
+from rearank.methods.card import card
 from rearank.rag.barrag.select import BarragSelector, selection_prompt
 from rearank.rag.evaluate import RagEvaluation
 from rearank.rag.readers import LLMReader, OracleReader
@@ -70,8 +71,8 @@ def records(folder):
 def test_barrag_selector_and_generator(items, tmp_path):
     backend = Scripted(items)
     selector = BarragSelector(backend, "sel")
-    reader = LLMReader(backend, "gen", template="barrag", max_passage_tokens=None)
-    config = {"label": "barrag", "selector": "barrag:sel", "template": "barrag"}
+    reader = LLMReader(backend, "gen", template="barrag_generator", max_passage_tokens=None)
+    config = {"label": "barrag", "selector": "barrag:sel", "template": "barrag_generator"}
     metrics = RagEvaluation(tmp_path / "o", config).run(items, selector, reader, [2], progress=False)
     rows = records(tmp_path / "o")
     # the selector saw selection_prompt(item); the generator saw generator_messages over the chosen passages
@@ -98,7 +99,7 @@ def test_arena_generator_answers_format_and_relevance(items, tmp_path):
     backend = Scripted(items)
     reader = LLMReader(backend, "arena", template="arena", max_passage_tokens=None)
     metrics = RagEvaluation(tmp_path / "a", {"label": "arena"}).run(
-        items, make_selector("none"), reader, [5], progress=False, arena=True)
+        items, make_selector("none"), reader, [5], progress=False, reading=card("arena"))
     assert [list(p.messages) for p in backend.prompts] == [arena_prompt(i) for i in items]
     rows = records(tmp_path / "a")
     q1, q2, q3 = (r["k"]["arena"] for r in rows)

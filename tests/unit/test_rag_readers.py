@@ -10,14 +10,13 @@ import pytest
 from rearank.backends.base import CONCURRENT, Generation, SamplingSettings
 from rearank.backends.cache import CachedBackend, ResponseCache, cache_key
 from rearank.errors import FormatError, RearankError
+from rearank.methods.plain.reader import extract_answer, plain_messages
 from rearank.rag.readers import (
     WRONG_ANSWER,
     LLMReader,
     NoisyOracleReader,
     OracleReader,
-    extract_answer,
     make_reader,
-    render_rrpo,
 )
 from rearank.types import Passage, QAItem
 
@@ -68,7 +67,8 @@ def test_noisy_oracle_is_seeded_and_has_rate_p():
 
 
 def test_rrpo_template_layout():
-    messages = render_rrpo("Who?", PASSAGES[:2], ["alpha text", "beta text"])
+    shown = [Passage(p.pid, p.title, t, p.has_answer) for p, t in zip(PASSAGES[:2], ["alpha text", "beta text"])]
+    messages = plain_messages("rrpo", "Who?", shown)
     roles = [m["role"] for m in messages]
     # RRPO App. C: system (yes/no rule), one-shot (two passages, the question, the answer), one user turn per
     # passage, the question
@@ -80,7 +80,7 @@ def test_rrpo_template_layout():
 
 def test_prompt_files_are_checked_and_replaceable(tmp_path):
     from rearank.errors import FormatError
-    from rearank.prompts.qa_files import load_prompt_file
+    from rearank.methods.templates import load_prompt_file
 
     mine = tmp_path / "mine.yaml"
     mine.write_text("answer_format: plain\nsystem: Be brief.\nuser: |-\n  Q: {question}\n  {passages}\n", encoding="utf-8")

@@ -14,7 +14,8 @@ from rearank.flags import add_method_arguments, add_model_arguments, run_config
 from rearank.methods import Groupwise, Listwise, Pointwise
 from rearank.methods.groupwise.parser import parse_scores
 from rearank.methods.listwise.answer import parse_answer
-from rearank.prompts import as_reasoning, build_messages, load_template, with_reasoning
+from rearank.methods.templates import load_template, with_reasoning
+from rearank.prompts import as_reasoning, build_messages
 from rearank.run.config import RunConfig, resume_settings
 from tests.serving import oracle_service, running
 

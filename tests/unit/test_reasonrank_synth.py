@@ -1,4 +1,4 @@
-"""``rearank synth --mode reasonrank`` pieces: the teacher lists, the self-consistency filter and its statistics,
+"""``rearank synth --method reasonrank`` pieces: the teacher lists, the self-consistency filter and its statistics,
 the rows with and without reasoning, and the importer of ReasonRank's released data."""
 
 from __future__ import annotations

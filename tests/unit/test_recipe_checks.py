@@ -1,12 +1,15 @@
-"""recipes/checks' shared pieces: the one table of stages, the completions of known kinds, the counters reader."""
+"""recipes/checks' shared pieces: the one table of stages, the completions of known kinds (from the method cards), the
+counters reader."""
 
 import json
 
 import pytest
 
 from rearank.backends.metrics import metrics_url, samples
+from rearank.methods.card import card
+from rearank.methods.listwise.examples import listwise, listwise_expected
 from recipes import RECIPES_DIR
-from recipes.checks.completions import KINDS, listwise, listwise_expected, warm_start_texts
+from recipes.checks.completions import examples, warm_start_texts
 from recipes.checks.table import DEFAULT, RAG_STAGES, RECIPES, STAGES, stage_of_reward
 
 
@@ -14,7 +17,7 @@ def test_every_recipe_name_runs_known_stages_and_every_stage_has_kinds():
     assert set(DEFAULT) <= set(RECIPES)
     assert {name for names in RECIPES.values() for name in names} == set(STAGES)
     assert RECIPES["barrag"] == ("barrag_selector", "barrag_generator")
-    assert set(KINDS) == set(STAGES)
+    assert all(examples(name).best for name in STAGES)
     assert [stage.name for stage in RAG_STAGES] == ["barrag_selector", "barrag_generator", "arena"]
 
 
@@ -25,6 +28,7 @@ def test_a_stage_is_found_by_the_reward_its_recipe_file_names(name):
     path, function = stage.reward
     assert path.startswith("pkg://rearank.") and function
     assert stage_of_reward(path, function) is stage
+    assert card(stage.card).reward == (path, function)  # the card names the reward its recipe trains with
 
 
 def test_an_unknown_reward_has_no_stage():
@@ -44,7 +48,7 @@ def test_the_generator_warm_start_never_copies_the_gold_answer():
     truth = json.dumps({"answers": ["Paris"], "supporting": [1, 2]})
     texts = warm_start_texts("barrag_generator", truth)
     assert len(texts) == 4 and not any("Paris" in t for t in texts)
-    assert any("Paris" in t for t in KINDS["barrag_generator"].make(json.loads(truth)).values())
+    assert any("Paris" in t for t in examples("barrag_generator").make(json.loads(truth)).values())
 
 
 def test_the_listwise_warm_start_is_its_check_kinds():

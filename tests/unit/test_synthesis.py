@@ -194,7 +194,7 @@ def test_synthesize_writes_verl_rows_split_by_query(tmp_path):
 def test_groupwise_mode_writes_grouprank_prompts_and_score_targets(tmp_path):
     requests = [make_request(f"q{i}", 30) for i in range(4)]
     qrels = make_qrels(requests)
-    config = SynthConfig(samples_per_query=3, set_size=5, val_fraction=0.0, sft=True, mode="groupwise")
+    config = SynthConfig(samples_per_query=3, set_size=5, val_fraction=0.0, sft=True, method="groupwise")
     synthesize(requests, qrels, tmp_path, config, progress=False)
     rows = read_rows(tmp_path / "train.parquet")
     assert rows and all("<reason>" in r["prompt"][-1]["content"] for r in rows)
@@ -204,8 +204,8 @@ def test_groupwise_mode_writes_grouprank_prompts_and_score_targets(tmp_path):
     scores = json.loads(target.split("<answer>")[1].split("</answer>")[0])
     top = max(g for judged in qrels.values() for g in judged.values())  # the highest grade maps to 10
     assert [scores[f"[{i + 1}]"] for i in range(len(labels))] == [round(10 * g / top) for g in labels]
-    with pytest.raises(RearankError, match="mode"):
-        SynthConfig(mode="pairwise").check()
+    with pytest.raises(RearankError, match="method"):
+        SynthConfig(method="pairwise").check()
 
 
 def test_query_order_does_not_change_a_querys_sets(tmp_path):

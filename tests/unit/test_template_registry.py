@@ -1,6 +1,6 @@
-"""The one registry of prompt templates: every builtin name resolves to its file and kind, a name of the other
-kind is a one-line error listing the right names, an entry point adds a template, and ``--template`` takes a
-path."""
+"""The one registry of prompt templates, built from the method cards: every builtin name resolves to a file in its
+method's folder and its kind, a name of the other kind is a one-line error listing the right names, an entry point
+adds a template, and ``--template`` takes a path."""
 
 from __future__ import annotations
 
@@ -14,17 +14,16 @@ from rearank import plugins
 from rearank.cli import main
 from rearank.errors import RearankError
 from rearank.io.requests_jsonl import write_requests
+from rearank.methods.card import cards
 from rearank.methods.groupwise.prompt import GROUPRANK_TEMPLATE, load_group_template
-from rearank.prompts import load_template
-from rearank.prompts.qa_files import load_prompt_file
-from rearank.prompts.registry import RAG, RANKING, TEMPLATES, names
-from rearank.rag.readers import answer_format
+from rearank.methods.templates import RAG, RANKING, TEMPLATES, load_prompt_file, load_template, names
+from rearank.rag.readers import reader_card
 from rearank.types import Candidate, Query, Request
 
 PLUGIN = Path(__file__).resolve().parents[1] / "fixtures" / "toy_plugin"
 RANKING_NAMES = ["rearank", "rearank-answer", "rankgpt", "grouprank", "grouprank-answer", "grouprank-released",
                  "grouprank-released-answer"]
-RAG_NAMES = ["plain", "rrpo", "barrag_selector", "barrag_generator", "barrag", "arena", "judge"]
+RAG_NAMES = ["rrpo", "plain", "barrag_selector", "barrag_generator", "arena", "judge"]
 LOADERS = {RANKING: load_template, RAG: load_prompt_file}
 
 
@@ -42,7 +41,9 @@ def plugin_templates(monkeypatch):
 def test_every_builtin_name_is_a_file_of_its_kind():
     assert names(RANKING) == RANKING_NAMES and names(RAG) == RAG_NAMES
     assert TEMPLATES["grouprank"].path == GROUPRANK_TEMPLATE
-    assert TEMPLATES["barrag"].path == TEMPLATES["barrag_generator"].path
+    for card in cards():  # every card's templates are files in its folder, registered under their names
+        for name, path in card.template_files().items():
+            assert TEMPLATES[name].path == path and path.parent == card.folder
     for name in TEMPLATES:
         entry = TEMPLATES[name]
         assert entry.path.is_file(), name
@@ -52,7 +53,7 @@ def test_every_builtin_name_is_a_file_of_its_kind():
 @pytest.mark.parametrize(("load", "name", "right"), [(load_template, "plain", RANKING_NAMES),
                                                       (load_group_template, "judge", RANKING_NAMES),
                                                       (load_prompt_file, "rankgpt", RAG_NAMES),
-                                                      (answer_format, "grouprank", RAG_NAMES)])
+                                                      (reader_card, "grouprank", RAG_NAMES)])
 def test_a_name_of_the_other_kind_is_one_line_listing_the_right_names(load, name, right):
     with pytest.raises(RearankError) as err:
         load(name)
@@ -63,13 +64,13 @@ def test_a_name_of_the_other_kind_is_one_line_listing_the_right_names(load, name
 
 def test_a_rag_prompt_no_reader_reads_lists_the_reader_prompts():
     with pytest.raises(RearankError, match=r"^--template 'judge' is a judge prompt, not a reader's; choose one of: "
-                       r"plain, rrpo, barrag_generator, barrag, arena, or the path"):
-        answer_format("judge")
-    assert answer_format("barrag") == answer_format("barrag_generator") == "barrag"
+                       r"rrpo, plain, barrag_generator, arena, or the path"):
+        reader_card("judge")
+    assert reader_card("barrag_generator").name == "barrag-generator" and reader_card("rrpo").name == "plain"
 
 
 def test_an_unknown_name_lists_the_names_of_its_kind():
-    with pytest.raises(RearankError, match=r"^prompt template 'nope': not a builtin RAG prompt file \(plain, rrpo, "):
+    with pytest.raises(RearankError, match=r"^prompt template 'nope': not a builtin RAG prompt file \(rrpo, plain, "):
         load_prompt_file("nope")
 
 

@@ -5,6 +5,7 @@
 - :mod:`~rearank.methods.arena.grammar`: the answer grammar (constrained decoding)
 - :mod:`~rearank.methods.arena.parser`: the one parser of ``<relevance>…</relevance><analysis>…</analysis><answer>…</answer>``
 - :mod:`~rearank.methods.arena.reward`: format + accuracy + relevance + bonus, in verl's custom-reward signature
-
-Its evaluation over QA data (relevance-id accuracy, the figures) is in :mod:`rearank.rag.arena`.
+- :mod:`~rearank.methods.arena.reading`: how ``rag eval`` reads it (the first 10 references once) and scores it
+  (answer, format, relevance-id accuracy); its card is :mod:`~rearank.methods.arena.card`. The published figures are in
+  :mod:`rearank.rag.arena`.
 """

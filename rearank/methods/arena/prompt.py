@@ -3,15 +3,16 @@
 Layout facts from the paper (Table 1) and the released code: the question and references inside ``<question>`` and
 ``<references>`` tags, references as ``1. text`` lines, 10 paragraphs (20 for MuSiQue), the output
 ``<relevance>[i, j]</relevance><analysis>…</analysis><answer>…</answer>`` with the relevance ids as a JSON list.
-The wording is ours, in ``rearank/rag/templates/arena.yaml`` (:mod:`rearank.prompts.qa_files`).
+The wording is ours, in ``arena.yaml`` in this folder (:mod:`rearank.methods.templates`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rearank.methods.templates import load_prompt_file
 from rearank.prompts.builder import Tokenizer, clean_passages, numbered, titled
-from rearank.prompts.qa_files import load_prompt_file
+from rearank.prompts.qa_files import PromptFile
 from rearank.types import Message, Passage
 
 #: Paragraphs shown per question (MuSiQue ships 20 a question, the others 10).
@@ -31,7 +32,7 @@ def render_references(passages: Sequence[Passage], max_passage_tokens: int | Non
 
 
 def arena_messages(question: str, passages: Sequence[Passage], *, max_passage_tokens: int | None = None,
-                   tokenizer: Tokenizer | None = None, template: str = "arena") -> list[Message]:
+                   tokenizer: Tokenizer | None = None, template: str | PromptFile = "arena") -> list[Message]:
     """The ARENA generator's chat over ``passages`` (callers cut them to :func:`n_references`)."""
     references = render_references(passages, max_passage_tokens, tokenizer)
     return load_prompt_file(template).messages(question=" ".join(question.split()), references=references)

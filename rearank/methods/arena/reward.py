@@ -11,7 +11,7 @@
 * bonus 10 when the other three are all 1.
 
 Totals lie in {0, 0.5, 1, ..., 3, 13}. Ground truth: ``{"answers": [...], "supporting": [1-based ids]}`` (what
-``rearank synth --mode arena`` writes), decoded once per distinct string. Malformed ground truth scores 0 with
+``rearank synth --method arena`` writes), decoded once per distinct string. Malformed ground truth scores 0 with
 ``parse_status`` 1. :func:`compute_score` never raises for any completion or ground truth; an invalid option
 raises ValueError.
 """

@@ -23,7 +23,7 @@ writes ``n_docs``; without it, or as a bare list / string of answers, citations 
 * total = boundary + 0.2 relevance + bonus (0) - count penalty.
 
 Ground truth: ``{"question", "answers", "docs": [{"title", "text"}], "scores": [...]}`` in presented order
-(``rearank synth --mode barrag-selector`` writes it). Decoded once per distinct string and cached.
+(``rearank synth --method barrag-selector`` writes it). Decoded once per distinct string and cached.
 Malformed ground truth scores 0 with ``parse_status`` 2. Neither reward raises for any completion or ground
 truth; an invalid option raises ValueError (a configuration error that stops the run at its first step).
 """

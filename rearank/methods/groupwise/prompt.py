@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rearank.methods.groupwise.parser import format_scores, label_scores
-from rearank.prompts import BudgetLike, PromptTemplate, build_messages, load_template
+from rearank.methods.templates import load_template
+from rearank.prompts import BudgetLike, PromptTemplate, build_messages
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Message
 
@@ -15,7 +16,7 @@ GROUPRANK_TEMPLATE = Path(__file__).resolve().parent / "grouprank.yaml"
 
 
 def load_group_template(template: str | Path | PromptTemplate | None = "grouprank") -> PromptTemplate:
-    """Load a ranking template as :func:`load_template` does; None is ``grouprank`` (``grouprank-released``: the
+    """Load a ranking template as :func:`rearank.methods.templates.load_template` does; None is ``grouprank`` (``grouprank-released``: the
     layout of GroupRank's released inference, one user message listing ``[i]. text``, 3,000 characters each)."""
     return load_template("grouprank" if template is None else template)
 

@@ -25,6 +25,7 @@ from rearank.methods.base import Task
 from rearank.methods.listwise.answer import apply_permutation, ideal_answer, parse_answer
 from rearank.methods.listwise.tdpart import TopDown, Window
 from rearank.methods.listwise.window import schedule, window_count
+from rearank.methods.templates import with_reasoning
 from rearank.prompts import (
     BudgetLike,
     PromptTemplate,
@@ -32,7 +33,6 @@ from rearank.prompts import (
     as_reasoning,
     build_messages,
     render_passages,
-    with_reasoning,
 )
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace

@@ -1,3 +1,3 @@
-"""ARENA over QA data: relevance-id accuracy in ``rag eval`` (:mod:`~rearank.rag.arena.evaluate`) and the figures.
-The method itself (prompt, grammar, parser, reward) is :mod:`rearank.methods.arena`.
+"""ARENA's published figures (:mod:`~rearank.rag.arena.figures`), beside ``rag eval``'s table. The method itself
+(prompt, grammar, parser, reward, how ``rag eval`` reads and scores it) is :mod:`rearank.methods.arena`.
 """

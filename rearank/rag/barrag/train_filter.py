@@ -118,7 +118,7 @@ def run_filter(data_dir: Path, output_dir: Path, settings: FilterSettings, progr
 
     train = data_dir / "train.parquet"
     if not train.is_file():
-        raise RearankError(f"{train} not found; make it with `rearank synth --mode barrag-selector --qa FILE "
+        raise RearankError(f"{train} not found; make it with `rearank synth --method barrag-selector --qa FILE "
                            f"--output-dir {data_dir}`")
     if output_dir.resolve() == data_dir.resolve():
         raise RearankError("--output-dir must differ from the input folder (the input parquet is never overwritten)")

@@ -1,12 +1,20 @@
-"""An ARENA generator at inference: prompt an item, parse the output, score answer and evidence (for ``rag eval``)."""
+"""An ARENA generator read in ``rag eval``: the references it is shown (the first 10 of the selector's order,
+MuSiQue 20, read once) and the measures of its output -- answer EM/F1/Hit, format, and relevance-id accuracy
+against the supporting ids."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from rearank.measures.answers import exact_match, hit, token_f1
 from rearank.methods.arena.parser import parse_arena
 from rearank.methods.arena.prompt import arena_messages, n_references
 from rearank.methods.arena.reward import relevance_accuracy
 from rearank.types import Message, Passage, QAItem
+
+#: The measures of one reading, in table order.
+MEASURES = ("em", "f1", "hit", "format_ok", "relevance_exact", "relevance_overlap", "relevance_precision",
+            "relevance_recall")
 
 
 def arena_passages(item: QAItem) -> tuple[Passage, ...]:
@@ -19,12 +27,10 @@ def arena_prompt(item: QAItem) -> list[Message]:
     return arena_messages(item.question, arena_passages(item))
 
 
-def score_arena(item: QAItem, generation: str, style: str = "arena") -> dict[str, object]:
-    """Answer EM/F1/Hit (``style`` normalisation), format, and relevance-id accuracy against the supporting ids.
-
-    Returns the parsed answer (``""`` when absent), the cited passage ids (``pids``) and numeric scores.
-    """
-    shown = arena_passages(item)
+def score_arena(item: QAItem, shown: Sequence[Passage], generation: str, style: str = "arena") -> dict[str, object]:
+    """Answer EM/F1/Hit (``style`` normalisation), format, and relevance-id accuracy against the supporting ids
+    among ``shown``. Returns the parsed answer (``""`` when absent), the cited passage ids (``pids``) and numeric
+    scores."""
     parsed = parse_arena(generation)
     answer = parsed.answer or ""
     gold_ids = [i for i, p in enumerate(shown, 1) if p.pid in item.supporting]

@@ -1,0 +1,183 @@
+"""A method's card: what every consumer needs to know about a method, declared once in the method's folder.
+
+A card names the method and its kind (``rank``: the engine reranks with it; ``reader``: a RAG answer format a
+reader writes; ``selector``: a RAG answer format that picks passages), its prompt templates (YAML files in its
+folder, each name registered in :data:`rearank.methods.templates.TEMPLATES`), and the pieces that training,
+inference, synthesis and the recipe checks share: renderer, parser, answer grammar, verl reward, oracle answer,
+example completions and synthesis rows. Consumers loop over :data:`CARDS` instead of switching on names.
+
+rearank's cards are named here and loaded on first use; another package adds its own through the entry-point
+group ``rearank.cards`` (a :class:`Card`)::
+
+    [project.entry-points."rearank.cards"]
+    toy-reader = "toy_plugin.card:CARD"
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from rearank.errors import RearankError
+from rearank.plugins import Registry
+
+#: Card kinds.
+RANK, READER, SELECTOR = "rank", "reader", "selector"
+KINDS = (RANK, READER, SELECTOR)
+#: What ``rearank synth --method NAME`` reads for a card: sampled sets of judged queries, teacher lists, QA files.
+SYNTH_INPUTS = ("sets", "teacher", "qa")
+
+
+def _no_fixed_score(kind: str, truth: dict) -> float | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Examples:
+    """Completions of known kinds for one row of the method's training data: ``make(decoded ground truth)`` ->
+    ``{kind: completion}``; ``expected(kind, truth)``: the score the reward's definition gives that kind (None: no
+    fixed value); ``best``: the kind that must get a positive GRPO advantage."""
+
+    make: Callable[[dict], dict[str, str]]
+    best: str
+    expected: Callable[[str, dict], float | None] = _no_fixed_score
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How ``rag eval`` reads a reader card that sees a fixed number of passages once, instead of the top-k of each
+    ``--k``, and scores it by measures of its own (ARENA): ``shown(item)``, how many of the selector's order it
+    reads; ``score(item, shown passages, response, style)``, the record of one reading (``answer`` and the
+    measures); ``measures``, their names in table order; ``style``, the answer normalisation its paper scores with."""
+
+    shown: Callable[[Any], int]
+    score: Callable[..., dict]
+    measures: tuple[str, ...]
+    style: str = "squad"
+
+
+@dataclass(frozen=True)
+class QARow:
+    """What a card's ``rows`` builds one question's training row from: the item, its first stage (``[(passage,
+    score)]``, best first; empty unless the card reads it), a selector's chosen pids (None: none given), and the
+    passage budget and tokenizer inference cuts passages with."""
+
+    item: Any
+    ranked: Sequence[tuple[Any, float]] = ()
+    evidence: Sequence[str] | None = None
+    max_passage_tokens: int | str | None = None
+    tokenizer: Any = None
+
+    @property
+    def cut(self) -> dict[str, Any]:
+        """The keywords of the prompt renderers that cut passages."""
+        return {"max_passage_tokens": self.max_passage_tokens, "tokenizer": self.tokenizer}
+
+
+@dataclass(frozen=True)
+class Card:
+    """One method, declared.
+
+    ``templates``: template name -> YAML file in ``folder`` (a ``reader``/``selector`` card's first template is
+    its default). ``placeholders``: for a ``reader``/``selector`` card,
+    the ``str.format`` fields its RAG prompt files (``answer_format: <card name>``) may use in ``system``/``user``
+    and in ``passage``. ``render(prompt_file, question, passages)``: a reader's chat over passages whose texts are
+    cut already. ``parse(response)``: a reader's short answer. ``grammar(n_passages)``: the answer grammar a
+    constraining backend follows (None: none). ``reward``: verl's ``custom_reward_function`` (``pkg://`` path,
+    function name). ``oracle``: the ideal answer in the method's format (``rank``: ``(labels, top_grade)``;
+    ``reader``/``selector``: ``(gold answer, 1-based ids of the shown supporting passages)``). ``examples``: the
+    recipe checks' completions. ``synth``: what ``rearank synth --method NAME`` reads (:data:`SYNTH_INPUTS`; None:
+    no synthesis); ``rows(QARow)``: for ``qa``, one question's row -- ``(messages, ground truth, shown pids)`` or
+    the reason it is skipped; ``first_stage``: its rows read the question's first-stage ranking; ``evidence``: they
+    read a selector's choices (``--evidence``); ``ability``: the rows' ``ability`` column. ``reading``: how
+    ``rag eval`` reads and scores it when not by each ``--k`` (:class:`Reading`; None: by each ``--k``, EM/F1/Hit).
+    """
+
+    name: str
+    kind: str
+    folder: Path
+    templates: Mapping[str, str] = field(default_factory=dict)
+    placeholders: tuple[frozenset[str], frozenset[str]] | None = None
+    render: Callable[..., list] | None = None
+    parse: Callable[[str], str] | None = None
+    grammar: Callable[[int], Any] | None = None
+    reward: tuple[str, str] | None = None
+    oracle: Callable[..., str] | None = None
+    examples: Examples | None = None
+    synth: str | None = None
+    rows: Callable[[QARow], Any] | None = None
+    first_stage: bool = False
+    evidence: bool = False
+    ability: str = ""
+    reading: Reading | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise RearankError(f"card {self.name!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.synth is not None and self.synth not in SYNTH_INPUTS:
+            raise RearankError(f"card {self.name!r}: synth must be one of {', '.join(SYNTH_INPUTS)}, "
+                               f"got {self.synth!r}")
+        if self.synth == "qa" and self.rows is None:
+            raise RearankError(f"card {self.name!r}: synth 'qa' needs a rows builder")
+        if self.kind != RANK and (self.placeholders is None or self.render is None or self.parse is None):
+            raise RearankError(f"card {self.name!r}: a {self.kind} card declares placeholders, render and parse")
+
+    def template_files(self) -> dict[str, Path]:
+        """Template name -> its file."""
+        return {name: Path(self.folder) / file for name, file in self.templates.items()}
+
+
+def _builtin(spec: str) -> Callable[[], Card]:
+    """A loader of ``module:attribute`` (a module of a method folder, imported on first use)."""
+    module, attribute = spec.split(":")
+    return lambda: getattr(import_module(module), attribute)
+
+
+#: rearank's cards, one per method folder (reasonrank's reward and rows sit beside listwise).
+_BUILTINS = {
+    "listwise": "rearank.methods.listwise.card:LISTWISE",
+    "reasonrank": "rearank.methods.listwise.card:REASONRANK",
+    "groupwise": "rearank.methods.groupwise.card:CARD",
+    "pointwise": "rearank.methods.pointwise.card:CARD",
+    "plain": "rearank.methods.plain.card:CARD",
+    "barrag-selector": "rearank.methods.barrag.card:SELECTOR",
+    "barrag-generator": "rearank.methods.barrag.card:GENERATOR",
+    "arena": "rearank.methods.arena.card:CARD",
+}
+
+
+class CardRegistry(Registry):
+    """:class:`~rearank.plugins.Registry` of :class:`Card`: an entry point's object must be a card of its name."""
+
+    def __getitem__(self, name: str) -> Card:
+        card = super().__getitem__(name)
+        if not isinstance(card, Card) or card.name != name:
+            raise RearankError(f"the rearank.cards entry point {name!r} gave {card!r}, not a Card named {name!r}")
+        return card
+
+
+CARDS = CardRegistry("rearank.cards", "method card", {name: _builtin(spec) for name, spec in _BUILTINS.items()})
+
+
+def cards(kind: str | None = None) -> list[Card]:
+    """Every card that loads (of ``kind``, if given), in registry order; a card that fails to load is left out
+    with a warning naming its entry point."""
+    found = []
+    for name in CARDS:
+        try:
+            card = CARDS[name]
+        except RearankError as err:
+            warnings.warn(str(err), stacklevel=2)
+            continue
+        if kind is None or card.kind == kind:
+            found.append(card)
+    return found
+
+
+def card(name: str) -> Card:
+    """The card ``name``, else a one-line :class:`RearankError` listing the cards."""
+    return CARDS.get_or_raise(name)

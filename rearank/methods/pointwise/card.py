@@ -1,0 +1,14 @@
+"""The pointwise card: each passage scored on its own; RRPO's reader prompt (``rrpo``, a ``plain`` prompt file
+whose reader feedback trains a pointwise scorer) lives in its folder."""
+
+from pathlib import Path
+
+from rearank.methods.card import RANK, Card
+
+
+def _oracle(labels, top_grade: int = 1) -> str:
+    return str(labels[0])
+
+
+CARD = Card(name="pointwise", kind=RANK, folder=Path(__file__).resolve().parent, templates={"rrpo": "rrpo.yaml"},
+            oracle=_oracle)
