@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rearank import cache, models
+from rearank import cache
+from rearank.backends import models
 from rearank.errors import MissingDataError
 from tests.conftest import absent
 
