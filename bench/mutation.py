@@ -8,7 +8,7 @@ rerun gives the same counts.
 
 Writes ``bench/out/mutation.json`` (per module: killed, survived, no tests, timed out, score and the surviving
 mutants' names; modules not run this time keep their earlier entry) and prints a markdown table for
-docs/testing.md. ``--show NAME`` prints a mutant's diff (run from the module's work folder by mutmut). ``--check``
+docs/testing.md. ``--show NAME`` prints a mutant's diff (generated in-process: no run needed). ``--check``
 runs nothing: it counts each module's mutants now (mutmut's own generator, in a second) and names every module whose
 count differs from the recorded one, or that was never measured (exit 1), so a score is never older than its code.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import hashlib
 import json
 import os
@@ -69,7 +70,7 @@ MODULES: dict[str, list[str]] = {
     "rearank/engine/loop.py": ["tests/unit/test_engine_listwise.py", "tests/unit/test_engine_in_flight.py",
                                "tests/unit/test_rounds.py", "tests/unit/test_server_feed.py"],
     "rearank/engine/concurrency.py": ["tests/unit/test_concurrency.py", "tests/unit/test_server_load.py"],
-    "rearank/engine/journal.py": ["tests/unit/test_rounds.py"],
+    "rearank/engine/journal.py": ["tests/unit/test_rounds.py", "tests/unit/test_journal_edges.py"],
     "rearank/engine/ray.py": ["tests/unit/test_rounds.py", "tests/integration/test_ray_engine.py"],
     "rearank/run/config.py": ["tests/unit/test_run_config.py", "tests/unit/test_job_edges.py",
                               "tests/integration/test_rerank_safety.py"],
@@ -91,7 +92,7 @@ MODULES: dict[str, list[str]] = {
     "rearank/rag/rrpo/trainer.py": ["tests/unit/test_rrpo_trainer.py", "tests/unit/test_rrpo_distributed.py"],
     "rearank/rag/barrag/train_filter.py": ["tests/integration/test_rag_synth.py", "tests/integration/test_rag_faults.py"],
     "rearank/io/files.py": ["tests/unit/test_io_files.py", "tests/unit/test_io_formats.py",
-                            "tests/unit/test_input_errors.py"],
+                            "tests/unit/test_input_errors.py", "tests/unit/test_io_files_edges.py"],
     "rearank/data/bm25.py": ["tests/integration/test_bm25.py"],
     "data_synthesis/sampling.py": ["tests/unit/test_synthesis.py", "tests/integration/test_synth_dl21.py"],
     "data_synthesis/filters.py": ["tests/unit/test_synthesis.py"],
@@ -207,6 +208,27 @@ def stale(results: dict[str, dict], modules: list[str]) -> list[str]:
     return lines
 
 
+def show(name: str) -> str:
+    """The diff of mutant ``name`` (as ``mutation.json`` records it) from its function, generated in-process."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    module = next((m for m in MODULES if name.startswith(m.removesuffix(".py").replace("/", ".") + ".")), None)
+    if module is None:
+        raise MutationError(f"{name}: not a mutant of a listed module (names start with the module's dotted path)")
+    function = name.rsplit(".", 1)[1]
+    code = mutate_file_contents(module, (ROOT / module).read_text(encoding="utf-8")).code
+    defs = {node.name: ast.get_source_segment(code, node) for node in ast.walk(ast.parse(code))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+    mangled = function.rsplit("__mutmut_", 1)[0]  # x_f for f, xǁCǁm for C.m
+    original = defs.get(mangled + "__mutmut_orig")
+    if function not in defs or original is None:
+        raise MutationError(f"{name}: {module} has no such mutant now (see --check)")
+    plain = mangled.split("ǁ")[-1] if "ǁ" in mangled else mangled.removeprefix("x_")
+    before = original.replace(mangled + "__mutmut_orig", plain, 1).splitlines()
+    after = defs[function].replace(function, plain, 1).splitlines()
+    return "\n".join(difflib.unified_diff(before, after, module, f"{module} ({function})", lineterm="", n=1))
+
+
 def table(results: dict[str, dict]) -> str:
     rows = ["| module | mutants | killed | timed out | survived | no test ran it | score |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -226,7 +248,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT, help="the JSON written (merged with earlier entries)")
     parser.add_argument("--check", action="store_true", help="run nothing; name the modules (default: all) whose "
                         "recorded mutant count differs from their count now, or that were never measured")
+    parser.add_argument("--show", metavar="NAME", action="append", default=[],
+                        help="run nothing; print the diff of mutant NAME (a survivor's name in the JSON); repeatable")
     args = parser.parse_args(argv)
+    if args.show:
+        try:
+            print("\n\n".join(show(name) for name in args.show))
+        except MutationError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        return 0
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         parser.error(f"not a listed module: {', '.join(unknown)} (choose from {', '.join(MODULES)})")
