@@ -10,9 +10,22 @@ import os
 import pytest
 
 from rearank.errors import FormatError, RearankError
-from rearank.io.files import (atomic_path, atomic_write, check_id, check_tsv_key, collect_by_query, fsync_file,
-                              id_problem, iter_json_lines, iter_lines, iter_tsv_pairs, open_input, parse_json,
-                              parse_yaml, read_text)
+from rearank.io.files import (
+    atomic_path,
+    atomic_write,
+    check_id,
+    check_tsv_key,
+    collect_by_query,
+    fsync_file,
+    id_problem,
+    iter_json_lines,
+    iter_lines,
+    iter_tsv_pairs,
+    open_input,
+    parse_json,
+    parse_yaml,
+    read_text,
+)
 
 
 @pytest.mark.parametrize("name", ["t.txt", "t.txt.gz"])

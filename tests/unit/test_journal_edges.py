@@ -70,8 +70,8 @@ def test_add_keeps_the_generation_and_writes_one_utf8_line(tmp_path):
     journal.close()
     assert path.read_bytes().decode("utf-8").split("\n") == [
         '{"journal": 1, "config": {"window": 4, "step": 2}}',
-        '{"qid": "q1", "index": 3, "text": "[2] > [1] — fin", "prompt_tokens": 7, "completion_tokens": 3, '
-        '"finish_reason": "stop", "latency_s": 0.0, "throttled": 0, "think_tokens": null, "think_budget_hit": false}',
+        ('{"qid": "q1", "index": 3, "text": "[2] > [1] — fin", "prompt_tokens": 7, "completion_tokens": 3, '
+         '"finish_reason": "stop", "latency_s": 0.0, "throttled": 0, "think_tokens": null, "think_budget_hit": false}'),
         ""]
     assert Journal(path, CONFIG, resume=True).entries == {("q1", 3): ANSWER}
 
