@@ -18,11 +18,11 @@ def test_the_pool_ideal_counts_ten_ranks_and_no_zero_or_negative_grade():
 
 
 def test_both_figures_use_the_cutoff_given():
-    # labels [0, 1, 1] at k = 2: the set's ideal DCG@2 = 1 + 1/log2(3), its DCG@2 = 1/log2(3)
+    # labels [0, 1, 1, 1] at k = 2: the set's ideal DCG@2 = 1 + 1/log2(3) (not + 1/2 at rank 3), its DCG@2 = 1/log2(3)
     third = 1 / math.log2(3)
-    scores = score_set([0, 1, 1], pool_ideal_dcg=2.0, k=2)
+    scores = score_set([0, 1, 1, 1], pool_ideal_dcg=2.0, k=2)
     assert scores == SetScores(pytest.approx(third / (1 + third), abs=1e-12),
-                               pytest.approx((1 + third) / 2.0, abs=1e-12), 2)
+                               pytest.approx((1 + third) / 2.0, abs=1e-12), 3)
 
 
 def test_a_pool_ideal_of_one_divides_and_of_zero_gives_zero():
