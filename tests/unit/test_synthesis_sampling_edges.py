@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_synthesis.sampling import draw_sets, query_rng, split_queries
+from data_synthesis.sampling import draw_sets, query_rng, split_queries, stable_seed
 
 
 def test_every_rejected_draw_is_counted_and_the_shuffle_has_its_own_stream():
@@ -41,3 +41,17 @@ def test_one_query_always_stays_in_training():
     # round(0.9 * 2) = 2 validation queries asked; one of the two stays in training
     assert len(split_queries(["a", "b"], 0.9, seed=0)) == 1
     assert len(split_queries(["a", "b", "c", "d"], 0.99, seed=0)) == 3
+
+
+def test_sets_of_one_and_an_unknown_order():
+    drawn = draw_sets("q", 3, 1, 5, seed=0)
+    assert sorted(drawn.sets) == [(0,), (1,), (2,)] and drawn.possible == 3
+    with pytest.raises(ValueError) as err:
+        draw_sets("q", 3, 1, 1, seed=0, order="random")
+    assert str(err.value) == "order must be one of ('bm25', 'shuffle'), got 'random'"
+
+
+def test_the_split_takes_the_queries_first_by_their_split_hash():
+    qids = [f"q{i}" for i in range(10)]
+    ranked = sorted(qids, key=lambda qid: stable_seed(9, qid, "split"))
+    assert split_queries(qids, 0.3, seed=9) == set(ranked[:3])
