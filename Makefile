@@ -72,7 +72,7 @@ browser:
 test-all: test test-slow test-train-all
 
 demo: setup
-	$(BIN)/python -m rearank.demo
+	$(BIN)/python -m rearank.cli.demo
 
 # make train RECIPE=<rearank|grouprank|barrag|arena|rrpo>[_debug] [DRY_RUN=1] [ARGS="overrides"] (docs/training.md)
 train:
@@ -143,7 +143,7 @@ mutation: setup
 	nice -n 10 $(BIN)/python bench/mutation.py $(ARGS)
 
 lint: setup
-	$(BIN)/ruff check rearank data_synthesis eval recipes tests bench
+	$(BIN)/ruff check rearank data_synthesis benchmark recipes tests bench
 
 clean:
 	rm -rf $(VENV) .venv-vllm build *.egg-info .pytest_cache

@@ -56,14 +56,14 @@ def run(reranker: Engine, backend: Timed, requests: list[Request]) -> tuple[list
 def overhead(requests: list[Request], repeats: int) -> None:
     from transformers import AutoTokenizer
 
-    from rearank.models import embedded_model_path
+    from rearank.backends.models import embedded_model_path
 
     qrels = load_qrels("dl19")
     tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_path()))
     print(f"== driver overhead: oracle backend, dl19, {len(requests)} queries x top-100, w=20 s=10, batch 64")
     for label, tok, budget in (("released budget (400 characters)", None, None),
                                ("embedded tokenizer, 300 tokens", tokenizer, "300 tokens")):
-        backend = Timed(OracleBackend(qrels))
+        backend = Timed(OracleBackend(qrels).answer_format(Listwise()))  # the listwise answer format
         best = None
         for _ in range(repeats):
             _, wall, stats = run(Engine(backend, Listwise(tokenizer=tok, passage_budget=budget), batch_size=64),

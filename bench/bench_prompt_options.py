@@ -55,7 +55,7 @@ class Recording(BackendBase):
     name = "oracle"
 
     def __init__(self, qrels) -> None:
-        self.inner = OracleBackend(qrels)
+        self.inner = OracleBackend(qrels).answer_format(Listwise())
         self.prompts: list[Prompt] = []
 
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:

@@ -33,9 +33,9 @@ from rearank.backends.base import STOP, Generation, Prompt
 from rearank.backends.oracle import OracleBackend
 from rearank.data import packs
 from rearank.engine import Engine
+from rearank.measures.ir import evaluate
 from rearank.methods import Listwise
 from rearank.methods.listwise.answer import format_answer
-from rearank.measures.ir import evaluate
 from rearank.run.stats import RunStats
 from rearank.testing.fake_server import ServiceModel, start
 from rearank.types import Request, Result

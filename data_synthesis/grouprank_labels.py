@@ -28,11 +28,11 @@ from rearank.backends.base import Backend, Prompt, SamplingSettings
 from rearank.errors import RearankError
 from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
 from rearank.io.outputs import reads
+from rearank.measures.ndcg import ndcg_at_k
 from rearank.methods.groupwise.labels import fused_labels, parse_point_score, point_rationale, top_hybrid
 from rearank.methods.groupwise.parser import format_scores, label_scores
 from rearank.methods.groupwise.prompt import build_group_messages
 from rearank.methods.listwise.answer import ideal_answer, parse_answer
-from rearank.measures.ndcg import ndcg_at_k
 from rearank.prompts import build_messages
 from rearank.types import Candidate, Request
 

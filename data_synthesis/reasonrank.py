@@ -34,9 +34,9 @@ from rearank.backends.base import Backend, Prompt, SamplingSettings
 from rearank.errors import FormatError, RearankError
 from rearank.io.files import iter_json_lines
 from rearank.io.outputs import reads
+from rearank.measures.ndcg import ndcg_at_k
 from rearank.methods.listwise.answer import format_answer, parse_answer
 from rearank.methods.listwise.reasonrank import Truth, ranking_parts, truth_record
-from rearank.measures.ndcg import ndcg_at_k
 from rearank.prompts import as_budget, build_messages, with_reasoning
 from rearank.types import Candidate, Request
 

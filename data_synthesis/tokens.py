@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rearank.backends.models import resolve_model
 from rearank.errors import RearankError
-from rearank.models import resolve_model
 from rearank.prompts import PromptTemplate
 
 #: ``--tokenizer`` value that turns token counting off (a token budget then cuts passages by whitespace words).

@@ -64,7 +64,7 @@ BATCH, CONCURRENT = "batch", "concurrent"
 #: A concurrent backend's ``concurrency`` that lets the engine find the number of requests in flight itself.
 AUTO = "auto"
 #: How ``--engine ray`` runs a backend (:attr:`BackendBase.RAY`): Ray Data ``map_batches`` over an actor pool, each
-#: actor building the backend once; or Ray Data LLM's vLLM engine replicas (:mod:`rearank.engine.ray`).
+#: actor building the backend once; or Ray Data LLM's vLLM engine replicas (:mod:`rearank.backends.ray`).
 RAY_ACTORS, RAY_DATA_LLM = "actor pool", "Ray Data LLM"
 
 

@@ -3,7 +3,8 @@
 ``POST /v1/chat/completions`` (non-streaming; ``n`` completions a request) and ``GET /v1/models``, one request
 at a time. It exists to test the ``openai`` backend end to end and to serve a local model to OpenAI clients; for
 throughput use ``vllm serve`` or SGLang. Binds to 127.0.0.1 unless told otherwise. ``rearank serve``
-(:mod:`rearank.server`) answers the same route through :func:`chat_completion`, beside its rerank routes.
+(:mod:`rearank.server`) answers the same route through :func:`chat_completion` with its engine's
+:meth:`~rearank.engine.Engine.call`, beside its rerank routes.
 
     python -m rearank.backends.chat_server --backend hf --model embedded --port 8000
 """
@@ -16,14 +17,17 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from rearank.backends.base import Backend, Prompt, SamplingSettings
+from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
 
 #: Most completions one request may ask for (``n``); each copy is generated as its own prompt in one batch.
 MAX_N = 64
+#: What answers a request: prompts and sampling settings -> one generation per prompt, in order.
+Generate = Callable[[Sequence[Prompt], SamplingSettings], list[Generation]]
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -37,6 +41,11 @@ class ChatServer(ThreadingHTTPServer):
         self.backend = backend
         self.model_name = model_name
         self.lock = threading.Lock()
+
+    def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
+        """Generate with the backend, one request at a time."""
+        with self.lock:
+            return self.backend.generate(prompts, settings)
 
     @property
     def base_url(self) -> str:
@@ -83,14 +92,12 @@ class _Handler(JsonHandler):
         except ValueError as err:
             self._send(400, error_body(f"bad request: {err}"))
             return
-        self._send(*chat_completion(self.server.backend, self.server.model_name, body, self.server.lock))
+        self._send(*chat_completion(self.server.generate, self.server.model_name, body))
 
 
-def chat_completion(backend: Backend, model_name: str, body: Any, lock: threading.Lock) -> tuple[int, dict[str, Any]]:
-    """Answer one chat-completions request body: the HTTP status and the JSON payload (shared with ``rearank serve``).
-
-    ``lock`` serializes generation with the backend's other users.
-    """
+def chat_completion(generate: Generate, model_name: str, body: Any) -> tuple[int, dict[str, Any]]:
+    """Answer one chat-completions request body with ``generate``: the HTTP status and the JSON payload (shared
+    with ``rearank serve``)."""
     try:
         if not isinstance(body, dict):
             raise TypeError("the body must be a JSON object")
@@ -102,8 +109,7 @@ def chat_completion(backend: Backend, model_name: str, body: Any, lock: threadin
     n = body.get("n", 1)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
         return 400, error_body(f"bad request: 'n' must be an integer in [1, {MAX_N}]")
-    with lock:
-        generations = backend.generate([prompt] * n, settings)
+    generations = generate([prompt] * n, settings)
     if any(g.finish_reason == "error" for g in generations):
         return 500, error_body("generation failed")
     choices = [(g.text, g.finish_reason) for g in generations]

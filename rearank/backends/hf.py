@@ -17,9 +17,9 @@ from rearank.backends.base import (
     thinking_kwargs,
 )
 from rearank.backends.constrain import Decoding, build_vocabulary, check_constrain, think_outcome
+from rearank.backends.models import is_embedded, resolve_model
 from rearank.backends.options import Option
 from rearank.errors import RearankError
-from rearank.models import is_embedded, resolve_model
 
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 
@@ -27,7 +27,7 @@ _DTYPES = ("auto", "float32", "bfloat16", "float16")
 class HFBackend(BackendBase):
     """Generate with a transformers causal LM (default: the embedded SmolLM2-135M-Instruct).
 
-    ``model``: hub id, local folder, ``.gguf`` file, or an embedded name (see :mod:`rearank.models`).
+    ``model``: hub id, local folder, ``.gguf`` file, or an embedded name (see :mod:`rearank.backends.models`).
     ``device``: ``cpu``/``cuda``/``cuda:1``…; default ``cuda`` when available. ``dtype``: default
     float32 on CPU, ``auto`` elsewhere (bfloat16 when the GPU supports it, else float16).
     ``batch_size`` prompts go through one ``generate`` call; prompts are grouped by length first

@@ -1,25 +1,20 @@
 """An oracle backend that answers each window from the relevance judgments: the upper bound of a method.
 
 It needs no model: it reads ``Prompt.qid`` and ``Prompt.docids`` and writes the ideal answer in the format of
-the method it serves (:meth:`OracleBackend.answer_format`; by default the listwise reasoning format,
-``<think>…</think><answer>[i] > [j] > …</answer>``), so the whole path (parse, apply, traces, run files) runs
-exactly as with an LLM. Token counts are whitespace words of the messages and of the answer, since the oracle
-has no tokenizer.
+the method it serves, which binds it (:meth:`OracleBackend.answer_format`; the engine does), so the whole path
+(parse, apply, traces, run files) runs exactly as with an LLM. Token counts are whitespace words of the messages
+and of the answer, since the oracle has no tokenizer.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rearank.backends.base import STOP, BackendBase, Generation, Prompt, SamplingSettings
-from rearank.methods.listwise.answer import ideal_answer
-
-
-def _listwise(labels: Sequence[int], top_grade: int) -> str:
-    return ideal_answer(labels)
+from rearank.errors import RearankError
 
 
 class OracleBackend(BackendBase):
@@ -35,7 +30,8 @@ class OracleBackend(BackendBase):
 
     def __init__(self, qrels: Mapping[str, Mapping[str, int]]) -> None:
         self.qrels = qrels
-        self.answer = _listwise  # (graded labels in presented order, top grade) -> completion
+        #: (graded labels in presented order, top grade) -> completion: the bound method's ``answer_text``
+        self.answer: Callable[[Sequence[int], int], str] | None = None
         self.top_grade = max((g for judged in qrels.values() for g in judged.values()), default=1) or 1
 
     def answer_format(self, method: Any) -> OracleBackend:
@@ -45,7 +41,10 @@ class OracleBackend(BackendBase):
         return bound
 
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
-        """Answer every prompt with the judged order of its passages."""
+        """Answer every prompt with the judged order of its passages, in the bound method's format."""
+        if self.answer is None:
+            raise RearankError("the oracle backend answers in a method's format: bind it first with "
+                               "backend.answer_format(method) (the engine and Reranker do)")
         return [self._answer(prompt) for prompt in prompts]
 
     def _answer(self, prompt: Prompt) -> Generation:

@@ -1,5 +1,6 @@
-"""Backend names -> classes: rearank's own, named here, and those other packages register under the entry-point
-group ``rearank.backends`` (:mod:`rearank.plugins`). Backend modules (and torch, vllm, httpx) load on use."""
+"""Backend names -> classes: rearank's own, each a module of this package named here, and those other packages
+register under the entry-point group ``rearank.backends`` (:mod:`rearank.plugins`). Backend modules (and torch,
+vllm, httpx) load on use."""
 
 from __future__ import annotations
 
@@ -15,21 +16,20 @@ from rearank.plugins import Registry
 
 
 def _lazy(module: str, name: str) -> Callable[[], type]:
-    return lambda: getattr(importlib.import_module(module), name)
+    """Class ``name`` of the module ``rearank.backends.<module>``, imported on first use."""
+    return lambda: getattr(importlib.import_module(f"{__package__}.{module}"), name)
 
 
 #: name -> backend class. Every backend takes ``model`` first, unless its class sets ``TAKES_MODEL = False``
 #: (the oracle, which takes ``qrels``).
 BACKENDS = Registry("rearank.backends", "backend", {
-    "hf": _lazy("rearank.backends.hf", "HFBackend"),
-    "vllm": _lazy("rearank.backends.vllm", "VLLMBackend"),
-    "vllm-async": _lazy("rearank.backends.vllm_async", "VLLMAsyncBackend"),
-    "openai": _lazy("rearank.backends.openai", "OpenAIBackend"),
-    "oracle": _lazy("rearank.backends.oracle", "OracleBackend"),
-    # a pointwise scorer (RRPO's policy, a cross-encoder), defined beside its method
-    "scorer": _lazy("rearank.methods.pointwise.backend", "ScorerBackend"),
-    # a RAG reader, defined with the RAG pieces it answers by (named here, imported only on use)
-    "qa-oracle": _lazy("rearank.rag.qa_oracle", "QAOracleBackend"),
+    "hf": _lazy("hf", "HFBackend"),
+    "vllm": _lazy("vllm", "VLLMBackend"),
+    "vllm-async": _lazy("vllm_async", "VLLMAsyncBackend"),
+    "openai": _lazy("openai", "OpenAIBackend"),
+    "oracle": _lazy("oracle", "OracleBackend"),
+    "scorer": _lazy("scorer", "ScorerBackend"),
+    "qa-oracle": _lazy("qa_oracle", "QAOracleBackend"),
 })
 #: Backends that answer questions (RAG readers) and do not rerank.
 READERS = ("qa-oracle",)

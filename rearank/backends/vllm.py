@@ -30,9 +30,9 @@ from rearank.backends.constrain import (
     request_args,
     think_outcome,
 )
+from rearank.backends.models import is_embedded, resolve_model
 from rearank.backends.options import Option
 from rearank.errors import RearankError
-from rearank.models import is_embedded, resolve_model
 
 
 def import_vllm() -> Any:

@@ -160,7 +160,7 @@ def check_data() -> Check:
 
 
 def check_model() -> Check:
-    from rearank import models
+    from rearank.backends import models
     from rearank.errors import RearankError
 
     try:

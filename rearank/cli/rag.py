@@ -178,7 +178,7 @@ def _register_rrpo_train(sub: argparse._SubParsersAction) -> None:
 def _make_reader(name: str, model: str | None, options: dict[str, Any], template: str, max_new_tokens: int,
                  batch_size: int, cache_path: Path | None) -> Any:
     from rearank.backends.base import SamplingSettings
-    from rearank.rag.cache import ResponseCache
+    from rearank.backends.cache import ResponseCache
     from rearank.rag.readers import make_reader
 
     if name in ("oracle", "noisy-oracle"):
@@ -252,7 +252,7 @@ def evaluate(config: RagConfig) -> int:
                           config.max_new_tokens, config.batch_size, config.reader_cache_path)
     judge = None
     if config.judge:
-        from rearank.rag.cache import ResponseCache
+        from rearank.backends.cache import ResponseCache
         from rearank.rag.judge import make_judge
 
         judge = make_judge(config.judge, config.judge_backend,

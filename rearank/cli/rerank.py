@@ -138,10 +138,10 @@ def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int
 def _ray_engine(config: RunConfig, qrels: dict[str, dict[str, int]] | None, output: Path, record: dict[str, Any],
                 resume: bool, progress: bool) -> Engine:
     """The one loop on a Ray cluster: each round of windows one Ray Dataset, journaled beside ``output``."""
+    from rearank.backends.ray import ROUND, RayBackend
     from rearank.engine.journal import Journal
-    from rearank.engine.ray import ROUND, RayBackend
 
-    ray = RayBackend(config.backend, config.model, config.backend_kwargs(qrels), config.sampling, method=config.method,
+    ray = RayBackend(config.backend, config.model, config.backend_kwargs(qrels), config.sampling,
                      batch_size=config.batch_size, progress=progress)
     journal = Journal(output.with_name(output.name + ".rounds.jsonl"), resume_settings(record), resume=resume)
     return Engine(ray, config.ranking_method, config.sampling, batch_size=ROUND, journal=journal)

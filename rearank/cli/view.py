@@ -11,7 +11,7 @@ from typing import Any
 from rearank.errors import MissingDataError, RearankError
 from rearank.io.outputs import check_outputs, reads, writes
 
-#: File names inside a ``rearank benchmark`` dataset folder (see eval.results; not imported: rearank never imports eval).
+#: File names inside a ``rearank benchmark`` dataset folder (see benchmark.results; not imported: rearank never imports eval).
 BENCHMARK_RUN, BENCHMARK_TRACES, BENCHMARK_STATS = "run.trec", "traces.jsonl", "stats.json"
 
 

@@ -20,19 +20,25 @@ With a deterministic backend both schedules give the same results and traces: a 
 the answers, never on their order (listwise has one window of a query out at a time, or with ``tdpart`` applies
 a round's windows in window order once all are answered; groupwise sums in group order).
 
+Every backend call goes through the engine: it counts the calls (:class:`EngineCounts`) and, on a batch backend,
+holds :attr:`Engine.lock` during each, so a caller sharing the backend outside the schedule (the server's chat
+route, :meth:`Engine.call`) generates between the engine's own calls.
+
 A :class:`rearank.engine.journal.Journal` makes a run resumable window by window: every answer is appended as
 it arrives, an answer already in the journal is replayed instead of sent, and the journal is deleted when the
 run completes. A backend that hands a batch's answers back as they come (``stream``, e.g. Ray,
-:mod:`rearank.engine.ray`) has each one journaled as it arrives, so a kill mid-batch loses none of them.
+:mod:`rearank.backends.ray`) has each one journaled as it arrives, so a kill mid-batch loses none of them.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -67,12 +73,15 @@ class _Query:
 
 @dataclass
 class EngineCounts:
-    """For the progress bar and benchmarks: windows answered, completion tokens, in-flight limits used (auto).
-    The run's statistics are :class:`rearank.run.stats.RunStats`, counted from the traces."""
+    """For the progress bar, benchmarks and the server's ``/health``: windows answered, completion tokens, in-flight
+    limits used (auto), backend calls made and the most prompts in one. The run's statistics are
+    :class:`rearank.run.stats.RunStats`, counted from the traces."""
 
     windows: int = 0
     completion_tokens: int = 0
     limits: list[int] = field(default_factory=list)
+    calls: int = 0
+    largest_call: int = 0
 
     def add(self, generation: Generation) -> None:
         self.windows += 1
@@ -87,7 +96,7 @@ class Engine:
     ``batch_size`` even on a server), True forces windows in flight. ``concurrency``: tasks in flight, a number
     or ``"auto"`` (default: the backend's own ``concurrency``, else ``"auto"``). ``journal``: where answers are
     kept for resume (see the module docstring). The method gets the backend's tokenizer when it has none, and the
-    backend answers in the method's format (the oracles).
+    backend answers in the method's format (the oracles). :attr:`lock` is held during each call of a batch backend.
     """
 
     def __init__(self, backend: Backend, method: Method | None = None, settings: SamplingSettings | None = None, *,
@@ -106,6 +115,9 @@ class Engine:
         self.concurrency = parse_concurrency(concurrency if concurrency is not None else own)
         self.counts = EngineCounts()
         self.journal = journal
+        self.lock = threading.Lock()
+        self._serial = calls == BATCH  # a batch backend takes one call at a time
+        self._counting = threading.Lock()
 
     @property
     def method(self) -> Method:
@@ -133,6 +145,24 @@ class Engine:
         finally:
             bar.close()
         return [g for g in out if g is not None]
+
+    def call(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
+        """One backend call with ``settings``, outside the schedule (the server's chat route): counted, and on a
+        batch backend made between the engine's own calls."""
+        with self._calling(len(prompts)):
+            return self._checked(self.backend.generate(prompts, settings), len(prompts))
+
+    @contextmanager
+    def _calling(self, n: int) -> Iterator[None]:
+        """Count one backend call of ``n`` prompts; on a batch backend, hold :attr:`lock` while it runs."""
+        with self._counting:
+            self.counts.calls += 1
+            self.counts.largest_call = max(self.counts.largest_call, n)
+        if not self._serial:
+            yield
+            return
+        with self.lock:
+            yield
 
     def rerank(self, requests: Sequence[Request], on_result: Callable[[Result], None] | None = None,
                progress: bool = True) -> list[Result]:
@@ -307,13 +337,14 @@ class Engine:
             return out  # type: ignore[return-value]
         prompts = [tasks[i].prompt for i in todo]
         stream = getattr(self.backend, "stream", None)
-        answers = (stream(prompts, self.settings) if stream is not None
-                   else enumerate(self._checked(self.backend.generate(prompts, self.settings), len(prompts))))
-        for row, generation in answers:
-            task = tasks[todo[row]]
-            out[todo[row]] = generation
-            if self.journal is not None:
-                self.journal.add(task.prompt.qid, task.index, generation)
+        with self._calling(len(prompts)):
+            answers = (stream(prompts, self.settings) if stream is not None
+                       else enumerate(self._checked(self.backend.generate(prompts, self.settings), len(prompts))))
+            for row, generation in answers:
+                task = tasks[todo[row]]
+                out[todo[row]] = generation
+                if self.journal is not None:
+                    self.journal.add(task.prompt.qid, task.index, generation)
         missing = [tasks[i] for i in todo if out[i] is None]
         if missing:
             raise RearankError(f"backend {self.backend.name!r} returned nothing for {len(missing)} windows (first: "

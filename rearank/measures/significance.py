@@ -1,6 +1,6 @@
 """Paired significance tests on per-query (or per-question) scores: paired t-test and sign-flip randomization.
 
-Shared by ``eval.compare`` (per-query nDCG of two suites) and ``rearank rag compare`` (per-question EM/F1).
+Shared by ``benchmark.compare`` (per-query nDCG of two suites) and ``rearank rag compare`` (per-question EM/F1).
 """
 
 from __future__ import annotations

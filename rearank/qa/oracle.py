@@ -1,5 +1,5 @@
 """The one answering rule of rearank's QA oracles: the ``oracle`` / ``noisy-oracle`` readers
-(:mod:`rearank.rag.readers`) and the served ``qa-oracle`` backend (:mod:`rearank.rag.qa_oracle`) both call
+(:mod:`rearank.rag.readers`) and the served ``qa-oracle`` backend (:mod:`rearank.backends.qa_oracle`) both call
 :func:`oracle_answer`, so a reader in ``rag eval`` and a reader behind ``python -m rearank.backends.chat_server``
 cannot drift.
 

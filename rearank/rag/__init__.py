@@ -14,7 +14,7 @@
 - the resumable logs (``rag eval`` items, the BAR-RAG filter log, the response cache) are read and appended by
   :mod:`rearank.io.jsonl_log`, the one reader of such logs
 - :mod:`rearank.qa.truth`: ground-truth decoding shared by the BAR-RAG and ARENA rewards
-- :mod:`rearank.rag.cache`: the greedy response cache keyed by (model, prompt, sampling)
+- readers and the judge cache greedy responses by (model, prompt, sampling): :mod:`rearank.backends.cache`
 - :mod:`rearank.rag.selectors`: ``none``, ``oracle``, ``bm25``, ``listwise:M``, ``pointwise:M``, ``barrag:M`` behind a registry
 - :mod:`rearank.rag.evaluate`: ``rag eval`` (per-item JSONL, metrics, table, resume) and paired comparison
 - :mod:`rearank.rag.config`: ``rag eval``'s typed settings (:class:`~rearank.rag.config.RagConfig`) and open

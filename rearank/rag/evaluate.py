@@ -23,13 +23,13 @@ from tqdm import tqdm
 from rearank.errors import RearankError
 from rearank.io.files import atomic_write
 from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
+from rearank.measures.answers import answer_recall, exact_match, hit, support_recall, token_f1
+from rearank.measures.significance import paired_t_p, randomization_p
 from rearank.rag.arena.evaluate import arena_passages, score_arena
 from rearank.rag.arena.figures import TABLE3 as ARENA_TABLE3
 from rearank.rag.barrag.figures import TABLE1_AVG_EM_QWEN25_7B as BARRAG_TABLE1
-from rearank.measures.answers import answer_recall, exact_match, hit, support_recall, token_f1
 from rearank.rag.readers import Reader, ReaderOutput, answer_format
 from rearank.rag.selectors import Selector
-from rearank.measures.significance import paired_t_p, randomization_p
 from rearank.types import Passage, QAItem
 
 MEASURES = ("em", "f1", "hit", "answer_recall", "support_recall", "support_all")

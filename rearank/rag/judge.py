@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rearank.backends.base import Prompt, SamplingSettings
-from rearank.rag.cache import CachedBackend, ResponseCache
+from rearank.backends.cache import CachedBackend, ResponseCache
 from rearank.prompts.qa_files import load_prompt_file
 from rearank.rag.readers import complete
 

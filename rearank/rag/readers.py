@@ -4,7 +4,7 @@
   (``plain``, one user turn with numbered passages; ``rrpo``, RRPO's layout: a system turn, a one-shot example,
   one user turn per passage, then the question; ``barrag`` and ``arena``, the BAR-RAG and ARENA generator prompts,
   whose answers are read by their own parsers) or the path of a YAML prompt file (:mod:`rearank.prompts.qa_files`),
-  sends the prompts of many questions per backend call, and caches greedy responses (:mod:`rearank.rag.cache`), so
+  sends the prompts of many questions per backend call, and caches greedy responses (:mod:`rearank.backends.cache`), so
   a temperature-0 answer is never generated twice.
 - :class:`OracleReader` answers the first gold answer when its context holds the evidence (a supporting or
   ``has_answer`` passage; ``require="all"``: every supporting passage; ``require="share"``: right with
@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
+from rearank.backends.cache import CachedBackend, ResponseCache
 from rearank.engine import Engine
 from rearank.errors import RearankError
 from rearank.prompts import truncate_texts
 from rearank.prompts.builder import numbered
-from rearank.prompts.registry import RAG, names
-from rearank.rag.cache import CachedBackend, ResponseCache
-from rearank.qa.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
 from rearank.prompts.qa_files import load_prompt_file
+from rearank.prompts.registry import RAG, names
+from rearank.qa.oracle import REQUIRES, WRONG_ANSWER, coin, oracle_answer
 from rearank.types import Message, Passage, QAItem
 
 #: Short answers: enough for an entity, a date or yes/no.

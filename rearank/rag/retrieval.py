@@ -32,8 +32,8 @@ from rearank.errors import MissingDataError, RearankError
 from rearank.io.files import PathLike
 from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
 from rearank.io.trec import trec_order
-from rearank.rag.corpus import norm_text, passage_key, with_passages
 from rearank.measures.answers import has_answer
+from rearank.rag.corpus import norm_text, passage_key, with_passages
 from rearank.types import Passage, QAItem, Run
 
 log = logging.getLogger("rearank.rag.retrieval")

@@ -15,10 +15,10 @@ from typing import Any
 
 from rearank.backends import registry
 from rearank.backends.base import Backend, SamplingSettings
+from rearank.backends.models import is_embedded
 from rearank.engine import Engine, check_batch_size
 from rearank.errors import RearankError
 from rearank.methods import METHODS, Method, method_options, option_default
-from rearank.models import is_embedded
 
 #: Generation budget: enough for a 7B reasoning reranker's analysis of 20 passages.
 DEFAULT_MAX_NEW_TOKENS = 2048

@@ -321,14 +321,14 @@ def create_app(service: RerankService) -> FastAPI:
                 "rearank": ext}
 
     async def chat(request: Request) -> JSONResponse:
-        """Chat completions (non-streaming), generated with the reranker's backend between its calls."""
+        """Chat completions (non-streaming), generated through the reranker's engine between its own calls."""
         raw = await service.body(request)
         try:
             body = json.loads(raw)
         except ValueError as err:
             raise ServerError(400, f"bad request: {err}", "invalid_request") from None
-        status, payload = await run_in_threadpool(chat_completion, service.reranker.backend, service.model_name,
-                                                  body, service.feed.lock)
+        status, payload = await run_in_threadpool(chat_completion, service.reranker.engine.call, service.model_name,
+                                                  body)
         return JSONResponse(payload, status)
 
     async def models(_request: Request) -> dict[str, Any]:

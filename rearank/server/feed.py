@@ -5,7 +5,8 @@ as soon as a window in flight returns), so the windows of a small request share 
 large one already being ranked, and the small one is answered when its own windows are done, not when the
 whole batch of requests it came with is. The queue counts queries waiting and running; past ``capacity`` a
 submission is refused with :class:`Overloaded` (HTTP 429). When the backend raises, every unfinished request is
-answered with the error (the caller keeps the input order and says so), and the engine starts again.
+answered with the error (the caller keeps the input order and says so), and the engine starts again. The feed only
+feeds the engine: the engine makes, counts and (on a batch backend) serialises every backend call.
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from rearank.api import Ranking, ranking_of
-from rearank.backends.base import BATCH, Generation, Prompt, SamplingSettings
 from rearank.engine import Engine
 from rearank.errors import RearankError
 from rearank.types import Request, Result
@@ -47,40 +46,17 @@ class _Job:
     arrived: float
 
 
-class _Counted:
-    """The engine's backend, counting calls and the largest one, and holding ``lock`` during each call of a
-    batch backend (so the chat route, which shares the backend, generates between calls)."""
-
-    def __init__(self, backend: Any, lock: threading.Lock) -> None:
-        self._backend, self._lock = backend, lock
-        self.call_count = self.largest_call = 0
-
-    def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
-        self.call_count += 1
-        self.largest_call = max(self.largest_call, len(prompts))
-        if self._backend.calls != BATCH:
-            return self._backend.generate(prompts, settings)
-        with self._lock:
-            return self._backend.generate(prompts, settings)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._backend, name)
-
-
 class Feed:
     """The worker thread running ``engine`` over the queue of submitted requests.
 
-    ``lock`` is held during each backend call of a batch backend. :attr:`calls` counts backend calls and
-    :attr:`largest_call` their most prompts (for tests and ``/health``).
+    :attr:`calls` counts the engine's backend calls and :attr:`largest_call` their most prompts (for tests and
+    ``/health``).
     """
 
-    def __init__(self, engine: Engine, *, capacity: int = 256, lock: threading.Lock | None = None) -> None:
+    def __init__(self, engine: Engine, *, capacity: int = 256) -> None:
         if capacity < 1:
             raise RearankError(f"capacity must be at least 1, got {capacity}")
         self.engine, self.capacity = engine, capacity
-        self.lock = lock or threading.Lock()
-        self._backend = _Counted(engine.backend, self.lock)
-        engine.backend = self._backend  # type: ignore[assignment]
         self._waiting: deque[_Job] = deque()
         self._running: dict[str, _Job] = {}
         self._query_s = 1.0
@@ -95,13 +71,13 @@ class Feed:
 
     @property
     def calls(self) -> int:
-        """Backend calls made."""
-        return self._backend.call_count
+        """Backend calls the engine made."""
+        return self.engine.counts.calls
 
     @property
     def largest_call(self) -> int:
         """The most prompts in one backend call."""
-        return self._backend.largest_call
+        return self.engine.counts.largest_call
 
     def start(self) -> None:
         """Start the worker thread."""

@@ -319,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=4, help="prompts to score through verl's reward loop (4)")
     args = parser.parse_args(argv)
 
-    from rearank.models import embedded_model_path
+    from rearank.backends.models import embedded_model_path
 
     started = time.perf_counter()
     try:

@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=3, help="prompts per recipe scored through verl (3)")
     args = parser.parse_args(argv)
-    from rearank.models import embedded_model_path
+    from rearank.backends.models import embedded_model_path
 
     started = time.perf_counter()
     try:

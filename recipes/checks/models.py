@@ -35,7 +35,7 @@ def embedded_policy(seed: int = 0) -> tuple[Any, Any]:
     """The embedded SmolLM2-135M-Instruct to train with TRL (torch seeded first) and its left-padding tokenizer."""
     import torch
 
-    from rearank.models import embedded_model_path
+    from rearank.backends.models import embedded_model_path
 
     torch.manual_seed(seed)
     folder = embedded_model_path()
@@ -45,7 +45,7 @@ def embedded_policy(seed: int = 0) -> tuple[Any, Any]:
 def tiny_base(cache: Path | None = None) -> Path:
     """A randomly initialised model of SmolLM2-135M-Instruct's architecture (:data:`TINY_SIZE`, 3.2M parameters)
     with its tokenizer and chat template, made once (seeded) in ``<cache>/models``."""
-    from rearank.models import embedded_model_path
+    from rearank.backends.models import embedded_model_path
 
     target = (cache or cache_root()) / "models" / TINY_FOLDER
     if (target / "config.json").is_file():
@@ -71,7 +71,7 @@ def model_path(model: str) -> Path | None:
     if model == "tiny":
         return None
     if model == "smollm2":
-        from rearank.models import embedded_model_path
+        from rearank.backends.models import embedded_model_path
 
         return embedded_model_path()
     path = Path(model).resolve()

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from eval import analyses, compare
-from eval import run as suite_run
-from eval.results import load_suite
+from benchmark import analyses, compare
+from benchmark import run as suite_run
+from benchmark.results import load_suite
 from rearank.backends import registry
 from rearank.backends.oracle import OracleBackend
 from rearank.cli import main as rearank_main

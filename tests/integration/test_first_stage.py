@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from eval import run as suite_run
+from benchmark import run as suite_run
 from rearank.data.packs import load_qrels
 from rearank.io.trec import read_run
 from rearank.measures.ir import evaluate

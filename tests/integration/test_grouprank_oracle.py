@@ -11,10 +11,10 @@ from rearank.backends.oracle import OracleBackend
 from rearank.cli import main
 from rearank.data.packs import load_qrels, load_requests
 from rearank.io.trec import read_run
+from rearank.measures.ir import evaluate
 from rearank.methods import Groupwise
 from rearank.methods.groupwise.parser import format_scores
 from rearank.methods.groupwise.reward import compute_score
-from rearank.measures.ir import evaluate
 from rearank.run.stats import RunStats
 from tests.engines import groupwise
 

@@ -17,8 +17,8 @@ from transformers import AutoTokenizer
 from verl import DataProto
 
 import rearank.methods.groupwise.reward as group_reward
+from rearank.backends.models import embedded_model_path
 from rearank.methods.groupwise.parser import format_scores, label_scores
-from rearank.models import embedded_model_path
 from recipes.checks.check import compose_recipe, score_with_verl
 
 LABELS = [2, 0, 3, 0, 1, 0]

@@ -5,9 +5,11 @@ import pytest
 from rearank.backends.base import Prompt, SamplingSettings
 from rearank.backends.oracle import OracleBackend
 from rearank.data.packs import load_requests
+from rearank.errors import RearankError
 from rearank.io.trec import read_qrels
 from rearank.measures.ir import evaluate
 from rearank.measures.ndcg import ideal_dcg_at_k, ndcg_at_k
+from rearank.methods.listwise.method import Listwise
 from rearank.run.files import ranked_pairs
 from tests.engines import listwise
 
@@ -35,6 +37,12 @@ def test_oracle_reaches_the_ideal_ndcg10_of_every_candidate_set(dl19):
 def test_oracle_answer_is_well_formed_and_keeps_ties_in_order():
     qrels = {"q": {"a": 2, "c": 1, "d": 2}}
     prompt = Prompt(messages=({"role": "user", "content": "x"},), qid="q", docids=("a", "b", "c", "d", "e"))
-    (gen,) = OracleBackend(qrels).generate([prompt], SamplingSettings())
+    (gen,) = OracleBackend(qrels).answer_format(Listwise()).generate([prompt], SamplingSettings())
     assert gen.text.startswith("<think>") and gen.text.endswith("<answer>[1] > [4] > [3] > [2] > [5]</answer>")
     assert gen.finish_reason == "stop"
+
+
+def test_an_oracle_bound_to_no_method_says_to_bind_it():
+    prompt = Prompt(messages=({"role": "user", "content": "x"},), qid="q", docids=("a", "b"))
+    with pytest.raises(RearankError, match=r"bind it first with backend\.answer_format\(method\)"):
+        OracleBackend({"q": {"a": 1}}).generate([prompt], SamplingSettings())

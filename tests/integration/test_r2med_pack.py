@@ -50,10 +50,10 @@ def test_r2med_fetch_builds_a_pack_from_an_hf_layout_dataset(tmp_path):
 def test_r2med_suite_and_the_papers_figures_name_registered_packs():
     from importlib import resources
 
-    from eval.suites import expand
+    from benchmark.suites import expand
 
     assert expand("r2med") == [n for n in REGISTRY if n.startswith("r2med-")]
-    figures = json.loads(resources.files("eval").joinpath("paper_figures_grouprank.json").read_text())
+    figures = json.loads(resources.files("benchmark").joinpath("paper_figures_grouprank.json").read_text())
     for table in figures["tables"].values():
         assert all(c in REGISTRY for c in table["columns"] if not c.startswith(("avg", "bright-avg")))
         for row in table["rows"].values():

@@ -16,8 +16,8 @@ from ir_datasets.util import LocalDownload
 from rearank.cli import main
 from rearank.errors import RearankError
 from rearank.io.qa import load_qa
-from rearank.rag import qa_export
 from rearank.measures.answers import has_answer
+from rearank.rag import qa_export
 from tests.conftest import require_pack
 
 QUESTIONS = 12

@@ -14,10 +14,10 @@ require("hydra", "hydra-core comes with verl")
 
 from transformers import AutoTokenizer
 
+from rearank.backends.models import embedded_model_path
 from rearank.io.qa import load_qa
 from rearank.methods.barrag.prompt import selector_messages
 from rearank.methods.barrag.reward import compute_selector_score
-from rearank.models import embedded_model_path
 from recipes.checks.check import completion_batch, compose_recipe, score_with_verl
 from recipes.checks.check_rag import run_checks
 from recipes.checks.completions import arena, generator, selector

@@ -10,12 +10,12 @@ import pytest
 from data_synthesis.qa_rows import QARowsConfig, first_stage, qa_rows
 from rearank.backends.base import Generation, Prompt, SamplingSettings
 from rearank.backends.chat_server import ChatServer
+from rearank.backends.qa_oracle import WRONG_ANSWER, QAOracleBackend
 from rearank.cli import main as rearank_main
 from rearank.io.qa import load_qa
 from rearank.methods.barrag.prompt import generator_messages
 from rearank.methods.barrag.reader import ReaderError, sample_reader
 from rearank.rag.barrag.train_filter import LOG, FilterSettings, run_filter
-from rearank.rag.qa_oracle import WRONG_ANSWER, QAOracleBackend
 from rearank.types import Passage, QAItem
 from tests.conftest import require_pack
 

@@ -4,17 +4,17 @@ The oracle goes through a Ray Data ``map_batches`` actor pool; the vLLM path is 
 Ray Data LLM processor (vLLM itself is GPU-only here, so it is configured and fed rows, not run).
 """
 
+import copy
 import json
 
 import pytest
 import ray  # a dependency (rearank[train]): missing, the test must fail
 
+from rearank.backends import ray as ray_backend
 from rearank.backends.base import ERROR, BackendBase, Generation, Prompt, SamplingSettings
+from rearank.backends.ray import vllm_generation, vllm_processor
 from rearank.backends.registry import make_backend
 from rearank.cli import main
-from rearank.engine import ray as ray_engine
-from rearank.engine.ray import vllm_generation, vllm_processor
-from rearank.methods import METHODS
 
 
 @pytest.fixture(scope="module")
@@ -131,9 +131,14 @@ class InProcess(BackendBase):
 
     name, calls_made, stop_at = "ray", 0, None
 
-    def __init__(self, backend, model, options, settings, *, method="listwise", batch_size=32, progress=True):
-        self.backend = make_backend(backend, model, **options).answer_format(METHODS[method]())
+    def __init__(self, backend, model, options, settings, *, batch_size=32, progress=True):
+        self.backend = make_backend(backend, model, **options)
         self.settings = settings
+
+    def answer_format(self, method):
+        bound = copy.copy(self)
+        bound.backend = self.backend.answer_format(method)
+        return bound
 
     def stream(self, prompts, settings):
         InProcess.calls_made += 1
@@ -146,7 +151,7 @@ def test_an_interrupted_ray_run_resumes_by_round(dl19_env, tmp_path, monkeypatch
     args = ["rerank", "--dataset", "dl19", "--backend", "oracle", "--max-queries", "3", "--no-progress"]
     local = tmp_path / "local.trec"
     assert main([*args, "--output", str(local)]) == 0
-    monkeypatch.setattr(ray_engine, "RayBackend", InProcess)
+    monkeypatch.setattr(ray_backend, "RayBackend", InProcess)
     out, journal = tmp_path / "ray.trec", tmp_path / "ray.trec.rounds.jsonl"
     InProcess.calls_made, InProcess.stop_at = 0, 5  # rounds 1-4 of 9 done, then a kill
     assert main([*args, "--engine", "ray", "--output", str(out)]) == 130
@@ -178,12 +183,12 @@ def test_the_answer_grammar_and_think_outcome_cross_the_actor_boundary(monkeypat
             return [Generation(text="[1]", prompt_tokens=3, completion_tokens=1, finish_reason="stop",
                                latency_s=0.0, think_tokens=7, think_budget_hit=True) for _ in prompts]
 
-    monkeypatch.setattr(ray_engine, "make_backend", lambda *a, **k: Recording())
+    monkeypatch.setattr(ray_backend, "make_backend", lambda *a, **k: Recording())
     grammar = id_list_answer(3, reasoning=True, tags=True)
     prompts = [(0, Prompt(messages=({"role": "user", "content": "x"},), qid="q", docids=("a", "b", "c"),
                           answer=grammar)),
                (1, Prompt(messages=({"role": "user", "content": "y"},), qid="q", docids=("a",)))]
-    actor = ray_engine.BackendActor("hf", None, {}, SamplingSettings())
-    out = actor(pa.Table.from_pylist(ray_engine.prompt_rows(prompts)))
+    actor = ray_backend.BackendActor("hf", None, {}, SamplingSettings())
+    out = actor(pa.Table.from_pylist(ray_backend.prompt_rows(prompts)))
     assert [p.answer for p in seen] == [grammar, None]
     assert out["think_tokens"] == [7, 7] and out["think_budget_hit"] == [True, True]

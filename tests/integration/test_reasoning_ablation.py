@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from eval.ablation import parse_budgets, variants
+from benchmark.ablation import parse_budgets, variants
 from rearank.cli import main
 from rearank.errors import RearankError
 from tests.conftest import require_pack

@@ -23,7 +23,7 @@ def rl_data(tmp_path_factory):
 
 
 def test_recipe_checks_pass_end_to_end(rl_data):
-    from rearank.models import embedded_model_path
+    from rearank.backends.models import embedded_model_path
 
     lines = run_checks(rl_data, embedded_model_path(), n_rows=2)
     report = "\n".join(lines)

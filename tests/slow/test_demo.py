@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rearank.demo import main
+from rearank.cli.demo import main
 from rearank.methods.listwise.answer import parse_answer
 from tests.conftest import require
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from eval import run as suite_run
-from eval.results import load_suite
+from benchmark import run as suite_run
+from benchmark.results import load_suite
 from tests.unit.test_eval_report import parse_tables
 
 pytestmark = pytest.mark.slow

@@ -26,8 +26,8 @@ def backend():
 
 
 def test_embedded_model_is_a_cached_safetensors_folder(backend, monkeypatch):
-    from rearank import models
-    from rearank.models import embedded_model_path
+    from rearank.backends import models
+    from rearank.backends.models import embedded_model_path
 
     def no_conversion(*args):
         raise AssertionError("the cached folder should be used, not a new conversion")
@@ -88,8 +88,8 @@ def test_missing_local_model_is_a_clear_error(tmp_path):
 def test_thinking_switch_reaches_generation(tmp_path):
     """``-O enable_thinking=false`` on a chat template that has the switch changes the prompt the model reads;
     on one that has none (the embedded model's own), it is refused."""
+    from rearank.backends.models import embedded_model_path
     from rearank.backends.registry import make_backend
-    from rearank.models import embedded_model_path
     from tests.unit.test_thinking_switch import QWEN3_LIKE
 
     with pytest.raises(RearankError, match="has no thinking switch"):

@@ -38,7 +38,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
-from rearank.models import embedded_model_path
+from rearank.backends.models import embedded_model_path
 
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2])
 dist.init_process_group("gloo", rank=0, world_size=1)
@@ -62,8 +62,8 @@ def test_export_real_verl_fsdp_checkpoint(tmp_path):
     from transformers import AutoModelForCausalLM
 
     from rearank.backends.base import Prompt, SamplingSettings
+    from rearank.backends.models import embedded_model_path
     from rearank.backends.registry import make_backend
-    from rearank.models import embedded_model_path
     from recipes.checks.export import export
 
     run_dir = tmp_path / "checkpoints" / "rearank" / "smoke"

@@ -1,5 +1,6 @@
 """The layers of docs/architecture.md hold: no import runs from a lower layer to a higher one, and no cycle exists,
-even with every function-local import counted as if it were at the top of its module."""
+even with every function-local import counted as if it were at the top of its module; every backend class lives
+in ``rearank/backends/``."""
 
 from __future__ import annotations
 
@@ -7,27 +8,25 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("rearank", "eval", "data_synthesis", "recipes")
+#: The project's packages: ``rearank`` and every package beside it (the tests are no part of the house).
+PACKAGES = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name != "tests")
 
-#: Module prefix -> layer (longest prefix wins); see docs/architecture.md.
-LAYERS = {
-    "rearank.types": 1, "rearank.errors": 1, "rearank.cache": 1, "rearank.plugins": 1,
-    "rearank.io": 2, "rearank.data": 2,
-    "rearank.prompts": 3, "rearank.grammar": 3, "rearank.methods.listwise.answer": 3,
-    "rearank.methods.listwise.window": 3, "rearank.methods.listwise.reward": 3, "rearank.methods.groupwise.parser": 3,
-    "rearank.methods.groupwise.reward": 3, "rearank.methods.groupwise.oracle": 3, "rearank.methods.groupwise.labels": 3,
-    "rearank.methods.groupwise.presets": 3, "rearank.methods.groupwise.prompt": 3, "rearank.methods.groupwise.rbo": 3,
-    "rearank.measures": 3, "rearank.qa": 3, "rearank.rag.barrag.filtering": 3,
-    "rearank.methods.barrag.parser": 3, "rearank.methods.arena.parser": 3, "rearank.methods.barrag.prompt": 3,
-    "rearank.methods.arena.prompt": 3, "rearank.methods.arena.reward": 3, "rearank.methods.barrag.reward": 4,
-    "rearank.backends": 4, "rearank.models": 4, "rearank.methods": 4,
-    "rearank.engine": 5,
-    "rearank.run": 6, "rearank.flags": 6,
-    "rearank.api": 7, "rearank.server": 7, "rearank.backends.chat_server": 7,
-    "rearank.pyterrier": 7, "rearank.view": 7, "rearank.rag": 7, "rearank.testing": 7,
-    "rearank.support": 7,
-    "rearank.cli": 8, "rearank.demo": 8, "rearank.__main__": 8, "eval": 8, "data_synthesis": 8, "recipes": 8,
-}
+#: rearank's layers, bottom first (see docs/architecture.md): each entry is one of its folders or one of its few
+#: single-file root modules. A module may import from its own layer and the ones below. Every package outside
+#: rearank (benchmark suites, data synthesis, recipes) sits on top, beside the commands.
+LAYERS = (
+    ("base", ("types", "errors", "cache", "plugins")),
+    ("files and data", ("io", "data")),
+    ("below the methods", ("measures", "qa", "prompts", "grammar")),
+    ("backends", ("backends",)),
+    ("methods", ("methods",)),
+    ("engine", ("engine",)),
+    ("run", ("run", "flags")),
+    ("faces", ("api", "pyterrier", "server", "view", "rag", "support", "testing")),
+    ("commands", ("cli", "__main__")),
+)
+TOP = len(LAYERS)
+_LAYER_OF = {entry: number for number, (_, entries) in enumerate(LAYERS, 1) for entry in entries}
 
 
 def modules() -> dict[str, Path]:
@@ -40,8 +39,11 @@ def modules() -> dict[str, Path]:
 
 
 def layer(module: str) -> int | None:
-    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len, default=None)
-    return LAYERS[best] if best else None
+    """The layer of ``module``: its rearank entry's, the top for a package outside rearank, None if unlisted."""
+    top, _, rest = module.partition(".")
+    if top != "rearank":
+        return TOP
+    return _LAYER_OF.get(rest.partition(".")[0])
 
 
 def imports(path: Path, known: dict[str, Path]) -> list[tuple[str, int]]:
@@ -56,6 +58,12 @@ def imports(path: Path, known: dict[str, Path]) -> list[tuple[str, int]]:
         elif isinstance(node, ast.Import):
             out.extend((alias.name, node.lineno) for alias in node.names)
     return [(m, line) for m, line in out if m in known and m != "rearank"]
+
+
+def test_the_table_names_each_folder_or_root_module_of_rearank_once_in_at_most_25_entries():
+    entries = [entry for _, layer_entries in LAYERS for entry in layer_entries]
+    assert len(entries) == len(set(entries)) <= 25
+    assert [e for e in entries if not ((ROOT / "rearank" / e).is_dir() or (ROOT / "rearank" / f"{e}.py").is_file())] == []
 
 
 def test_every_project_module_has_a_layer():
@@ -89,3 +97,19 @@ def test_the_import_graph_has_no_cycle():
         if name not in state:
             visit(name, [name])
     assert cycles == []
+
+
+def _is_backend(node: ast.ClassDef) -> bool:
+    """A backend class: a ``BackendBase`` subclass, or a class with ``generate(self, prompts, settings)``."""
+    bases = {b.id if isinstance(b, ast.Name) else b.attr for b in node.bases if isinstance(b, ast.Name | ast.Attribute)}
+    generate = [f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "generate"]
+    return "BackendBase" in bases or any([a.arg for a in f.args.args] == ["self", "prompts", "settings"]
+                                         for f in generate)
+
+
+def test_every_backend_class_lives_in_rearank_backends():
+    elsewhere = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name}" for name, path in modules().items()
+                 if not name.startswith("rearank.backends.")
+                 for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.ClassDef) and _is_backend(node)]
+    assert elsewhere == []

@@ -32,7 +32,7 @@ from tests.conftest import require
 def vocabulary():
     transformers = require("transformers", "the `hf` extra")
     require("lmformatenforcer", "the `hf` extra (lm-format-enforcer)")
-    from rearank.models import resolve_model
+    from rearank.backends.models import resolve_model
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model("embedded").path)
     return build_vocabulary(tokenizer, [tokenizer.convert_tokens_to_ids("<|im_end|>")])

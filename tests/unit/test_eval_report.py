@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.compare import compare, paired_t_p, randomization_p
-from eval.report import build_report, load_paper_figures
-from eval.results import METRICS_FILE, STATS_FILE, SUITE_FILE, load_suite, write_json
-from eval.suites import BEIR, GROUPS, SUITES, TABLES, expand
+from benchmark.compare import compare, paired_t_p, randomization_p
+from benchmark.report import build_report, load_paper_figures
+from benchmark.results import METRICS_FILE, STATS_FILE, SUITE_FILE, load_suite, write_json
+from benchmark.suites import BEIR, GROUPS, SUITES, TABLES, expand
 from rearank.errors import MissingDataError, RearankError
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from eval import analyses
-from eval import run as suite_run
+from benchmark import analyses
+from benchmark import run as suite_run
 from rearank.cli import build_parser, main
 from rearank.errors import RearankError
 from rearank.io.outputs import INPUT, OUTPUT, ROLE, flag_name
@@ -113,7 +113,7 @@ def looks_like_a_path(action: argparse.Action) -> bool:
 
 def all_parsers():
     yield from commands(build_parser())
-    yield from ((("python -m eval.analyses", *path), p) for path, p in commands(analyses.build_parser()))
+    yield from ((("python -m benchmark.analyses", *path), p) for path, p in commands(analyses.build_parser()))
 
 
 @pytest.mark.parametrize(("path", "parser"), list(all_parsers()), ids=lambda v: " ".join(v) if isinstance(v, tuple)

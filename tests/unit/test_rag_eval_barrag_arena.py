@@ -8,12 +8,12 @@ import json
 import pytest
 
 from rearank.backends.base import Generation, Prompt, SamplingSettings
+from rearank.backends.qa_oracle import QAOracleBackend
 from rearank.io.qa import load_qa
 from rearank.methods.barrag.prompt import generator_messages
 from rearank.rag.arena.evaluate import arena_prompt
 from rearank.rag.barrag.select import BarragSelector, selection_prompt
 from rearank.rag.evaluate import RagEvaluation
-from rearank.rag.qa_oracle import QAOracleBackend
 from rearank.rag.readers import LLMReader, OracleReader
 from rearank.rag.selectors import make_selector
 from tests.conftest import require_pack

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from rearank.backends.base import CONCURRENT, Generation, SamplingSettings
+from rearank.backends.cache import CachedBackend, ResponseCache, cache_key
 from rearank.errors import FormatError, RearankError
-from rearank.rag.cache import CachedBackend, ResponseCache, cache_key
 from rearank.rag.readers import (
     WRONG_ANSWER,
     LLMReader,

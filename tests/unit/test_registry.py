@@ -11,6 +11,7 @@ import pytest
 from rearank.backends.base import Backend, Prompt, SamplingSettings
 from rearank.backends.registry import BACKENDS, make_backend
 from rearank.errors import RearankError
+from rearank.methods import Listwise
 
 
 def test_the_table_is_explicit():
@@ -44,7 +45,7 @@ def test_unknown_option_is_a_clear_error():
 def test_oracle_takes_qrels_and_no_model():
     backend = make_backend("oracle", qrels={"q1": {"d2": 2}})
     assert isinstance(backend, Backend) and backend.name == "oracle"
-    [gen] = backend.generate([Prompt(messages=(), qid="q1", docids=("d1", "d2"))], SamplingSettings())
+    [gen] = backend.answer_format(Listwise()).generate([Prompt(messages=(), qid="q1", docids=("d1", "d2"))], SamplingSettings())
     assert "[2] > [1]" in gen.text
     with pytest.raises(RearankError, match="takes no model"):
         make_backend("oracle", "some-model", qrels={})
@@ -73,7 +74,7 @@ def test_concurrency_option_takes_a_count_or_auto():
 def test_heavy_libraries_load_only_when_a_backend_is_built():
     code = textwrap.dedent("""
         import sys
-        import rearank.backends.registry, rearank.models, rearank.backends.chat_server
+        import rearank.backends.registry, rearank.backends.models, rearank.backends.chat_server
         print(sorted(m for m in ("torch", "transformers", "vllm", "httpx") if m in sys.modules))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -81,7 +82,7 @@ def test_heavy_libraries_load_only_when_a_backend_is_built():
 
 
 def test_backends_that_load_the_models_tokenizer_declare_it():
-    from rearank.engine.ray import driver_tokenizer
+    from rearank.backends.ray import driver_tokenizer
 
     assert {name for name in BACKENDS if BACKENDS[name].MODEL_TOKENIZER} == {"hf", "vllm", "vllm-async"}
     # a backend without the model's tokenizer gives the Ray driver none (passages are cut by words)

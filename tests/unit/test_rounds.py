@@ -8,9 +8,9 @@ import pytest
 
 from rearank.backends.base import BackendBase
 from rearank.backends.oracle import OracleBackend
+from rearank.backends.ray import ROUND
 from rearank.engine import Engine
 from rearank.engine.journal import Journal
-from rearank.engine.ray import ROUND
 from rearank.errors import FormatError, RearankError
 from tests.engines import groupwise, listwise
 from tests.unit.test_engine_listwise import SortingBackend, request, shuffled_worths

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from rearank.methods.pointwise import PointwiseScorer
+from rearank.backends.scorer import PointwiseScorer
 from rearank.rag.readers import OracleReader
 from rearank.rag.rrpo import trainer as trainer_module
 from rearank.rag.rrpo.distributed import Group

@@ -11,10 +11,10 @@ import torch
 import yaml
 
 from rearank.backends.registry import make_backend
+from rearank.backends.scorer import PointwiseScorer
 from rearank.cli import main
 from rearank.errors import RearankError
 from rearank.io.requests_jsonl import write_requests
-from rearank.methods.pointwise import PointwiseScorer
 from rearank.rag.readers import OracleReader
 from rearank.rag.rrpo.trainer import RRPOConfig, build_trainer
 

@@ -77,10 +77,12 @@ def test_health_models_and_wrong_model(url):
 
 
 def test_chat_completions_route_serves_the_backend(url):
+    before = httpx.get(url + "/health").json()["queue"]["calls"]
     backend = OpenAIBackend("rearank-oracle", base_url=url, max_retries=0)
     [gen] = backend.generate([Prompt(messages=({"role": "user", "content": "hi"},))], SamplingSettings())
     backend.close()
     assert gen.finish_reason == "stop" and "<answer>" in gen.text  # the oracle's answer for an unjudged window
+    assert httpx.get(url + "/health").json()["queue"]["calls"] == before + 1  # a call the engine made and counted
 
 
 def test_limits_give_413_and_bad_bodies_422():

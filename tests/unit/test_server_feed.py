@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from rearank.backends.base import CONCURRENT, BackendBase, Generation
+from rearank.backends.base import BATCH, CONCURRENT, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.engine import Engine
 from rearank.methods import Listwise
 from rearank.server import Feed, Overloaded
@@ -188,3 +188,29 @@ def test_windows_in_flight_a_small_request_is_sent_at_once_and_answered_while_th
     answers.wait("large")
     feed.stop()
     assert answers.order == ["small", "large"] and backend.sent.count("large") == 9 and answers.errors == {}
+
+
+class Watching(BackendBase):
+    """Records, in each call, its size and whether the engine's lock is held; answers "yes"."""
+
+    def __init__(self, calls: str) -> None:
+        self.calls, self.sizes, self.held = calls, [], []
+        self.engine: Engine | None = None
+
+    def generate(self, prompts, settings):
+        self.sizes.append(len(prompts))
+        self.held.append(self.engine.lock.locked())
+        return [Generation("yes", 1, 1) for _ in prompts]
+
+
+@pytest.mark.parametrize("calls", [BATCH, CONCURRENT])
+def test_the_engine_makes_and_counts_every_backend_call_and_serialises_a_batch_backends(calls):
+    # the server's chat route calls through the engine (Engine.call), between the calls of its schedule
+    backend = Watching(calls)
+    engine = backend.engine = Engine(backend, batch_size=4, concurrency=2)
+    prompts = [Prompt(messages=({"role": "user", "content": str(i)},), qid=f"p{i}") for i in range(6)]
+    assert [g.text for g in engine.generate(prompts)] == ["yes"] * 6
+    assert [g.text for g in engine.call(prompts[:3], SamplingSettings(max_new_tokens=8))] == ["yes"] * 3
+    assert backend.sizes == ([4, 2, 3] if calls == BATCH else [1] * 6 + [3])
+    assert set(backend.held) == {calls == BATCH}  # the lock is the batch backend's only
+    assert (engine.counts.calls, engine.counts.largest_call) == (len(backend.sizes), max(backend.sizes))

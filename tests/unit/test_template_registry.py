@@ -16,8 +16,8 @@ from rearank.errors import RearankError
 from rearank.io.requests_jsonl import write_requests
 from rearank.methods.groupwise.prompt import GROUPRANK_TEMPLATE, load_group_template
 from rearank.prompts import load_template
-from rearank.prompts.registry import RAG, RANKING, TEMPLATES, names
 from rearank.prompts.qa_files import load_prompt_file
+from rearank.prompts.registry import RAG, RANKING, TEMPLATES, names
 from rearank.rag.readers import answer_format
 from rearank.types import Candidate, Query, Request
 

@@ -19,7 +19,7 @@ def test_switch_is_detected_in_the_template_text():
 
 def test_switch_reaches_a_real_chat_template():
     transformers = require("transformers", "the `hf` extra")
-    from rearank.models import resolve_model
+    from rearank.backends.models import resolve_model
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model("embedded").path)
     tokenizer.chat_template = QWEN3_LIKE
@@ -41,8 +41,8 @@ def test_openai_backend_sends_the_switch_in_extra_body():
 def test_table4_analysis_switches_thinking_per_mode(monkeypatch, tmp_path):
     import argparse
 
-    import eval.run
-    from eval import analyses
+    import benchmark.run
+    from benchmark import analyses
 
     seen = {}
 
@@ -50,7 +50,7 @@ def test_table4_analysis_switches_thinking_per_mode(monkeypatch, tmp_path):
         seen[args.label] = (args.prompt, args.backend_option)
         return object()
 
-    monkeypatch.setattr(eval.run, "run_suite", fake_run_suite)
+    monkeypatch.setattr(benchmark.run, "run_suite", fake_run_suite)
     monkeypatch.setattr(analyses, "reasoning_report", lambda *a: "report\n")
     args = argparse.Namespace(label="m", model=None, backend="openai", backend_option=["timeout_s=5"],
                               out=tmp_path, thinking_switch="on")

@@ -66,7 +66,7 @@ def test_vllm_backends_answer_full_permutations(name, requests):
 def vllm_server():
     """vLLM's OpenAI-compatible server of the embedded model with rearank's logits processor, on a free port."""
     require("vllm", "`make test-vllm` builds .venv-vllm with it")
-    from rearank.models import resolve_model
+    from rearank.backends.models import resolve_model
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from rearank.methods.arena.parser import parse_arena
 from rearank.measures.answers import normalize_answer
+from rearank.methods.arena.parser import parse_arena
 from rearank.qa.truth import truth_parser
 
 PARSE_STATUSES = ("ok", "bad_ground_truth")

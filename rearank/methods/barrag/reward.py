@@ -36,10 +36,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from rearank.measures.answers import _f1, normalize_answer
 from rearank.methods.barrag.parser import parse_generation, parse_selection
 from rearank.methods.barrag.prompt import generator_messages
 from rearank.methods.barrag.reader import ReaderError, reader_endpoint, sample_reader
-from rearank.measures.answers import _f1, normalize_answer
 from rearank.qa.truth import truth_parser
 from rearank.types import Passage
 

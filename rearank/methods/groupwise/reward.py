@@ -38,10 +38,10 @@ from functools import lru_cache
 from operator import mul, neg
 from typing import Any, NamedTuple
 
+from rearank.measures.ndcg import dcg_at_k, ideal_dcg_at_k
 from rearank.methods.groupwise.parser import MAX_SCORE, STATUSES, parse_scores
 from rearank.methods.groupwise.rbo import rbo
 from rearank.methods.listwise.reward import parse_ground_truth
-from rearank.measures.ndcg import dcg_at_k, ideal_dcg_at_k
 
 #: ``parse_status`` is logged as the index into this tuple (verl logs numeric reward parts only).
 PARSE_STATUSES = (*STATUSES, "bad_ground_truth")

@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rearank.measures.ndcg import dcg_at_k, ideal_dcg_at_k
 from rearank.methods.groupwise.rbo import average_overlap
 from rearank.methods.listwise.answer import parse_answer
-from rearank.measures.ndcg import dcg_at_k, ideal_dcg_at_k
 
 K = 10
 #: The paper's weights of Recall@10 and RBO beside NDCG@10.

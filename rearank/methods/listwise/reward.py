@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from rearank.methods.listwise.answer import STATUSES, parse_answer
 from rearank.measures.ndcg import dcg_at_k, ideal_dcg_at_k
+from rearank.methods.listwise.answer import STATUSES, parse_answer
 
 #: ``rank_reward`` options: the paper's normalized gain and its two ablations.
 RANK_REWARDS = ("normalized", "absolute", "difference")

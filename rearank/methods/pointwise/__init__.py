@@ -2,6 +2,5 @@
 (``--backend scorer``: RRPO's policy, a cross-encoder) or an LLM answering yes/no; sorted by score."""
 
 from rearank.methods.pointwise.method import Pointwise, parse_score
-from rearank.methods.pointwise.scorer import KINDS, PointwiseScorer
 
-__all__ = ["KINDS", "Pointwise", "PointwiseScorer", "parse_score"]
+__all__ = ["Pointwise", "parse_score"]

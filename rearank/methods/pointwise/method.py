@@ -1,11 +1,12 @@
 """Pointwise reranking: one prompt per passage of the top-k, answered with a relevance score; sorted by it.
 
 Each prompt carries its ``(query, title, text)`` pair (:attr:`rearank.backends.base.Prompt.pair`) for a scorer
-backend (:mod:`rearank.methods.pointwise.backend`: a cross-encoder or RRPO's policy, answering the score as
-text), and a yes/no relevance question as chat messages for an LLM backend. :func:`parse_score` reads either
-answer: a number is the score, a leading ``yes``/``no`` scores 1/0. A passage whose answer is neither (or failed)
-goes after the scored ones, in its first-stage order. With ``reasoning`` on, the question asks the LLM to reason in
-``<think>`` first and answer in ``<answer>``; the score is read from the answer part.
+backend (:mod:`rearank.backends.scorer`: a cross-encoder or RRPO's policy, answering the score as text), and a
+yes/no relevance question (:mod:`rearank.prompts.relevance`) as chat messages for an LLM backend.
+:func:`parse_score` reads either answer: a number is the score, a leading ``yes``/``no`` scores 1/0. A passage
+whose answer is neither (or failed) goes after the scored ones, in its first-stage order. With ``reasoning`` on,
+the question asks the LLM to reason in ``<think>`` first and answer in ``<answer>``; the score is read from the
+answer part.
 """
 
 from __future__ import annotations
@@ -22,30 +23,14 @@ from rearank.methods.base import Task
 from rearank.methods.listwise import check_positive
 from rearank.methods.listwise.answer import answer_span
 from rearank.prompts import as_reasoning
-from rearank.prompts.builder import titled
+from rearank.prompts.relevance import relevance_passage, relevance_text
 from rearank.types import Request, Result, WindowTrace
 
-#: The relevance question asked after the query and the document (the causal-yes scorer asks it too).
-QUESTION = "Is the document relevant to the query? Answer yes or no."
-#: What the question asks on top with reasoning on.
-REASONING = ("First think it over inside <think> </think>: what the query asks and what the document offers. Then "
-             "write only yes or no inside <answer> </answer>.")
 #: Trace statuses: a score was read, or the answer (or the backend) gave none.
 OK, NO_SCORE = "ok", "no_score"
 
 _NUMBER = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 _YES_NO = re.compile(r"\W*(yes|no)\b", re.IGNORECASE)
-
-
-def passage_text(title: str, text: str) -> str:
-    """A passage as the pointwise prompt and the scorers show it: ``title: text`` (the text alone without a title)."""
-    return titled(title, text, "{title}: {text}")
-
-
-def relevance_text(query: str, passage: str, reasoning: bool = False) -> str:
-    """The pointwise question about ``passage`` (already titled) for ``query`` (with ``reasoning``: asking for the
-    reasoning first, :data:`REASONING`)."""
-    return f"Query: {query}\nDocument: {passage}\n{QUESTION}" + (f" {REASONING}" if reasoning else "")
 
 
 def parse_score(text: str) -> float | None:
@@ -98,7 +83,7 @@ class Pointwise:
         query = request.query.text
         tasks = []
         for i, cand in enumerate(request.candidates[:n]):
-            message = {"role": "user", "content": relevance_text(query, passage_text(cand.title, cand.text),
+            message = {"role": "user", "content": relevance_text(query, relevance_passage(cand.title, cand.text),
                                                                  bool(self.reasoning))}
             tasks.append(Task(i, Prompt(messages=(message,), qid=request.query.qid, docids=(cand.docid,),
                                         pair=(query, cand.title, cand.text))))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from rearank.measures.answers import exact_match, hit, token_f1
 from rearank.methods.arena.parser import parse_arena
 from rearank.methods.arena.prompt import arena_messages, n_references
 from rearank.methods.arena.reward import relevance_accuracy
-from rearank.measures.answers import exact_match, hit, token_f1
 from rearank.types import Message, Passage, QAItem
 
 

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from rearank.backends.base import Backend, Prompt, SamplingSettings
+from rearank.backends.cache import CachedBackend
 from rearank.methods.barrag.grammar import selection_grammar
 from rearank.methods.barrag.parser import parse_selection
 from rearank.methods.barrag.prompt import SELECTOR_CANDIDATES, selector_messages
-from rearank.rag.cache import CachedBackend
 from rearank.rag.readers import complete
 from rearank.types import Message, Passage, QAItem
 

@@ -34,9 +34,9 @@ import torch
 import yaml
 from tqdm import tqdm
 
+from rearank.backends.scorer import PointwiseScorer
 from rearank.errors import RearankError
 from rearank.io.files import atomic_folder
-from rearank.methods.pointwise import PointwiseScorer
 from rearank.rag.evaluate import score_answer
 from rearank.rag.readers import Reader
 from rearank.rag.rrpo.distributed import Group

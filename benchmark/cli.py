@@ -1,10 +1,10 @@
-"""``rearank benchmark``: the suite runner of :mod:`eval.run` as a ``rearank`` subcommand (same parser)."""
+"""``rearank benchmark``: the suite runner of :mod:`benchmark.run` as a ``rearank`` subcommand (same parser)."""
 
 from __future__ import annotations
 
 import argparse
 
-from eval import run as suite_run
+from benchmark import run as suite_run
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.results import SuiteResult
-from eval.suites import LABELS, TABLES
-from eval.tables import LengthBin, Row, our_rows, paper_rows
+from benchmark.results import SuiteResult
+from benchmark.suites import LABELS, TABLES
+from benchmark.tables import LengthBin, Row, our_rows, paper_rows
 from rearank.io.files import atomic_path
 
 
@@ -29,7 +29,7 @@ def _panels(suites: Sequence[SuiteResult], figures: dict[str, Any]) -> list[tupl
 
 def _pyplot() -> Any:
     """``matplotlib.pyplot`` on the Agg backend, imported on first plot (it costs a second at start-up, and
-    ``rearank benchmark`` loads this module through :mod:`eval.report`)."""
+    ``rearank benchmark`` loads this module through :mod:`benchmark.report`)."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -54,7 +54,7 @@ def demo_args(out: Path, args: argparse.Namespace, constrain: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit code of the first ``rearank rerank`` that fails, else 0."""
-    parser = argparse.ArgumentParser(prog="python -m rearank.demo", description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(prog="python -m rearank.cli.demo", description=__doc__.splitlines()[0],
                                      allow_abbrev=False)
     parser.add_argument("--output-dir", type=Path, default=Path("out/demo"), metavar="DIR",
                         help="folder for the two runs (free/ and constrained/: run, traces and stats)")

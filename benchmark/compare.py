@@ -1,6 +1,6 @@
 """Compare two suite result folders per dataset with paired significance tests on per-query nDCG@10.
 
-``python -m eval.compare A B [--measure ndcg_cut_10] [--permutations 10000] [--seed 0]`` prints, per
+``python -m benchmark.compare A B [--measure ndcg_cut_10] [--permutations 10000] [--seed 0]`` prints, per
 dataset both folders finished, the mean of A and B, delta (B - A), the paired t-test p-value (scipy),
 the paired randomization (sign-flip) test p-value and B's wins/ties/losses against A.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eval.results import MAIN_MEASURE, MEASURES, SuiteResult, load_suite
-from eval.tables import fmt, markdown_table
+from benchmark.results import MAIN_MEASURE, MEASURES, SuiteResult, load_suite
+from benchmark.tables import fmt, markdown_table
 from rearank.errors import RearankError
 from rearank.measures.significance import paired_t_p, randomization_p
 
@@ -71,7 +71,7 @@ def comparison_table(rows: Sequence[Comparison], a: str, b: str, measure: str = 
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: print the comparison table of two result folders."""
-    parser = argparse.ArgumentParser(prog="python -m eval.compare", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmark.compare", description=__doc__.splitlines()[0])
     parser.add_argument("a", help="baseline result folder (A)")
     parser.add_argument("b", help="result folder compared against it (B)")
     parser.add_argument("--measure", default=MAIN_MEASURE, help="trec_eval measure name (default ndcg_cut_10)")
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         if not rows:
             raise RearankError(f"{args.a} and {args.b} have no finished dataset in common")
     except RearankError as err:
-        print(f"eval.compare: error: {err}", file=sys.stderr)
+        print(f"benchmark.compare: error: {err}", file=sys.stderr)
         return 2
     print(comparison_table(rows, f"{a.label} ({args.a})", f"{b.label} ({args.b})", args.measure))
     return 0

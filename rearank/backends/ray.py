@@ -1,6 +1,7 @@
 """A backend that generates across a Ray cluster with Ray Data (``rearank rerank --engine ray``).
 
-:class:`RayBackend` is a batch backend of the one engine (:class:`rearank.engine.Engine`), which hands it a
+:class:`RayBackend` is a batch backend of the one engine (:class:`rearank.engine.Engine`), which binds it to the
+method it runs (:meth:`RayBackend.answer_format`: the actors' backends answer in that method's format) and hands it a
 *round*: every window the queries have ready (:data:`ROUND`), the next window of each listwise query or all the
 groups of each groupwise one. The round becomes a Ray Dataset with one row per window (``row``, ``qid``,
 ``docids``, ``messages``), mapped through:
@@ -21,6 +22,7 @@ it is set, else starts a local instance.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,11 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from rearank.backends.base import ERROR, LENGTH, RAY_DATA_LLM, STOP, BackendBase, Generation, Prompt, SamplingSettings
+from rearank.backends.models import resolve_model
 from rearank.backends.registry import BACKENDS, make_backend
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar
-from rearank.methods import METHODS
-from rearank.models import resolve_model
 
 #: ``map_batches`` options taken from ``-O`` for the non-vLLM backends.
 MAP_OPTIONS = ("concurrency", "num_cpus", "num_gpus", "batch_size")
@@ -142,13 +143,14 @@ def driver_tokenizer(backend: str, model: str | None, options: Mapping[str, Any]
 class BackendActor:
     """A Ray Data ``map_batches`` callable: builds a rearank backend once per actor, generates each batch.
 
-    The backend answers in the format of ``method`` (a name in :data:`rearank.methods.METHODS`; only the
-    oracle cares), as :class:`rearank.engine.Engine` arranges locally.
+    The backend answers in the format of ``method`` (the method object the engine bound; only the oracles care),
+    as :class:`rearank.engine.Engine` arranges locally; None leaves it unbound.
     """
 
     def __init__(self, backend: str, model: str | None, options: dict[str, Any], settings: SamplingSettings,
-                 method: str = "listwise") -> None:
-        self.backend = make_backend(backend, model, **options).answer_format(METHODS[method]())
+                 method: Any = None) -> None:
+        built = make_backend(backend, model, **options)
+        self.backend = built if method is None else built.answer_format(method)
         self.settings = settings
 
     def __call__(self, batch: Any) -> dict[str, list]:
@@ -181,10 +183,11 @@ class RayBackend(BackendBase):
     name = "ray"
 
     def __init__(self, backend: str, model: str | None, options: Mapping[str, Any], settings: SamplingSettings,
-                 *, method: str = "listwise", batch_size: int = 32, progress: bool = True) -> None:
+                 *, batch_size: int = 32, progress: bool = True) -> None:
         ray = _ray()
         ray.data.DataContext.get_current().enable_progress_bars = progress
         self.backend, self.settings = backend, settings
+        self.method: Any = None  # what the actors' backends answer for (:meth:`answer_format`)
         options = dict(options)
         self.tokenizer = driver_tokenizer(backend, model, options)
         self.data_llm = BACKENDS.get_or_raise(backend).RAY == RAY_DATA_LLM
@@ -194,15 +197,25 @@ class RayBackend(BackendBase):
             stage = {k: options.pop(k) for k in MAP_OPTIONS if k in options}
             stage.setdefault("batch_size", batch_size)
             stage["compute"] = actor_pool(stage.pop("concurrency", 1))
-            actor_args = (backend, model, options, settings, method)
-            self.processor = lambda ds: ds.map_batches(BackendActor, fn_constructor_args=actor_args,
-                                                       batch_format="pyarrow", **stage)
+            self._actors = (backend, model, options, settings), stage
+
+    def answer_format(self, method: Any) -> RayBackend:
+        """This backend with every actor's backend answering in ``method``'s format (the oracles care)."""
+        bound = copy.copy(self)
+        bound.method = method
+        return bound
 
     def stream(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> Iterator[tuple[int, Generation]]:
         """A Dataset of ``prompts`` through the stage; yields ``(position, generation)`` as they arrive."""
         import ray
 
-        dataset = self.processor(ray.data.from_items(prompt_rows(list(enumerate(prompts)))))
+        rows = ray.data.from_items(prompt_rows(list(enumerate(prompts))))
+        if self.data_llm:
+            dataset = self.processor(rows)
+        else:
+            args, stage = self._actors
+            dataset = rows.map_batches(BackendActor, fn_constructor_args=(*args, self.method), batch_format="pyarrow",
+                                       **stage)
         for row in dataset.iter_rows():
             if self.data_llm:
                 yield int(row["row"]), vllm_generation(row, self.settings.max_new_tokens)

@@ -1,6 +1,6 @@
 """Markdown report of one or more suite result folders, shaped like the paper's Tables 1 and 2.
 
-``python -m eval.report OUT [OUT2 ...] [--output report.md] [--plot ndcg10.png]`` rebuilds
+``python -m benchmark.report OUT [OUT2 ...] [--output report.md] [--plot ndcg10.png]`` rebuilds
 the report from result folders (several folders = several model rows).
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.plots import plot_comparison
-from eval.results import MEASURES, PLOT_FILE, REPORT_FILE, SuiteResult, load_suite
-from eval.suites import LABELS, TABLES, Group
-from eval.tables import MISSING, Row, fmt, load_paper_figures, markdown_table, our_rows, paper_rows
+from benchmark.plots import plot_comparison
+from benchmark.results import MEASURES, PLOT_FILE, REPORT_FILE, SuiteResult, load_suite
+from benchmark.suites import LABELS, TABLES, Group
+from benchmark.tables import MISSING, Row, fmt, load_paper_figures, markdown_table, our_rows, paper_rows
 from rearank.errors import RearankError
 from rearank.io.files import atomic_write
 
@@ -123,7 +123,7 @@ def write_report(suites: Sequence[SuiteResult], output: Path, plot: Path | None 
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: rebuild a report from result folders."""
-    parser = argparse.ArgumentParser(prog="python -m eval.report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmark.report", description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="suite result folders (one table row each)")
     parser.add_argument("--output", type=Path, help="report path (default: FIRST/report.md)")
     parser.add_argument("--plot", type=Path, help="bar chart path (default: next to the report)")
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         plot = args.plot or output.with_name(PLOT_FILE)
         write_report(suites, output, plot)
     except RearankError as err:
-        print(f"eval.report: error: {err}", file=sys.stderr)
+        print(f"benchmark.report: error: {err}", file=sys.stderr)
         return 2
     print(output)
     return 0

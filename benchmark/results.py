@@ -87,11 +87,11 @@ def read_json(path: Path) -> Any:
 
 
 def load_suite(path: str | Path) -> SuiteResult:
-    """Read a suite result folder written by ``python -m eval.run``."""
+    """Read a suite result folder written by ``python -m benchmark.run``."""
     path = Path(path)
     config_path = path / SUITE_FILE
     if not config_path.is_file():
-        raise MissingDataError(f"{path} is not a suite result folder (no {SUITE_FILE}); run `python -m eval.run` first")
+        raise MissingDataError(f"{path} is not a suite result folder (no {SUITE_FILE}); run `python -m benchmark.run` first")
     config = read_json(config_path)
     datasets: dict[str, DatasetResult] = {}
     for name in config.get("datasets", []):

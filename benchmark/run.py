@@ -1,6 +1,6 @@
 """Run a reranker over a benchmark suite and write everything a paper table needs.
 
-``python -m eval.run --suite trec-dl|beir|bright|all|NAME,NAME --model M --backend B --template rearank|rankgpt
+``python -m benchmark.run --suite trec-dl|beir|bright|all|NAME,NAME --model M --backend B --template rearank|rankgpt
 --output-dir results/NAME/`` (the same parser as ``rearank benchmark``). Per dataset it writes the reranked run, the
 window traces, metrics JSON (reranked and BM25, aggregate and per query) and efficiency stats; then the
 suite report (markdown tables beside the paper's rows) and a bar chart. A dataset whose pack is missing is
@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from eval.ablation import add_ablation_arguments, run_ablation
-from eval.report import write_report
-from eval.results import (
+from benchmark.ablation import add_ablation_arguments, run_ablation
+from benchmark.report import write_report
+from benchmark.results import (
     METRICS_FILE,
     PLOT_FILE,
     REPORT_FILE,
@@ -29,7 +29,7 @@ from eval.results import (
     read_json,
     write_json,
 )
-from eval.suites import SUITES, expand
+from benchmark.suites import SUITES, expand
 from rearank.backends.base import Backend
 from rearank.data import packs
 from rearank.errors import MissingDataError, RearankError
@@ -42,7 +42,7 @@ from rearank.run.config import RunConfig, resume_settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The suite runner's options (shared by ``python -m eval.run``, ``rearank benchmark`` and the analyses); the
+    """The suite runner's options (shared by ``python -m benchmark.run``, ``rearank benchmark`` and the analyses); the
     model, sampling and method flags are ``rearank rerank``'s (:mod:`rearank.flags`)."""
     parser.add_argument("--suite", required=True,
                         help=f"{', '.join(SUITES)}, or a comma-separated list of suites and datasets (e.g. dl19,dl21)")
@@ -195,7 +195,7 @@ def _run_datasets(runner: SuiteRunner) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the suite (or, with ``--ablation``, each variant of it: :mod:`eval.ablation`) and print where the report
+    """Run the suite (or, with ``--ablation``, each variant of it: :mod:`benchmark.ablation`) and print where the report
     is."""
     if getattr(args, "ablation", None):
         text, paths = run_ablation(args, run_suite, _label)
@@ -207,8 +207,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m eval.run``: the same parser and implementation as ``rearank benchmark``."""
-    parser = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__.splitlines()[0],
+    """``python -m benchmark.run``: the same parser and implementation as ``rearank benchmark``."""
+    parser = argparse.ArgumentParser(prog="python -m benchmark.run", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
     add_arguments(parser)
     args = parser.parse_args(argv)
@@ -216,10 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         check_flags(parser._actions, args)
         return run(args)
     except RearankError as err:
-        print(f"eval.run: error: {err}", file=sys.stderr)
+        print(f"benchmark.run: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"eval.run: interrupted; finished queries are kept, continue with --resume --output-dir {args.out}",
+        print(f"benchmark.run: interrupted; finished queries are kept, continue with --resume --output-dir {args.out}",
               file=sys.stderr)
         return 130
 

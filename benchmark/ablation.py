@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.plots import _pyplot, save_figure
-from eval.results import SuiteResult
-from eval.suites import LABELS
-from eval.tables import MISSING, fmt, markdown_table
+from benchmark.plots import _pyplot, save_figure
+from benchmark.results import SuiteResult
+from benchmark.suites import LABELS
+from benchmark.tables import MISSING, fmt, markdown_table
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import apply_defaults
 from rearank.io.files import atomic_write
@@ -138,8 +138,8 @@ def plot(rows: Sequence[Line], title: str, path: Path) -> Path:
 
 def run_ablation(args: argparse.Namespace, run_suite: Callable[[argparse.Namespace], SuiteResult],
                  label: Callable[[argparse.Namespace], str]) -> tuple[str, list[Path]]:
-    """Run every variant of the suite with ``run_suite`` (:func:`eval.run.run_suite`: same backend and settings) and
-    write the table and the plot; ``label`` names the system (:func:`eval.run` passes its own)."""
+    """Run every variant of the suite with ``run_suite`` (:func:`benchmark.run.run_suite`: same backend and settings) and
+    write the table and the plot; ``label`` names the system (:func:`benchmark.run` passes its own)."""
     if args.ablation not in ABLATIONS:
         raise RearankError(f"--ablation {args.ablation!r}: choose one of {', '.join(ABLATIONS)}")
     if getattr(args, "reasoning", None) is not None:

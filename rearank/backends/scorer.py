@@ -1,5 +1,7 @@
-"""Pointwise scorers: a Hugging Face cross-encoder (sequence classification) or a causal LM scored by the
-log-odds of "yes" after a relevance question. Both are differentiable, so RRPO trains them directly.
+"""The ``scorer`` backend and the pointwise scorer it wraps: a Hugging Face cross-encoder (sequence classification)
+or a causal LM scored by the log-odds of "yes" after the relevance question (:mod:`rearank.prompts.relevance`).
+Both are differentiable, so RRPO trains a :class:`PointwiseScorer` directly; :class:`ScorerBackend` answers each
+prompt of the Pointwise method (``--method pointwise --backend scorer``) with its passage's score as text.
 
 A saved scorer is a ``save_pretrained`` folder (model + tokenizer) with ``rearank_scorer.json`` holding its kind
 and passage budget; :meth:`PointwiseScorer.load` reads it back, and also takes a hub id, a plain local folder or
@@ -11,14 +13,17 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from rearank.backends.base import BackendBase, Generation, Prompt, SamplingSettings
+from rearank.backends.models import is_embedded, resolve_model
+from rearank.backends.options import Option
 from rearank.errors import RearankError
 from rearank.io.files import atomic_folder
-from rearank.methods.pointwise.method import passage_text, relevance_text
-from rearank.models import is_embedded, resolve_model
 from rearank.prompts import truncate_texts
+from rearank.prompts.relevance import relevance_passage, relevance_text
 
 KINDS = ("seqcls", "causal-yes")
 META_FILE = "rearank_scorer.json"
@@ -99,7 +104,7 @@ class PointwiseScorer:
 
     def _encode(self, query: str, docs: Sequence[tuple[str, str]]) -> Any:
         texts = truncate_texts([" ".join(text.split()) for _, text in docs], self.max_passage_tokens, self.tokenizer)
-        passages = [passage_text(title, text) for (title, _), text in zip(docs, texts)]
+        passages = [relevance_passage(title, text) for (title, _), text in zip(docs, texts)]
         if self.kind == "seqcls":
             return self.tokenizer([query] * len(passages), passages, padding=True, truncation="only_second",
                                   max_length=min(512, self.max_passage_tokens + 128), return_tensors="pt")
@@ -145,3 +150,42 @@ def _kind_of(config: Any) -> str:
     if "CausalLM" in archs:
         return "causal-yes"
     raise RearankError(f"cannot tell the scorer kind of architectures {archs!r}; pass kind= one of {KINDS}")
+
+
+class ScorerBackend(BackendBase):
+    """Score pointwise prompts with a saved RRPO scorer, a cross-encoder or a causal LM (``kind``: seqcls or
+    causal-yes), greedy and deterministic; the prompts of one query in a call are scored together."""
+
+    name = "scorer"
+    FOR_METHODS = ("pointwise",)
+    OPTIONS = (Option("kind", "str"), Option("device", "str"), Option("num_layers", "int", minimum=1),
+               Option("max_passage_tokens", "int", minimum=1), Option("batch_size", "int", minimum=1),
+               Option("trust_remote_code", "bool", nullable=False))
+
+    def __init__(self, model: str | PointwiseScorer | None = None, *, kind: str | None = None,
+                 device: str | None = None, num_layers: int | None = None, max_passage_tokens: int | None = None,
+                 batch_size: int = 16, trust_remote_code: bool = False) -> None:
+        """``model``: a loaded scorer, or what :meth:`PointwiseScorer.load` takes (default: ``embedded``)."""
+        self.scorer = model if isinstance(model, PointwiseScorer) else PointwiseScorer.load(
+            model or "embedded", kind, device=device, num_layers=num_layers, max_passage_tokens=max_passage_tokens,
+            batch_size=batch_size, trust_remote_code=trust_remote_code)
+
+    def answer_format(self, method: Any) -> ScorerBackend:
+        if getattr(method, "name", None) not in self.FOR_METHODS:
+            raise RearankError(f"the scorer backend scores one passage a prompt: use it with --method pointwise, "
+                               f"not {getattr(method, 'name', method)!r}")
+        return self
+
+    def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
+        import torch
+
+        if any(p.pair is None for p in prompts):
+            raise RearankError("the scorer backend got a prompt without a (query, passage) pair; "
+                               "it scores the prompts of --method pointwise only")
+        out: list[Generation] = []
+        with torch.inference_mode():
+            for query, group in groupby((p.pair for p in prompts), key=lambda pair: pair[0]):  # type: ignore[index]
+                docs = [(title, text) for _, title, text in group]
+                scores = self.scorer.scores(query, docs).tolist()
+                out += [Generation(text=repr(float(s)), prompt_tokens=0, completion_tokens=0) for s in scores]
+        return out

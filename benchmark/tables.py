@@ -1,7 +1,7 @@
 """The rows and table helpers shared by the report, the analyses and the plots (the bottom of :mod:`eval`).
 
 Arrows go one way: ``run -> report -> plots -> tables`` and ``analyses -> run, plots, tables``; this module
-imports only :mod:`eval.results` and :mod:`eval.suites`.
+imports only :mod:`benchmark.results` and :mod:`benchmark.suites`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from eval.results import SuiteResult
-from eval.suites import GROUPS, Group, TableLayout
+from benchmark.results import SuiteResult
+from benchmark.suites import GROUPS, Group, TableLayout
 
 MISSING = "—"
 
@@ -30,8 +30,8 @@ class Row:
 
 
 def load_paper_figures() -> dict[str, Any]:
-    """The published figures shipped with the package (``eval/paper_figures.json``)."""
-    return json.loads(resources.files("eval").joinpath("paper_figures.json").read_text(encoding="utf-8"))
+    """The published figures shipped with the package (``benchmark/paper_figures.json``)."""
+    return json.loads(resources.files("benchmark").joinpath("paper_figures.json").read_text(encoding="utf-8"))
 
 
 def fmt(value: float | None, decimals: int = 2) -> str:

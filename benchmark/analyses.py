@@ -1,17 +1,17 @@
 """The paper's analyses: reasoning on/off (Table 4), reasoning length (Figure 6), several passes (Figure 7).
 
-``python -m eval.analyses reasoning --suite S --backend B --model M --output-dir DIR``
+``python -m benchmark.analyses reasoning --suite S --backend B --model M --output-dir DIR``
     runs the suite with the reasoning prompt (``rearank``) into DIR/reasoning and with the zero-shot prompt
     (``rankgpt``) into DIR/zero-shot, and writes DIR/reasoning.md (nDCG@10 side by side, and Table 4). When the
     model's chat template has a thinking switch (Qwen3's ``enable_thinking``; ``--thinking-switch auto`` reads the
     hf/vllm model's template, ``on`` forces it, e.g. for an openai server), the reasoning run also sets
     ``-O enable_thinking=true`` and the zero-shot run ``-O enable_thinking=false``.
-``python -m eval.analyses length RESULT_DIR [--dataset D] [--bins 20]``
+``python -m benchmark.analyses length RESULT_DIR [--dataset D] [--bins 20]``
     bins the windows of a finished suite by completion tokens (equal-width bins) and writes
     RESULT_DIR/reasoning_length.{md,png}: per bin, the windows' mean nDCG@10 after reranking, computed inside
     the window (the window's own passages are the ideal, as in the RL reward) from traces and qrels, and the
     mean gain over the window's presented order. Windows without any relevant passage are left out.
-``python -m eval.analyses passes --suite S --backend B --model M --output-dir DIR --passes 3``
+``python -m benchmark.analyses passes --suite S --backend B --model M --output-dir DIR --passes 3``
     runs the suite with P passes and writes DIR/passes.{md,png}: nDCG@10 after 0 (BM25), 1, ..., P passes,
     replayed from the window traces of the single P-pass run.
 """
@@ -27,17 +27,17 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from eval import run as suite_run
-from eval.plots import plot_length_bins, plot_pass_curves
-from eval.results import MAIN_MEASURE, TRACES_FILE, SuiteResult, load_suite
-from eval.suites import GROUPS
-from eval.tables import MISSING, LengthBin, fmt, group_average, load_paper_figures, markdown_table
+from benchmark import run as suite_run
+from benchmark.plots import plot_length_bins, plot_pass_curves
+from benchmark.results import MAIN_MEASURE, TRACES_FILE, SuiteResult, load_suite
+from benchmark.suites import GROUPS
+from benchmark.tables import MISSING, LengthBin, fmt, group_average, load_paper_figures, markdown_table
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import apply_defaults
 from rearank.io.files import atomic_write
 from rearank.io.outputs import guard_commands, reads
-from rearank.methods.listwise.answer import apply_permutation
 from rearank.measures.ndcg import ndcg_at_k
+from rearank.methods.listwise.answer import apply_permutation
 from rearank.run.files import read_traces
 from rearank.types import WindowTrace
 
@@ -199,7 +199,7 @@ def uses_thinking_switch(args: argparse.Namespace) -> bool:
     if args.backend not in ("hf", "vllm"):
         return False
     from rearank.backends.base import has_thinking_switch
-    from rearank.models import resolve_model
+    from rearank.backends.models import resolve_model
 
     try:
         from transformers import AutoTokenizer
@@ -280,8 +280,8 @@ def run_length(args: argparse.Namespace) -> list[Path]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``python -m eval.analyses`` parser with its three subcommands."""
-    parser = argparse.ArgumentParser(prog="python -m eval.analyses", description=__doc__.splitlines()[0])
+    """The ``python -m benchmark.analyses`` parser with its three subcommands."""
+    parser = argparse.ArgumentParser(prog="python -m benchmark.analyses", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="analysis", required=True)
     reasoning = sub.add_parser("reasoning", help="same model with the reasoning and the zero-shot prompt (Table 4)")
     suite_run.add_arguments(reasoning)
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         paths = args.func(args)
     except RearankError as err:
-        print(f"eval.analyses: error: {err}", file=sys.stderr)
+        print(f"benchmark.analyses: error: {err}", file=sys.stderr)
         return 2
     print("\n".join(str(p) for p in paths))
     return 0
