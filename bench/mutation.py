@@ -8,7 +8,7 @@ rerun gives the same counts.
 
 Writes ``bench/out/mutation.json`` (per module: killed, survived, no tests, timed out, score and the surviving
 mutants' names; modules not run this time keep their earlier entry) and prints a markdown table for
-docs/testing.md. ``--show NAME`` prints a mutant's diff (run from the module's work folder by mutmut). ``--check``
+docs/testing.md. ``--show NAME`` prints a mutant's diff (generated in-process: no run needed). ``--check``
 runs nothing: it counts each module's mutants now (mutmut's own generator, in a second) and names every module whose
 count differs from the recorded one, or that was never measured (exit 1), so a score is never older than its code.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import hashlib
 import json
 import os
@@ -67,16 +68,18 @@ MODULES: dict[str, list[str]] = {
                        "tests/integration/test_rerank_safety.py"],
     # where state and numbers live (issue 33): the engine, the run, the server, RAG, synthesis, export
     "rearank/engine/loop.py": ["tests/unit/test_engine_listwise.py", "tests/unit/test_engine_in_flight.py",
-                               "tests/unit/test_rounds.py", "tests/unit/test_server_feed.py"],
+                               "tests/unit/test_rounds.py", "tests/unit/test_server_feed.py",
+                               "tests/unit/test_engine_generate_edges.py"],
     "rearank/engine/concurrency.py": ["tests/unit/test_concurrency.py", "tests/unit/test_server_load.py"],
-    "rearank/engine/journal.py": ["tests/unit/test_rounds.py"],
+    "rearank/engine/journal.py": ["tests/unit/test_rounds.py", "tests/unit/test_journal_edges.py"],
     "rearank/backends/ray.py": ["tests/unit/test_rounds.py", "tests/integration/test_ray_engine.py"],
     "rearank/run/config.py": ["tests/unit/test_run_config.py", "tests/unit/test_job_edges.py",
-                              "tests/integration/test_rerank_safety.py"],
-    "rearank/run/stats.py": ["tests/unit/test_job.py", "tests/unit/test_job_edges.py", "tests/unit/test_engine_listwise.py"],
+                              "tests/integration/test_rerank_safety.py", "tests/unit/test_run_config_edges.py"],
+    "rearank/run/stats.py": ["tests/unit/test_job.py", "tests/unit/test_job_edges.py", "tests/unit/test_engine_listwise.py",
+                             "tests/unit/test_run_stats.py"],
     "rearank/server/app.py": ["tests/unit/test_server.py", "tests/unit/test_server_scores.py", "tests/unit/test_serve.py"],
     "rearank/server/feed.py": ["tests/unit/test_server_feed.py", "tests/unit/test_server.py"],
-    "rearank/methods/groupwise/rbo.py": ["tests/unit/test_grouprank_reward.py"],
+    "rearank/methods/groupwise/rbo.py": ["tests/unit/test_grouprank_reward.py", "tests/unit/test_rbo_edges.py"],
     "rearank/methods/groupwise/labels.py": ["tests/unit/test_grouprank_labels.py",
                                             "tests/integration/test_grouprank_labels.py"],
     "rearank/methods/pointwise/method.py": ["tests/unit/test_pointwise_method.py"],
@@ -90,11 +93,12 @@ MODULES: dict[str, list[str]] = {
     "rearank/rag/rrpo/trainer.py": ["tests/unit/test_rrpo_trainer.py", "tests/unit/test_rrpo_distributed.py"],
     "rearank/rag/barrag/train_filter.py": ["tests/integration/test_rag_synth.py", "tests/integration/test_rag_faults.py"],
     "rearank/io/files.py": ["tests/unit/test_io_files.py", "tests/unit/test_io_formats.py",
-                            "tests/unit/test_input_errors.py"],
+                            "tests/unit/test_input_errors.py", "tests/unit/test_io_files_edges.py"],
     "rearank/data/bm25.py": ["tests/integration/test_bm25.py"],
-    "data_synthesis/sampling.py": ["tests/unit/test_synthesis.py", "tests/integration/test_synth_dl21.py"],
-    "data_synthesis/filters.py": ["tests/unit/test_synthesis.py"],
-    "data_synthesis/writers.py": ["tests/unit/test_synthesis.py"],
+    "data_synthesis/sampling.py": ["tests/unit/test_synthesis.py", "tests/integration/test_synth_dl21.py",
+                                   "tests/unit/test_synthesis_sampling_edges.py"],
+    "data_synthesis/filters.py": ["tests/unit/test_synthesis.py", "tests/unit/test_synthesis_filters_edges.py"],
+    "data_synthesis/writers.py": ["tests/unit/test_synthesis.py", "tests/unit/test_synthesis_writers_edges.py"],
     "benchmark/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/integration/test_eval_suite.py"],
     "rearank/backends/openai.py": ["tests/unit/test_openai_backend.py", "tests/unit/test_openai_faults.py",
                                    "tests/unit/test_server_load.py", "tests/unit/test_constrain_openai.py"],
@@ -206,6 +210,27 @@ def stale(results: dict[str, dict], modules: list[str]) -> list[str]:
     return lines
 
 
+def show(name: str) -> str:
+    """The diff of mutant ``name`` (as ``mutation.json`` records it) from its function, generated in-process."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    module = next((m for m in MODULES if name.startswith(m.removesuffix(".py").replace("/", ".") + ".")), None)
+    if module is None:
+        raise MutationError(f"{name}: not a mutant of a listed module (names start with the module's dotted path)")
+    function = name.rsplit(".", 1)[1]
+    code = mutate_file_contents(module, (ROOT / module).read_text(encoding="utf-8")).code
+    defs = {node.name: ast.get_source_segment(code, node) for node in ast.walk(ast.parse(code))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+    mangled = function.rsplit("__mutmut_", 1)[0]  # x_f for f, xǁCǁm for C.m
+    original = defs.get(mangled + "__mutmut_orig")
+    if function not in defs or original is None:
+        raise MutationError(f"{name}: {module} has no such mutant now (see --check)")
+    plain = mangled.split("ǁ")[-1] if "ǁ" in mangled else mangled.removeprefix("x_")
+    before = original.replace(mangled + "__mutmut_orig", plain, 1).splitlines()
+    after = defs[function].replace(function, plain, 1).splitlines()
+    return "\n".join(difflib.unified_diff(before, after, module, f"{module} ({function})", lineterm="", n=1))
+
+
 def table(results: dict[str, dict]) -> str:
     rows = ["| module | mutants | killed | timed out | survived | no test ran it | score |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -225,7 +250,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT, help="the JSON written (merged with earlier entries)")
     parser.add_argument("--check", action="store_true", help="run nothing; name the modules (default: all) whose "
                         "recorded mutant count differs from their count now, or that were never measured")
+    parser.add_argument("--show", metavar="NAME", action="append", default=[],
+                        help="run nothing; print the diff of mutant NAME (a survivor's name in the JSON); repeatable")
     args = parser.parse_args(argv)
+    if args.show:
+        try:
+            print("\n\n".join(show(name) for name in args.show))
+        except MutationError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        return 0
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         parser.error(f"not a listed module: {', '.join(unknown)} (choose from {', '.join(MODULES)})")

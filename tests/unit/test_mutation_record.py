@@ -45,3 +45,17 @@ def test_check_names_stale_and_unmeasured_modules():
     assert mutation.stale({module: {"mutants": count, "code": "0" * 16}}, [module]) == [
         f"{module}: its code changed since it was measured: re-run make mutation for {module}"]
     assert mutation.stale({}, [module]) == [f"{module}: not measured; run make mutation for {module}"]
+
+
+def test_show_prints_a_mutants_diff_from_its_function():
+    require("mutmut", "make mutation needs it (the dev extra)")
+    assert mutation.show("rearank.methods.listwise.window.x_schedule__mutmut_1").splitlines()[:5] == [
+        "--- rearank/methods/listwise/window.py",
+        "+++ rearank/methods/listwise/window.py (x_schedule__mutmut_1)",
+        "@@ -1,2 +1,2 @@",
+        "-def schedule(n: int, window: int = 20, step: int = 10, passes: int = 1) -> list[tuple[int, int]]:",
+        "+def schedule(n: int, window: int = 21, step: int = 10, passes: int = 1) -> list[tuple[int, int]]:"]
+    with pytest.raises(mutation.MutationError, match="no such mutant now"):
+        mutation.show("rearank.methods.listwise.window.x_schedule__mutmut_9999")
+    with pytest.raises(mutation.MutationError, match="not a mutant of a listed module"):
+        mutation.show("rearank.nowhere.x_f__mutmut_1")
