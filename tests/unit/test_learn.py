@@ -1,0 +1,166 @@
+"""recipes/learn (``make train-learn``): the one-action reward, the two tasks' windows, what the report measures,
+and the Hydra override merge the GRPO stage relies on."""
+
+import json
+
+import numpy as np
+import pytest
+
+from rearank.types import Candidate, Query, Request
+from recipes.checks.cpu import merge_overrides
+from recipes.learn import report
+from recipes.learn.reward import compute_score
+from recipes.learn.run import sft_examples
+from recipes.learn.windows import PHRASE_WORDS, windows
+
+TRUTH = json.dumps({"labels": [0, 2, 0, 1]})
+
+
+@pytest.mark.parametrize(("answer", "score", "valid", "first"), [
+    ("[2]", 1.0, 1.0, 1),  # the best passage
+    ("  [ 2 ]\n", 1.0, 1.0, 1),
+    ("[4]", 0.0, 1.0, 3),  # relevant, not the best: one id, wrong
+    ("[1]", 0.0, 1.0, 0),
+    ("[2] > [4]", -1.0, 0.0, -1),  # two ids: not the action asked for
+    ("[5]", -1.0, 0.0, -1),  # out of range
+    ("passage two", -1.0, 0.0, -1),  # no id
+    ("<answer>[2]", -1.0, 0.0, -1),  # unclosed answer: truncated
+    (None, -1.0, 0.0, -1),
+])
+def test_reward_prices_one_id(answer, score, valid, first):
+    parts = compute_score("learn/phrase/dl19", answer, TRUTH)
+    assert (parts["score"], parts["valid"], parts["first"]) == (score, valid, first)
+    assert parts["top1"] == float(score == 1.0)
+    assert parts["relevant"] == 1.0
+
+
+def test_reward_ndcg_is_of_the_repaired_permutation():
+    # "[4]" -> permutation 4,1,2,3: grades 1,0,2,0; linear gains (trec_eval's nDCG): DCG 1/log2(2) + 2/log2(4),
+    # ideal (2,1,0,0) 2/log2(2) + 1/log2(3)
+    dcg = 1.0 + 2.0 / 2.0
+    ideal = 2.0 + 1.0 / np.log2(3)
+    assert compute_score("x", "[4]", TRUTH)["ndcg"] == pytest.approx(dcg / ideal)
+
+
+def test_reward_refuses_a_ground_truth_it_cannot_read():
+    with pytest.raises(ValueError, match="ground truth"):
+        compute_score("x", "[1]", "not json")
+
+
+def request(qid, texts):
+    return Request(Query(qid, f"topic {qid}"), [Candidate(f"{qid}-d{i}", 1.0, t) for i, t in enumerate(texts)])
+
+
+WORDS = [f"alpha{i} beta{i} gamma{i} delta{i} epsilon{i} zeta{i} eta{i} theta{i}" for i in range(12)]
+
+
+def test_phrase_windows_cut_the_query_from_the_target_only():
+    rows = list(windows("phrase", "dl21", [request("q1", WORDS), request("q2", WORDS)], {}, 4, seed=3))
+    assert len(rows) == 8
+    assert [r["extra_info"]["target"] for r in rows] == [1, 2, 3, 4, 1, 2, 3, 4]  # positions cycle
+    for row in rows:
+        labels = json.loads(row["reward_model"]["ground_truth"])["labels"]
+        target = row["extra_info"]["target"]
+        assert labels == [int(k == target) for k in range(1, 5)]
+        text = row["prompt"][-1]["content"]
+        query = text.split("\n", 1)[0].removeprefix("Search query: ")
+        assert len(query.split()) == PHRASE_WORDS
+        shown = [line for line in text.splitlines() if line.startswith("[")]
+        assert [query in line for line in shown] == [k == target for k in range(1, 5)]
+        assert row["data_source"] == "learn/phrase/dl21"
+
+
+def test_relevance_windows_hold_one_relevant_and_three_judged_zero():
+    texts = [f"passage number {i} about something" for i in range(8)]
+    qrels = {"q1": {"q1-d0": 3, "q1-d1": 0, "q1-d2": 0, "q1-d3": 0, "q1-d4": 1}}  # d4 grade 1: never used
+    rows = list(windows("relevance", "dl19", [request("q1", texts), request("q2", texts)], qrels, 5, seed=0))
+    assert len(rows) == 5  # q2 has no judgments
+    for k, row in enumerate(rows):
+        labels = json.loads(row["reward_model"]["ground_truth"])["labels"]
+        assert labels == [3 if i == k % 4 else 0 for i in range(4)]
+        assert "Search query: topic q1" in row["prompt"][-1]["content"]
+
+
+def test_sft_targets_are_right_at_the_asked_rate_and_balanced():
+    class Tok:
+        eos_token_id = 0
+
+        def encode(self, text, add_special_tokens=False):
+            return [int(text.strip("[]"))]
+
+        def apply_chat_template(self, messages, **kwargs):
+            return {"input_ids": [9, 9]}
+
+    rows = [{"prompt": [{"role": "user", "content": "x"}], "extra_info": {"target": 1 + i % 4}} for i in range(4000)]
+    examples = sft_examples(rows, Tok(), right=0.5, seed=0)
+    targets = [answer[0] for _, answer in examples]
+    right = sum(t == r["extra_info"]["target"] for t, r in zip(targets, rows))
+    assert 0.47 < right / 4000 < 0.53
+    assert all(0.23 < targets.count(k) / 4000 < 0.27 for k in range(1, 5))
+    assert all(answer[-1] == 0 for _, answer in examples)  # each answer ends with the end-of-sequence token
+
+
+def item(first, relevant, score=None, inp="p"):
+    valid = first >= 0
+    top1 = valid and first == relevant
+    return {"first": first, "relevant": relevant, "valid": float(valid), "top1": float(top1), "ndcg": 0.5,
+            "score": score if score is not None else (1.0 if top1 else 0.0 if valid else -1.0), "input": inp}
+
+
+def test_figures_count_picks_and_accuracy_by_position():
+    items = [item(0, 0), item(0, 1), item(2, 2), item(-1, 3)]
+    fig = report.figures("grpo", 5, items)
+    assert (fig["mean_reward"], fig["format_valid"], fig["top1"], fig["items"]) == (0.25, 0.75, 0.5, 4)
+    assert fig["top1_by_position"] == {"1": 0.5, "2": 0.0, "3": 0.25, "4": 0.0}
+    assert fig["accuracy_by_position"] == {"1": 1.0, "2": 0.0, "3": 1.0, "4": 0.0}
+
+
+def test_gate_passes_and_fails_on_each_threshold():
+    spread = [[item(0, 0), item(1, 0)], [item(2, 2), item(3, 2)], [item(1, 1), item(2, 1)]]
+    balanced = [item(k % 4, 0) for k in range(8)]
+    assert report.gate(spread, balanced)["passed"]
+    flat = [[item(0, 0), item(0, 0)]] + spread  # 1 of 4 groups without spread: 0.25 <= 0.3
+    assert report.gate(flat, balanced)["zero_spread"] == 0.25 and report.gate(flat, balanced)["passed"]
+    assert not report.gate([[item(0, 0), item(0, 0)]] * 2 + spread, balanced)["passed"]  # 2 of 5: 0.4
+    assert not report.gate(spread, [item(0, 0)] * 4 + balanced)["passed"]  # position 1: 6 of 12 = 0.5
+    assert not report.gate([[item(-1, 0), item(1, 0)]] * 3, balanced)["passed"]  # format 0.5
+
+
+def test_paired_matches_items_by_prompt():
+    before = [item(0, 1, inp=f"p{i}") for i in range(10)]  # all wrong
+    after = [item(1, 1, inp=f"p{i}") for i in reversed(range(10))]  # all right, listed in another order
+    test = report.paired(before, after, "start", "end")
+    assert test["items"] == 10
+    assert test["reward"]["mean_gain"] == 1.0 and test["reward"]["items_better"] == 10
+    assert test["top1"]["p_value"] == pytest.approx(2 / 2 ** 10)
+    assert test["top1"]["only_candidate_right"] == 10 and test["top1"]["only_baseline_right"] == 0
+
+
+def test_paired_refuses_duplicate_prompts():
+    with pytest.raises(ValueError, match="share one prompt"):
+        report.paired([item(0, 0), item(1, 0)], [item(0, 0)], "a", "b")
+
+
+def test_dumps_are_read_per_step(tmp_path):
+    rows = {"1": [("a_0_0", 1.0), ("a_1_0", 0.0), ("b_0_0", -1.0), ("b_1_0", -1.0)], "2": [("c_0_0", 0.0)]}
+    for step, dumped in rows.items():
+        (tmp_path / f"{step}.jsonl").write_text("".join(json.dumps({"uid": u, "score": s}) + "\n" for u, s in dumped))
+    assert report.zero_spread(tmp_path) == {1: 0.5, 2: 1.0}
+    assert list(report.validations(tmp_path)) == [1, 2]
+
+
+def test_verdict_names_significance_and_the_position_share():
+    evals = [report.figures("base", 0, [item(-1, 0)] * 4), report.figures("sft", 8, [item(0, 0), item(1, 0)] * 2),
+             report.figures("grpo", 40, [item(0, 0)] * 4)]
+    test = {"items": 4, "reward": {"mean_gain": 0.5, "p_value": 0.01}, "top1": {"mean_gain": 0.5, "p_value": 0.5}}
+    lines = report.verdict("phrase", evals, test)
+    assert "GRPO above its start at p < 0.05" in lines[1]
+    assert "1.00 (ABOVE 0.6)" in lines[2]
+    test["reward"]["p_value"] = 0.2
+    assert "NOT significantly" in report.verdict("phrase", evals, test)[1]
+
+
+def test_merge_overrides_replaces_keys_and_appends_new_ones():
+    base = ["a.b=1", "++c.d='x'", "+e=2", "f=3"]
+    merged = merge_overrides(base, ["c.d='y'", "a.b=5", "g=7"])
+    assert merged == ["a.b=5", "c.d='y'", "+e=2", "f=3", "g=7"]
