@@ -53,17 +53,18 @@ WARMUP_STEPS = 120
 STEPS, RESUMED_STEPS = 2, 3
 
 
-def warm_start(stage: Stage, data: Path, target: Path) -> Path:
+def warm_start(stage: Stage, data: Path, target: Path, base: Path | None = None) -> Path:
     """The tiny base model trained for :data:`WARMUP_STEPS` steps to answer the stage's training prompts with one of
     :func:`~recipes.checks.completions.warm_start_texts`, drawn at random. A random model writes text every reward
     scores alike, so all GRPO advantages and gradients would be zero; this one's samples differ in reward, so the actor update has a nonzero
-    gradient. It checks the mechanics of training, never quality."""
+    gradient. It checks the mechanics of training, never quality. ``base``: another tiny base (default
+    :func:`~recipes.checks.models.tiny_base`)."""
     if (target / "config.json").is_file():
         return target
     import pandas as pd
     import torch
 
-    base = tiny_base()
+    base = base or tiny_base()
     tokenizer = load_tokenizer(base)
     rows = pd.read_parquet(data / "train.parquet")
     examples = []

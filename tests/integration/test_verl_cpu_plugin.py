@@ -4,11 +4,13 @@ rollout server generating batched, left-padded requests exactly as unbatched gre
 
 import asyncio
 import importlib
+import importlib.util
 import inspect
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -124,6 +126,84 @@ def test_gloo_rewrite_leaves_other_backends_alone(monkeypatch):
     torch.distributed.init_process_group("cpu:gloo,cuda:nccl")
     torch.distributed.init_process_group(backend="nccl")
     assert seen == ["gloo", "cpu:gloo,cuda:nccl", "nccl"]
+
+
+@pytest.mark.parametrize("name", sorted(patches.EXPECTED_VLLM))
+def test_patched_vllm_rollout_code_is_what_the_patches_expect(name):
+    """The same for verl's vLLM rollout, read as text: importing it needs vLLM, which the project's .venv lacks."""
+    module, text = patches.EXPECTED_VLLM[name]
+    root = importlib.util.find_spec("verl").submodule_search_locations[0]
+    source = (Path(root).parent / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
+    assert text in source, f"{name}: {module} changed"
+
+
+def _fake_vllm_loader(monkeypatch, calls):
+    """vLLM's loader module and layerwise reload as stand-ins recording their calls (vLLM is not installed here)."""
+    utils = SimpleNamespace(process_weights_after_loading=lambda model, config, device: calls.append(("process",
+                                                                                                      model)))
+    reload = SimpleNamespace(initialize_layerwise_reload=lambda model: calls.append(("initialize", model)),
+                             finalize_layerwise_reload=lambda model, config: calls.append(("finalize", model)))
+    loader = SimpleNamespace(utils=utils, reload=reload)
+    for name, module in {"vllm": SimpleNamespace(), "vllm.model_executor": SimpleNamespace(model_loader=loader),
+                         "vllm.model_executor.model_loader": loader,
+                         "vllm.model_executor.model_loader.utils": utils,
+                         "vllm.model_executor.model_loader.reload": reload}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    return utils
+
+
+def _worker_extension(calls, utils):
+    class Extension:
+        """verl's vLLMColocateWorkerExtension in outline: receive the buckets, then post-process every model."""
+
+        def _iter_all_models(self):
+            yield from ("model", "drafter")
+
+        def update_weights_from_ipc(self, peft_config=None, base_sync_done=False, use_shm=False):
+            calls.append(("receive", use_shm))
+            if not (peft_config and base_sync_done):
+                for model in self._iter_all_models():
+                    utils.process_weights_after_loading(model, "config", "cpu")
+            return "synced"
+
+    return Extension
+
+
+def test_vllm_weight_sync_runs_inside_vllms_layerwise_reload(monkeypatch):
+    calls = []
+    utils = _fake_vllm_loader(monkeypatch, calls)
+    original = utils.process_weights_after_loading
+    extension = _worker_extension(calls, utils)
+    patches.vllm_layerwise_reload(SimpleNamespace(vLLMColocateWorkerExtension=extension))
+    patches.vllm_layerwise_reload(SimpleNamespace(vLLMColocateWorkerExtension=extension))  # idempotent
+    assert extension().update_weights_from_ipc(use_shm=True) == "synced"
+    assert calls == [("initialize", "model"), ("initialize", "drafter"), ("receive", True),
+                     ("finalize", "model"), ("finalize", "drafter")]
+    assert utils.process_weights_after_loading is original  # restored for anything else in the process
+
+
+def test_vllm_lora_adapter_sync_is_left_to_verl(monkeypatch):
+    calls = []
+    utils = _fake_vllm_loader(monkeypatch, calls)
+    extension = _worker_extension(calls, utils)
+    patches.vllm_layerwise_reload(SimpleNamespace(vLLMColocateWorkerExtension=extension))
+    extension().update_weights_from_ipc({"r": 8}, True, False)
+    assert calls == [("receive", False)]
+
+
+def test_vllm_loader_is_restored_when_the_sync_fails(monkeypatch):
+    calls = []
+    utils = _fake_vllm_loader(monkeypatch, calls)
+    original = utils.process_weights_after_loading
+
+    class Failing(_worker_extension(calls, utils)):
+        def update_weights_from_ipc(self, peft_config=None, base_sync_done=False, use_shm=False):
+            raise RuntimeError("bucket lost")
+
+    patches.vllm_layerwise_reload(SimpleNamespace(vLLMColocateWorkerExtension=Failing))
+    with pytest.raises(RuntimeError, match="bucket lost"):
+        Failing().update_weights_from_ipc()
+    assert utils.process_weights_after_loading is original
 
 
 @pytest.fixture(scope="module")
