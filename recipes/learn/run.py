@@ -175,11 +175,14 @@ def run_task(task: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     if not gate["passed"] and not args.ignore_gate:
         result["verdict"] = [f"{task}: the warm start failed the gate; GRPO not run (--ignore-gate runs it)"]
         return result
-    shutil.rmtree(folder / "grpo", ignore_errors=True)  # no checkpoints are kept: GRPO starts again from the warm start
-    mark = time.perf_counter()
-    train(STAGE, folder / "data", sft_model, folder / "grpo", args.grpo_steps, overrides=grpo_overrides(
-        folder / "grpo", args))
-    times["grpo_s"] = round(time.perf_counter() - mark)
+    if not args.report_only:
+        shutil.rmtree(folder / "grpo", ignore_errors=True)  # no checkpoints kept: GRPO starts again from the warm start
+        mark = time.perf_counter()
+        train(STAGE, folder / "data", sft_model, folder / "grpo", args.grpo_steps,
+              overrides=grpo_overrides(folder / "grpo", args))
+        times["grpo_s"] = round(time.perf_counter() - mark)
+    elif not (folder / "grpo" / "validation").is_dir():
+        raise RearankError(f"--report-only: no GRPO validations in {folder / 'grpo' / 'validation'}")
     for step, items in report.validations(folder / "grpo" / "validation").items():
         evaluations.append(report.figures("grpo", step, items))
     runs = report.validations(folder / "grpo" / "validation")
@@ -214,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=2, help="torch threads of every process")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ignore-gate", action="store_true", help="run GRPO even when the warm start fails the gate")
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: report a task from what its folder holds (a GRPO run stopped early "
+                             "reports up to its last validation)")
     return parser
 
 
