@@ -65,7 +65,8 @@ def test_phrase_windows_cut_the_query_from_the_target_only():
         text = row["prompt"][-1]["content"]
         query = text.split("\n", 1)[0].removeprefix("Search query: ")
         assert len(query.split()) == PHRASE_WORDS
-        shown = [line for line in text.splitlines() if line.startswith("[")]
+        shown = [line for line in text.splitlines() if line.endswith("]")]  # "<passage> [k]", k = 1..4 in order
+        assert [line.rsplit(" ", 1)[1] for line in shown] == ["[1]", "[2]", "[3]", "[4]"]
         assert [query in line for line in shown] == [k == target for k in range(1, 5)]
         assert row["data_source"] == "learn/phrase/dl21"
 
