@@ -8,7 +8,14 @@ import re
 import pytest
 
 from rearank.grammar import Pattern
-from rearank.methods.groupwise.parser import answer_span, format_scores, label_scores, parse_scores, scores_grammar
+from rearank.methods.groupwise.parser import (
+    answer_span,
+    format_scores,
+    has_reason_answer_tags,
+    label_scores,
+    parse_scores,
+    scores_grammar,
+)
 from rearank.methods.groupwise.reward import compute_score, group_reward_parts
 
 
@@ -95,3 +102,26 @@ def test_max_label_option_is_checked(max_label):
 
 def test_an_empty_answer_block_is_an_empty_span():
     assert answer_span("<reason>x</reason><answer></answer>") == ""
+
+
+ANSWER_ONLY = '<answer>{"[1]": 10, "[2]": 0}</answer>'
+
+
+def test_answer_only_text_has_the_tags_only_with_reasoning_off():
+    assert has_reason_answer_tags(ANSWER_ONLY) is False
+    assert has_reason_answer_tags(ANSWER_ONLY, reasoning=False) is True
+    assert parse_scores(ANSWER_ONLY, 2).status == "bad_tags"
+    off = parse_scores(ANSWER_ONLY, 2, reasoning=False)
+    assert (off.status, off.has_tags, off.scores) == ("ok", True, (10.0, 0.0))
+
+
+def test_answer_only_rows_score_only_with_reasoning_off():
+    truth = json.dumps({"labels": [1, 0]})
+    assert compute_score("d", ANSWER_ONLY, truth)["score"] == -1.0  # the invalid score: no <reason> block
+    # the ideal order with scores 10/0 for labels 1/0: recall 1, nDCG = RBO = 1, KL 0: 0.2 + 0.5 + 0.1
+    assert compute_score("d", ANSWER_ONLY, truth, reasoning=False)["score"] == pytest.approx(0.8)
+
+
+def test_scores_grammar_without_reasoning_opens_with_the_answer_tag():
+    grammar = scores_grammar(2, reasoning=False)
+    assert (grammar.think, grammar.opening, grammar.closing) == (None, "<answer>", "</answer>")

@@ -32,6 +32,7 @@ at its first step).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from functools import lru_cache
@@ -145,7 +146,9 @@ def group_reward_parts(
 
 
 #: :func:`group_reward_parts`' options and their defaults, in the order :func:`_check_options` takes them.
-_PART_DEFAULTS: dict[str, Any] = dict(group_reward_parts.__kwdefaults__)
+_PART_DEFAULTS: dict[str, Any] = {
+    name: p.default for name, p in inspect.signature(group_reward_parts).parameters.items() if p.kind is p.KEYWORD_ONLY
+}
 
 
 def compute_score(
