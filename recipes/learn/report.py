@@ -128,6 +128,8 @@ def plot(tasks: Mapping[str, Mapping[str, Any]], path: Path) -> None:
         ax.plot(steps, [e["mean_reward"] for e in grpo], marker="o", label="held-out reward (greedy)")
         train = result.get("training", [])
         ax.plot([r["step"] for r in train], [r["score"] for r in train], alpha=0.6, label="training reward (sampled)")
+        ax.plot([r["step"] for r in train], [r.get("zero_spread") for r in train], linestyle="--", alpha=0.8,
+                label="share of groups without reward spread")
         base = next((e for e in result["evaluations"] if e["stage"] == "base"), None)
         if base:
             ax.axhline(base["top1"], color="grey", linestyle=":", label="base model top-1")
