@@ -28,6 +28,9 @@ TRAIN_SET, HELD_OUT = "dl21", "dl19"
 STAGE = STAGES["rearank"]
 RESPONSE_TOKENS = 8
 DEFAULT_OUTPUT = Path("docs/figures/train_learn.json")
+#: The settings a saved warm start (``<out>/<task>/warm_start.json``) must match to be reused.
+WARM_START_SETTINGS = ("windows_per_query", "heldout", "sft_steps", "sft_batch", "sft_lr", "sft_right",
+                       "gate_prompts", "rollouts", "threads", "seed")
 
 
 def encode(tokenizer: Any, messages: Sequence[dict]) -> list[int]:
@@ -164,11 +167,15 @@ def run_task(task: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     print(f"{task}: {len(sft_rows)} SFT rows, {len(grpo_rows)} GRPO prompts ({TRAIN_SET}), {len(held)} held-out "
           f"({HELD_OUT})", flush=True)
     sft_model, saved = folder / "sft-model", folder / "warm_start.json"
+    made_with = {key: getattr(args, key) for key in WARM_START_SETTINGS}
     if saved.is_file() and (sft_model / "config.json").is_file():  # an interrupted run resumes after its warm start
         result = json.loads(saved.read_text(encoding="utf-8"))
+        if result.get("settings") != made_with:
+            raise RearankError(f"{saved}: made with {result.get('settings')}, asked {made_with}; delete "
+                               f"{saved} to make the warm start again")
         print(f"{task}: warm start, its evaluations and gate read back from {saved}", flush=True)
     else:
-        result = warm_start(task, sft_rows, grpo_rows, held, sft_model, args)
+        result = {**warm_start(task, sft_rows, grpo_rows, held, sft_model, args), "settings": made_with}
         with atomic_write(saved) as handle:
             handle.write(json.dumps(result, indent=1) + "\n")
     evaluations, gate, times = result["evaluations"], result["gate"], result["times"]

@@ -165,3 +165,17 @@ def test_merge_overrides_replaces_keys_and_appends_new_ones():
     base = ["a.b=1", "++c.d='x'", "+e=2", "f=3"]
     merged = merge_overrides(base, ["c.d='y'", "a.b=5", "g=7"])
     assert merged == ["a.b=5", "c.d='y'", "+e=2", "f=3", "g=7"]
+
+
+def test_a_saved_warm_start_made_with_other_settings_is_refused(tmp_path, monkeypatch):
+    from rearank.errors import RearankError
+    from recipes.learn import run
+
+    monkeypatch.setattr(run, "build_data", lambda task, folder, args: ([], [], []))
+    args = run.build_parser().parse_args(["--out", str(tmp_path)])
+    (tmp_path / "phrase" / "sft-model").mkdir(parents=True)
+    (tmp_path / "phrase" / "sft-model" / "config.json").write_text("{}")
+    saved = {key: getattr(args, key) for key in run.WARM_START_SETTINGS}
+    (tmp_path / "phrase" / "warm_start.json").write_text(json.dumps({"settings": {**saved, "sft_steps": 99}}))
+    with pytest.raises(RearankError, match="sft_steps.: 99.*delete"):
+        run.run_task("phrase", tmp_path, args)
