@@ -190,9 +190,8 @@ def run_task(task: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
         times["grpo_s"] = round(time.perf_counter() - mark)
     elif not (folder / "grpo" / "validation").is_dir():
         raise RearankError(f"--report-only: no GRPO validations in {folder / 'grpo' / 'validation'}")
-    for step, items in report.validations(folder / "grpo" / "validation").items():
-        evaluations.append(report.figures("grpo", step, items))
     runs = report.validations(folder / "grpo" / "validation")
+    evaluations += [report.figures("grpo", step, items) for step, items in runs.items()]
     first, last = min(runs), max(runs)
     test = report.paired(runs[first], runs[last], f"grpo step {first} (the warm start, inside verl)",
                          f"grpo step {last}")
