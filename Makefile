@@ -136,7 +136,8 @@ test-vllm: $(VLLM_STAMP)
 	$(VLLM_BIN)/python -m pytest -q -p no:cacheprovider -m vllm tests/vllm
 
 bench: setup
-	for f in bench/*.py; do [ "$$f" = bench/mutation.py ] && continue; echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	for f in bench/*.py; do case $$f in bench/mutation.py|bench/bench_cuda.py) continue;; esac; \
+	  echo "== $$f"; $(BIN)/python $$f || exit 1; done  # bench_cuda.py needs a GPU (docs/benchmarks.md)
 
 # Mutation score per module (about an hour on 2 cores), a benchmark, not in CI: bench/out/mutation.json.
 mutation: setup

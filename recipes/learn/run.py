@@ -30,7 +30,8 @@ RESPONSE_TOKENS = 8
 DEFAULT_OUTPUT = Path("docs/figures/train_learn.json")
 #: The settings a saved warm start (``<out>/<task>/warm_start.json``) must match to be reused.
 WARM_START_SETTINGS = ("windows_per_query", "heldout", "sft_steps", "sft_batch", "sft_lr", "sft_right",
-                       "gate_prompts", "rollouts", "threads", "seed")
+                       "sft_check_every", "sft_until", "gate_prompts", "rollouts", "eval_temperature", "threads",
+                       "seed")
 
 
 def encode(tokenizer: Any, messages: Sequence[dict]) -> list[int]:
@@ -79,8 +80,9 @@ def sft_examples(rows: Sequence[dict], tokenizer: Any, right: float, seed: int) 
     return examples
 
 
-def answers(model: Any, tokenizer: Any, rows: Sequence[dict], samples: int = 0, batch: int = 32) -> list[list[str]]:
-    """Per row, one greedy answer (``samples`` 0) or ``samples`` answers sampled at temperature 1.0."""
+def answers(model: Any, tokenizer: Any, rows: Sequence[dict], samples: int = 0, batch: int = 32,
+            temperature: float = 1.0) -> list[list[str]]:
+    """Per row, one greedy answer (``samples`` 0) or ``samples`` answers sampled at ``temperature``."""
     import torch
 
     out: list[list[str]] = []
@@ -90,13 +92,20 @@ def answers(model: Any, tokenizer: Any, rows: Sequence[dict], samples: int = 0, 
             enc = tokenizer.apply_chat_template(chunk, add_generation_prompt=True, return_tensors="pt",
                                                 padding=True, return_dict=True)
             n = max(samples, 1)
-            options = ({"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "num_return_sequences": n}
+            options = ({"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0,
+                        "num_return_sequences": n}
                        if samples else {"do_sample": False, "temperature": None, "top_p": None, "top_k": None})
             generated = model.generate(**enc, max_new_tokens=RESPONSE_TOKENS, pad_token_id=tokenizer.pad_token_id,
                                        **options)
             texts = tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
             out += [texts[i:i + n] for i in range(0, len(texts), n)]
     return out
+
+
+def evaluated(model: Any, tokenizer: Any, rows: Sequence[dict], temperature: float) -> list[dict]:
+    """One scored answer per row, as verl's validation answers (``--eval-temperature``; 0: greedy)."""
+    texts = answers(model, tokenizer, rows, samples=int(temperature > 0), temperature=temperature)
+    return scored([t[0] for t in texts], rows)
 
 
 def scored(texts: Sequence[str], rows: Sequence[dict]) -> list[dict]:
@@ -118,6 +127,10 @@ def grpo_overrides(folder: Path, args: argparse.Namespace) -> list[str]:
         "reward.custom_reward_function.path=pkg://recipes.learn.reward",
         "reward.custom_reward_function.name=compute_score", "reward.custom_reward_function.reward_kwargs={}",
         "trainer.save_freq=-1", f"trainer.test_freq={args.eval_every}", "trainer.val_before_train=true",
+        f"actor_rollout_ref.rollout.val_kwargs.do_sample={str(args.eval_temperature > 0).lower()}",
+        f"actor_rollout_ref.rollout.val_kwargs.temperature={args.eval_temperature}",
+        "actor_rollout_ref.rollout.val_kwargs.top_p=1.0", "actor_rollout_ref.rollout.val_kwargs.top_k=-1",
+        "actor_rollout_ref.rollout.val_kwargs.n=1",
         f"trainer.validation_data_dir={folder / 'validation'}", f"trainer.rollout_data_dir={folder / 'rollouts'}",
         f"data.seed={args.seed}", *runtime_env({"OMP_NUM_THREADS": str(args.threads)}),
     ]
@@ -139,26 +152,46 @@ def warm_start(task: str, sft_rows: list[dict], grpo_rows: list[dict], held: lis
     tokenizer = load_tokenizer(base, padding_side="left")
     model = load_model(base)
     model.eval()
-    evaluations = [report.figures("base", 0, scored([a[0] for a in answers(model, tokenizer, held)], held))]
+    evaluations = [report.figures("base", 0, evaluated(model, tokenizer, held, args.eval_temperature))]
     times["base_eval_s"] = round(time.perf_counter() - mark)
+    probe = grpo_rows[:args.gate_prompts]
+
+    def gate_of(greedy: list[dict]) -> dict[str, Any]:
+        sampled = [scored(group, [row] * len(group)) for group, row in
+                   zip(answers(model, tokenizer, probe, samples=args.rollouts), probe, strict=True)]
+        return report.gate(sampled, greedy)
+
+    checks: list[dict[str, Any]] = []
+
+    def check(step: int) -> bool:
+        """Stop the warm start once it reads the passages (greedy top-1 on the gate's training prompts at least
+        ``--sft-until``) and passes the gate there."""
+        model.eval()
+        greedy = scored([a[0] for a in answers(model, tokenizer, probe)], probe)
+        top1 = sum(i["top1"] for i in greedy) / len(greedy)
+        result = gate_of(greedy)
+        checks.append({"step": step, "greedy_top1": top1, **{k: result[k] for k in
+                       ("format_valid", "zero_spread", "largest_position_share", "passed")}})
+        print(f"{task}: SFT step {step}: {checks[-1]}", flush=True)
+        model.train()
+        return result["passed"] and top1 >= args.sft_until
+
     mark = time.perf_counter()
     losses = train_on_answers(model, sft_examples(sft_rows, tokenizer, args.sft_right, args.seed), args.sft_steps,
-                              args.sft_lr, args.sft_batch, tokenizer.pad_token_id, args.seed)
+                              args.sft_lr, args.sft_batch, tokenizer.pad_token_id, args.seed,
+                              check=check, every=args.sft_check_every)
     times["sft_s"] = round(time.perf_counter() - mark)
     mark = time.perf_counter()
-    greedy = scored([a[0] for a in answers(model, tokenizer, held)], held)
-    evaluations.append(report.figures("sft", args.sft_steps, greedy))
-    probe = grpo_rows[:args.gate_prompts]
-    sampled = [scored(group, [row] * len(group)) for group, row in
-               zip(answers(model, tokenizer, probe, samples=args.rollouts), probe, strict=True)]
-    gate = report.gate(sampled, greedy)
+    held_answers = evaluated(model, tokenizer, held, args.eval_temperature)
+    evaluations.append(report.figures("sft", len(losses), held_answers))
+    gate = gate_of(scored([a[0] for a in answers(model, tokenizer, held)], held))
     times["gate_s"] = round(time.perf_counter() - mark)
     print(f"{task}: {evaluations[0]}\n{task}: {evaluations[1]}\n{task}: gate {gate}", flush=True)
     with atomic_folder(target, replace=True) as tmp:
         model.save_pretrained(tmp)
         load_tokenizer(base).save_pretrained(tmp)
         model.generation_config.save_pretrained(tmp)
-    return {"evaluations": evaluations, "gate": gate, "sft_loss": losses, "times": times}
+    return {"evaluations": evaluations, "gate": gate, "sft_loss": losses, "sft_checks": checks, "times": times}
 
 
 def run_task(task: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -208,18 +241,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--task", action="append", choices=TASKS, help="task to run (repeatable; default both)")
     parser.add_argument("--out", type=Path, default=Path("runs/train-learn"), help="working folder")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="figures JSON (the PNG beside it)")
-    parser.add_argument("--windows-per-query", type=int, default=20, help="windows drawn per query")
+    parser.add_argument("--windows-per-query", type=int, default=32, help="windows drawn per query")
     parser.add_argument("--heldout", type=int, default=256, help="held-out dl19 windows")
-    parser.add_argument("--sft-steps", type=int, default=16)
-    parser.add_argument("--sft-batch", type=int, default=32)
-    parser.add_argument("--sft-lr", type=float, default=5e-5)
-    parser.add_argument("--sft-right", type=float, default=0.7, help="share of SFT targets that are right")
+    parser.add_argument("--sft-steps", type=int, default=64, help="most SFT steps (it stops earlier: --sft-until)")
+    parser.add_argument("--sft-batch", type=int, default=16)
+    parser.add_argument("--sft-lr", type=float, default=1e-4)
+    parser.add_argument("--sft-right", type=float, default=0.6,
+                        help="share of SFT targets that are right (the rest: another id at random), so that the "
+                             "warm start reads the passages yet its sampled answers keep reward spread")
+    parser.add_argument("--sft-check-every", type=int, default=8, help="check the warm start every N SFT steps")
+    parser.add_argument("--sft-until", type=float, default=0.5,
+                        help="stop SFT at the first check where greedy top-1 on the gate's training prompts is at "
+                             "least this and the gate passes")
     parser.add_argument("--gate-prompts", type=int, default=32, help="training prompts sampled for the gate")
-    parser.add_argument("--grpo-steps", type=int, default=40)
+    parser.add_argument("--grpo-steps", type=int, default=20)
     parser.add_argument("--prompts-per-step", type=int, default=8)
     parser.add_argument("--rollouts", type=int, default=4, help="answers per prompt (the GRPO group)")
     parser.add_argument("--lr", type=float, default=2e-5, help="GRPO learning rate")
-    parser.add_argument("--eval-every", type=int, default=20, help="validate inside verl every N steps")
+    parser.add_argument("--eval-every", type=int, default=10, help="validate inside verl every N steps")
+    parser.add_argument("--eval-temperature", type=float, default=1.0,
+                        help="held-out answers sampled at this temperature (0: greedy), in verl and before it: the "
+                             "policy GRPO trains is the sampling one")
     parser.add_argument("--threads", type=int, default=2, help="torch threads of every process")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ignore-gate", action="store_true", help="run GRPO even when the warm start fails the gate")

@@ -1,14 +1,16 @@
 """The two tasks of ``make train-learn``, as 4-passage windows of real passages in verl's parquet row shape.
 
 * ``phrase`` (controlled: the signal is built, labelled as such): four passages of one query's BM25 top-100; the
-  query is a phrase of :data:`PHRASE_WORDS` consecutive words cut from one of them as the prompt shows it (and
-  found in no other of the four); that passage is the one to pick. Learnable by reading, so it tests whether the
-  reward, advantages and updates move the policy the right way.
+  query is the last :data:`PHRASE_WORDS` words of one of them as the prompt shows it (found in no other of the
+  four); that passage is the one to pick (template ``phrase.yaml``: the identifier follows the query's words in the
+  prompt). Learnable by reading, so it tests whether the reward, advantages and updates move the policy the right
+  way. (A phrase cut from the middle of a passage, its id 1-9 words further on, stayed at chance after 1,536 SFT
+  examples; the last words were learnt from 384: docs/training.md.)
 * ``relevance`` (the real task): the topic's text; one passage judged relevant (grade >= 2) and three judged not
   relevant (grade 0) from its BM25 top-100.
 
 In both, the best passage's position cycles over 1..4 (no position gives the answer for free) and the passages are
-cut to the template's budget (:data:`TEMPLATE`). Each window is a row as ``rearank synth`` writes it
+cut to the task's template's budget (:data:`TEMPLATES`). Each window is a row as ``rearank synth`` writes it
 (``prompt`` chat messages, ``reward_model.ground_truth`` = ``{"labels": [...]}``), plus ``extra_info.target``: the
 SFT target id.
 """
@@ -24,30 +26,29 @@ from pathlib import Path
 from rearank.prompts.builder import build_messages, render_passages
 from rearank.types import Request
 
-TEMPLATE = Path(__file__).with_name("best.yaml")
-TASKS = ("phrase", "relevance")
+TEMPLATES = {"phrase": Path(__file__).with_name("phrase.yaml"), "relevance": Path(__file__).with_name("best.yaml")}
+TASKS = tuple(TEMPLATES)
 SET_SIZE = 4
 PHRASE_WORDS = 4
 RELEVANT = 2
 
 
-def _phrase(texts: Sequence[str], target: int, rng: random.Random) -> str | None:
-    """``PHRASE_WORDS`` consecutive words of ``texts[target]`` that no other text contains (case-insensitive)."""
+def _phrase(texts: Sequence[str], target: int) -> str | None:
+    """The last ``PHRASE_WORDS`` words of ``texts[target]``, or None where another text contains them
+    (case-insensitive), they hold no word character or a bracket (an id lookalike), or the text is shorter."""
     words = texts[target].split()
-    starts = list(range(len(words) - PHRASE_WORDS + 1))
-    rng.shuffle(starts)
+    phrase = " ".join(words[-PHRASE_WORDS:])
     others = [" ".join(t.lower().split()) for i, t in enumerate(texts) if i != target]
-    for start in starts:
-        phrase = " ".join(words[start:start + PHRASE_WORDS])
-        if re.search(r"\w", phrase) and not any(phrase.lower() in other for other in others):
-            return phrase
-    return None
+    if (len(words) < PHRASE_WORDS or not re.search(r"\w", phrase) or re.search(r"[\[\]]", phrase)
+            or any(phrase.lower() in other for other in others)):
+        return None
+    return phrase
 
 
 def _row(task: str, dataset: str, qid: str, query: str, texts: Sequence[str], labels: list[int],
          index: int) -> dict:
     return {"data_source": f"learn/{task}/{dataset}",
-            "prompt": build_messages(query, list(texts), TEMPLATE, clean=False),
+            "prompt": build_messages(query, list(texts), TEMPLATES[task], clean=False),
             "ability": "rerank",
             "reward_model": {"style": "rule", "ground_truth": json.dumps({"labels": labels})},
             "extra_info": {"qid": qid, "index": index, "target": labels.index(max(labels)) + 1}}
@@ -69,8 +70,8 @@ def windows(task: str, dataset: str, requests: Sequence[Request], qrels: dict[st
                 if len(pool) < SET_SIZE:
                     break
                 chosen = rng.sample(pool, SET_SIZE)
-                texts = render_passages(chosen, TEMPLATE)
-                query = _phrase(texts, target, rng)
+                texts = render_passages(chosen, TEMPLATES[task])
+                query = _phrase(texts, target)
                 if query is None:
                     continue
                 labels = [int(i == target) for i in range(SET_SIZE)]
@@ -79,7 +80,7 @@ def windows(task: str, dataset: str, requests: Sequence[Request], qrels: dict[st
                     break
                 chosen = rng.sample(judged_zero, SET_SIZE - 1)
                 chosen.insert(target, rng.choice(relevant))
-                texts = render_passages(chosen, TEMPLATE)
+                texts = render_passages(chosen, TEMPLATES[task])
                 query = request.query.text
                 labels = [grades[c.docid] for c in chosen]
             yield _row(task, dataset, request.query.qid, query, texts, labels, index)

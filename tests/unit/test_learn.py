@@ -54,7 +54,7 @@ def request(qid, texts):
 WORDS = [f"alpha{i} beta{i} gamma{i} delta{i} epsilon{i} zeta{i} eta{i} theta{i}" for i in range(12)]
 
 
-def test_phrase_windows_cut_the_query_from_the_target_only():
+def test_phrase_windows_end_the_target_with_the_query_only():
     rows = list(windows("phrase", "dl21", [request("q1", WORDS), request("q2", WORDS)], {}, 4, seed=3))
     assert len(rows) == 8
     assert [r["extra_info"]["target"] for r in rows] == [1, 2, 3, 4, 1, 2, 3, 4]  # positions cycle
@@ -63,12 +63,23 @@ def test_phrase_windows_cut_the_query_from_the_target_only():
         target = row["extra_info"]["target"]
         assert labels == [int(k == target) for k in range(1, 5)]
         text = row["prompt"][-1]["content"]
-        query = text.split("\n", 1)[0].removeprefix("Search query: ")
+        query = text.rsplit("\n", 1)[1].removeprefix("Search query: ")  # the query comes last
         assert len(query.split()) == PHRASE_WORDS
         shown = [line for line in text.splitlines() if line.endswith("]")]  # "<passage> [k]", k = 1..4 in order
         assert [line.rsplit(" ", 1)[1] for line in shown] == ["[1]", "[2]", "[3]", "[4]"]
-        assert [query in line for line in shown] == [k == target for k in range(1, 5)]
+        # the target's words end with the query, right before its id; no other passage holds the query
+        assert [line.endswith(f"{query} [{k}]") for k, line in enumerate(shown, 1)] == [k == target for k in range(1, 5)]
+        assert sum(query in line for line in shown) == 1
         assert row["data_source"] == "learn/phrase/dl21"
+
+
+def test_phrase_windows_skip_a_target_whose_last_words_another_passage_holds():
+    shared = "one two three four"
+    texts = [f"first {shared}", f"second {shared} more", "third x y z w", "fourth p q r s"]
+    rows = list(windows("phrase", "dl21", [request("q1", texts)], {}, 8, seed=0))
+    queries = [r["prompt"][-1]["content"].rsplit("Search query: ", 1)[1] for r in rows]
+    assert 0 < len(rows) < 8  # the draws whose target was the first passage were skipped
+    assert shared not in queries and "r s" in " ".join(queries)
 
 
 def test_relevance_windows_hold_one_relevant_and_three_judged_zero():
@@ -179,3 +190,30 @@ def test_a_saved_warm_start_made_with_other_settings_is_refused(tmp_path, monkey
     (tmp_path / "phrase" / "warm_start.json").write_text(json.dumps({"settings": {**saved, "sft_steps": 99}}))
     with pytest.raises(RearankError, match="sft_steps.: 99.*delete"):
         run.run_task("phrase", tmp_path, args)
+
+
+def test_the_warm_start_stops_at_the_first_check_that_says_so():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from recipes.checks.sft import train_on_answers
+
+    config = transformers.LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=2)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    examples = [([1, 2, 3], [4, 5]), ([1, 3], [6, 5])]
+    calls = []
+    losses = train_on_answers(model, examples, 10, 1e-3, 2, 0, check=lambda step: calls.append(step) or step == 4,
+                              every=2)
+    assert calls == [2, 4] and len(losses) == 4
+    assert len(train_on_answers(model, examples, 3, 1e-3, 2, 0)) == 3  # no check: every step runs
+
+
+def test_verl_validates_as_the_warm_start_was_evaluated(tmp_path):
+    from recipes.learn import run
+
+    sampled = run.grpo_overrides(tmp_path, run.build_parser().parse_args([]))
+    assert {"actor_rollout_ref.rollout.val_kwargs.do_sample=true", "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+            "actor_rollout_ref.rollout.val_kwargs.n=1", "trainer.val_before_train=true"} <= set(sampled)
+    greedy = run.grpo_overrides(tmp_path, run.build_parser().parse_args(["--eval-temperature", "0"]))
+    assert "actor_rollout_ref.rollout.val_kwargs.do_sample=false" in greedy
