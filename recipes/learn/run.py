@@ -245,18 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--heldout", type=int, default=256, help="held-out dl19 windows")
     parser.add_argument("--sft-steps", type=int, default=64, help="most SFT steps (it stops earlier: --sft-until)")
     parser.add_argument("--sft-batch", type=int, default=16)
-    parser.add_argument("--sft-lr", type=float, default=1e-4)
-    parser.add_argument("--sft-right", type=float, default=0.6,
+    parser.add_argument("--sft-lr", type=float, default=5e-5)
+    parser.add_argument("--sft-right", type=float, default=0.8,
                         help="share of SFT targets that are right (the rest: another id at random), so that the "
                              "warm start reads the passages yet its sampled answers keep reward spread")
-    parser.add_argument("--sft-check-every", type=int, default=8, help="check the warm start every N SFT steps")
+    parser.add_argument("--sft-check-every", type=int, default=4, help="check the warm start every N SFT steps")
     parser.add_argument("--sft-until", type=float, default=0.5,
                         help="stop SFT at the first check where greedy top-1 on the gate's training prompts is at "
                              "least this and the gate passes")
     parser.add_argument("--gate-prompts", type=int, default=32, help="training prompts sampled for the gate")
     parser.add_argument("--grpo-steps", type=int, default=20)
-    parser.add_argument("--prompts-per-step", type=int, default=8)
-    parser.add_argument("--rollouts", type=int, default=4, help="answers per prompt (the GRPO group)")
+    parser.add_argument("--prompts-per-step", type=int, default=4)
+    parser.add_argument("--rollouts", type=int, default=8, help="answers per prompt (the GRPO group)")
     parser.add_argument("--lr", type=float, default=2e-5, help="GRPO learning rate")
     parser.add_argument("--eval-every", type=int, default=10, help="validate inside verl every N steps")
     parser.add_argument("--eval-temperature", type=float, default=1.0,

@@ -72,3 +72,54 @@ def test_a_listwise_answer_that_never_parses_drops_the_query_after_the_retries()
     record = annotate(request(3), pool, point, listwise, LabelConfig(retries=2))
     assert record["dropped"] and "s_gt" not in record
     assert record["failures"]["listwise"] == 3 and len(record["list_raw"]) == 3
+
+
+def test_hybrid_scores_weight_each_run_and_keep_the_key_order():
+    first, second = {"a": 4.0, "b": 0.0}, {"c": 1.0, "a": 3.0, "b": 2.0}  # second's norm: c 0, a 1, b 0.5
+    fused = hybrid_scores(first, second, 0.25)
+    assert list(fused) == ["a", "b", "c"]  # first's keys, then second's new ones
+    assert fused == pytest.approx({"a": 0.25 * 1 + 0.75 * 1, "b": 0.25 * 0 + 0.75 * 0.5, "c": 0.0})
+    assert hybrid_scores(first, second, 0.0) == pytest.approx({"a": 1.0, "b": 0.5, "c": 0.0})  # the bounds are allowed
+    assert hybrid_scores(first, second, 1.0) == pytest.approx({"a": 1.0, "b": 0.0, "c": 0.0})
+    with pytest.raises(ValueError, match="fusion weight"):
+        hybrid_scores(first, second, -0.1)
+
+
+def test_top_hybrid_keeps_the_key_order_on_ties_and_cuts_at_k():
+    first = {"x": 1.0, "y": 1.0, "z": 0.0, "w": 2.0}  # norm: x 0.5, y 0.5, z 0, w 1
+    assert top_hybrid(first, {}, 1.0, 3) == [("w", 1.0), ("x", 0.5), ("y", 0.5)]
+    assert top_hybrid(first, {}, 1.0, 0) == []
+
+
+def test_fused_labels_weight_alpha_and_check_their_inputs():
+    point, ranks = [10.0, 0.0], [1, 2]  # norm(point) 1, 0; norm(-log r) 1, 0
+    assert fused_labels(point, ranks, 0.25) == pytest.approx([1.0, 0.0])
+    assert fused_labels([0.0, 10.0], ranks, 0.25) == pytest.approx([0.75, 0.25])  # alpha on the pointwise term
+    assert fused_labels([0.0, 10.0], ranks, 0.0) == pytest.approx([1.0, 0.0])
+    assert fused_labels([0.0, 10.0], ranks, 1.0) == pytest.approx([0.0, 1.0])
+    with pytest.raises(ValueError, match="2 pointwise scores but 1 listwise ranks"):
+        fused_labels(point, [1])
+    with pytest.raises(ValueError, match="alpha"):
+        fused_labels(point, ranks, 1.5)
+    with pytest.raises(ValueError, match="alpha"):
+        fused_labels(point, ranks, -0.5)
+
+
+@pytest.mark.parametrize("text, score", [
+    ("Relevance score: 0", 0.0), ("Relevance score: 10", 10.0), ("RELEVANCE   SCORE : 7.5.", 7.5),
+    ("Relevance score: 10.5", None), ("relevance score", None), ("", None),
+])
+def test_point_score_bounds_and_spellings(text, score):
+    assert parse_point_score(text) == score
+
+
+@pytest.mark.parametrize("text, said", [
+    ("It answers the question.\nRelevance score: 7.", "It answers the question."),  # the score line's "." goes
+    ("  Partly on topic...  relevance SCORE: 3  ", "Partly on topic"),
+    ("Relevance score: 9.", ""),
+    ("no score line at all", "no score line at all"),
+])
+def test_point_rationale_is_the_answer_without_its_score_line(text, said):
+    from rearank.methods.groupwise.labels import point_rationale
+
+    assert point_rationale(text) == said
