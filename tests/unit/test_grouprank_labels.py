@@ -27,7 +27,7 @@ def test_fused_labels_are_eq_6():
     low, high = min(s_list), max(s_list)
     expected = [0.5 * p / 10 + 0.5 * (s - low) / (high - low) for p, s in zip(point, s_list)]
     assert fused_labels(point, ranks) == pytest.approx(expected)
-    with pytest.raises(ValueError, match="1-based"):
+    with pytest.raises(ValueError, match="^listwise ranks are 1-based$"):
         fused_labels([1.0], [0])
 
 
@@ -79,6 +79,7 @@ def test_hybrid_scores_weight_each_run_and_keep_the_key_order():
     fused = hybrid_scores(first, second, 0.25)
     assert list(fused) == ["a", "b", "c"]  # first's keys, then second's new ones
     assert fused == pytest.approx({"a": 0.25 * 1 + 0.75 * 1, "b": 0.25 * 0 + 0.75 * 0.5, "c": 0.0})
+    assert hybrid_scores(first, second) == hybrid_scores(first, second, 0.5)  # the paper's equal weights by default
     assert hybrid_scores(first, second, 0.0) == pytest.approx({"a": 1.0, "b": 0.5, "c": 0.0})  # the bounds are allowed
     assert hybrid_scores(first, second, 1.0) == pytest.approx({"a": 1.0, "b": 0.0, "c": 0.0})
     with pytest.raises(ValueError, match="fusion weight"):
@@ -117,6 +118,7 @@ def test_point_score_bounds_and_spellings(text, score):
     ("It answers the question.\nRelevance score: 7.", "It answers the question."),  # the score line's "." goes
     ("  Partly on topic...  relevance SCORE: 3  ", "Partly on topic"),
     ("Relevance score: 9.", ""),
+    ("Typeset in LaTeX\nRelevance score: 5", "Typeset in LaTeX"),  # only dots are trimmed
     ("no score line at all", "no score line at all"),
 ])
 def test_point_rationale_is_the_answer_without_its_score_line(text, said):
