@@ -114,6 +114,19 @@ def scored(texts: Sequence[str], rows: Sequence[dict]) -> list[dict]:
              "input": json.dumps(r["prompt"])} for t, r in zip(texts, rows, strict=True)]
 
 
+def balanced(rows: Sequence[dict], n: int) -> list[dict]:
+    """The first rows with at most ``n // SET_SIZE`` per best position: on them a reader that is always right spreads
+    its picks evenly, so the gate's largest position share measures a habit, not the draw of the rows."""
+    taken = dict.fromkeys(range(1, SET_SIZE + 1), 0)
+    out = []
+    for row in rows:
+        target = row["extra_info"]["target"]
+        if taken[target] < n // SET_SIZE and len(out) < n:
+            taken[target] += 1
+            out.append(row)
+    return out
+
+
 def grpo_overrides(folder: Path, args: argparse.Namespace) -> list[str]:
     """The GRPO stage's changes to the recipe's CPU run: sizes, the one-action reward, validation inside verl."""
     return [
@@ -154,7 +167,7 @@ def warm_start(task: str, sft_rows: list[dict], grpo_rows: list[dict], held: lis
     model.eval()
     evaluations = [report.figures("base", 0, evaluated(model, tokenizer, held, args.eval_temperature))]
     times["base_eval_s"] = round(time.perf_counter() - mark)
-    probe = grpo_rows[:args.gate_prompts]
+    probe = balanced(grpo_rows, args.gate_prompts)
 
     def gate_of(greedy: list[dict]) -> dict[str, Any]:
         sampled = [scored(group, [row] * len(group)) for group, row in

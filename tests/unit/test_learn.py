@@ -217,3 +217,12 @@ def test_verl_validates_as_the_warm_start_was_evaluated(tmp_path):
             "actor_rollout_ref.rollout.val_kwargs.n=1", "trainer.val_before_train=true"} <= set(sampled)
     greedy = run.grpo_overrides(tmp_path, run.build_parser().parse_args(["--eval-temperature", "0"]))
     assert "actor_rollout_ref.rollout.val_kwargs.do_sample=false" in greedy
+
+
+def test_the_gate_probe_holds_each_best_position_equally():
+    from recipes.learn.run import balanced
+
+    rows = [{"extra_info": {"target": t}} for t in [1, 1, 1, 2, 1, 3, 2, 4, 4, 3, 2, 4]]
+    probe = balanced(rows, 8)
+    assert [r["extra_info"]["target"] for r in probe] == [1, 1, 2, 3, 2, 4, 4, 3]
+    assert len(balanced(rows, 4)) == 4
