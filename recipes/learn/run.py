@@ -121,7 +121,7 @@ def balanced(rows: Sequence[dict], n: int) -> list[dict]:
     out = []
     for row in rows:
         target = row["extra_info"]["target"]
-        if taken[target] < n // SET_SIZE and len(out) < n:
+        if taken[target] < n // SET_SIZE:
             taken[target] += 1
             out.append(row)
     return out
