@@ -12,6 +12,7 @@ from recipes.learn import report
 from recipes.learn.reward import compute_score
 from recipes.learn.run import sft_examples
 from recipes.learn.windows import PHRASE_WORDS, windows
+from tests.conftest import require
 
 TRUTH = json.dumps({"labels": [0, 2, 0, 1]})
 
@@ -193,8 +194,8 @@ def test_a_saved_warm_start_made_with_other_settings_is_refused(tmp_path, monkey
 
 
 def test_the_warm_start_stops_at_the_first_check_that_says_so():
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = require("torch")
+    transformers = require("transformers")
     from recipes.checks.sft import train_on_answers
 
     config = transformers.LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
