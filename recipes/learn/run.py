@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import random
 import shutil
 import sys
@@ -207,6 +208,16 @@ def warm_start(task: str, sft_rows: list[dict], grpo_rows: list[dict], held: lis
     return {"evaluations": evaluations, "gate": gate, "sft_loss": losses, "sft_checks": checks, "times": times}
 
 
+def save_warm_start(task: str, sft_rows: list[dict], grpo_rows: list[dict], held: list[dict], folder: Path,
+                    args: argparse.Namespace) -> None:
+    """The warm start (``sft-model``) and what it measured (``warm_start.json``, with the settings it was made
+    with) in ``folder``."""
+    result = warm_start(task, sft_rows, grpo_rows, held, folder / "sft-model", args)
+    result["settings"] = {key: getattr(args, key) for key in WARM_START_SETTINGS}
+    with atomic_write(folder / "warm_start.json") as handle:
+        handle.write(json.dumps(result, indent=1) + "\n")
+
+
 def run_task(task: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     folder = out / task
     sft_rows, grpo_rows, held = build_data(task, folder / "data", args)
@@ -220,10 +231,15 @@ def run_task(task: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
             raise RearankError(f"{saved}: made with {result.get('settings')}, asked {made_with}; delete "
                                f"{saved} to make the warm start again")
         print(f"{task}: warm start, its evaluations and gate read back from {saved}", flush=True)
-    else:
-        result = {**warm_start(task, sft_rows, grpo_rows, held, sft_model, args), "settings": made_with}
-        with atomic_write(saved) as handle:
-            handle.write(json.dumps(result, indent=1) + "\n")
+    else:  # in a child process, so that the memory it holds is returned before verl starts
+        child = multiprocessing.get_context("spawn").Process(
+            target=save_warm_start, args=(task, sft_rows, grpo_rows, held, folder, args), name=f"{task}-warm-start")
+        child.start()
+        child.join()
+        if child.exitcode != 0 or not saved.is_file():
+            raise RearankError(f"{task}: the warm start's process ended with exit code {child.exitcode} and no "
+                               f"{saved} (its error is printed above)")
+        result = json.loads(saved.read_text(encoding="utf-8"))
     evaluations, gate, times = result["evaluations"], result["gate"], result["times"]
     if not gate["passed"] and not args.ignore_gate:
         result["verdict"] = [f"{task}: the warm start failed the gate; GRPO not run (--ignore-gate runs it)"]
@@ -244,6 +260,7 @@ def run_task(task: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     spread = report.zero_spread(folder / "grpo" / "rollouts")
     training = [{**row, "zero_spread": spread.get(row["step"])} for row in
                 report.training_rows(merge_metrics(folder / "grpo"))]
+    times["grpo_steps_s"] = round(sum(row.get("step_s", 0.0) for row in training))  # verl's own, validations apart
     return {**result, "paired_test": test, "training": training,
             "verdict": report.verdict(task, evaluations, test)}
 

@@ -193,6 +193,56 @@ def test_a_saved_warm_start_made_with_other_settings_is_refused(tmp_path, monkey
         run.run_task("phrase", tmp_path, args)
 
 
+class _Inline:
+    """A spawn context whose process runs its target here (exit code 0) or not at all (exit code ``fails``)."""
+
+    def __init__(self, fails: int = 0):
+        self.fails, self.started = fails, []
+
+    def Process(self, target, args, name):
+        context = self
+
+        class Child:
+            exitcode = None
+
+            def start(self):
+                context.started.append(name)
+                if not context.fails:
+                    target(*args)
+                self.exitcode = context.fails
+
+            def join(self):
+                pass
+        return Child()
+
+
+def test_the_warm_start_runs_in_a_child_process_and_is_read_back(tmp_path, monkeypatch):
+    from recipes.learn import run
+
+    context = _Inline()
+    monkeypatch.setattr(run.multiprocessing, "get_context", lambda method: context if method == "spawn" else None)
+    monkeypatch.setattr(run, "build_data", lambda task, folder, args: ([], [], []))
+    made = {"evaluations": [{"stage": "base"}], "gate": {"passed": False}, "times": {"sft_s": 1}}
+    monkeypatch.setattr(run, "warm_start", lambda *a: dict(made))
+    args = run.build_parser().parse_args(["--out", str(tmp_path)])
+    result = run.run_task("phrase", tmp_path, args)
+    assert context.started == ["phrase-warm-start"]
+    saved = json.loads((tmp_path / "phrase" / "warm_start.json").read_text())
+    assert saved["settings"] == {key: getattr(args, key) for key in run.WARM_START_SETTINGS}
+    assert result["evaluations"] == made["evaluations"] and "GRPO not run" in result["verdict"][0]
+
+
+def test_a_warm_start_process_that_fails_ends_the_task_with_one_line(tmp_path, monkeypatch):
+    from rearank.errors import RearankError
+    from recipes.learn import run
+
+    monkeypatch.setattr(run.multiprocessing, "get_context", lambda method: _Inline(fails=1))
+    monkeypatch.setattr(run, "build_data", lambda task, folder, args: ([], [], []))
+    args = run.build_parser().parse_args(["--out", str(tmp_path)])
+    with pytest.raises(RearankError, match="phrase: the warm start's process ended with exit code 1 and no .*warm_start"):
+        run.run_task("phrase", tmp_path, args)
+
+
 def test_the_warm_start_stops_at_the_first_check_that_says_so():
     torch = require("torch")
     transformers = require("transformers")
