@@ -80,6 +80,23 @@ def test_rank_reward_tolerance_at_the_ideal():
     assert rank_reward_value(0.5 - 1e-12, 0.5, 0.5) == 0.0 and rank_reward_value(0.4, 0.5, 0.5) == -1.0
 
 
+def test_rank_reward_tolerance_bounds_are_inclusive():
+    eps = reward._EPS
+    assert rank_reward_value(eps, 0.0, eps) == 0.0  # a gap of exactly eps is no gap: no reward for reaching it
+    assert rank_reward_value(0.5 - eps, 0.5, 0.5) == 0.0  # exactly eps below the presented order: still no loss
+    assert rank_reward_value(1.0 - eps, 0.5, 1.0) == 1.0  # exactly eps below the best: the full reward
+
+
+def test_answer_only_rows_need_the_answer_block_alone():
+    truth = json.dumps([0, 2, 1])
+    out = compute_score("d", "<answer>[2] > [3] > [1]</answer>", truth, reasoning=False)
+    assert (out["format_tags"], out["format_answer"], out["r_rank"], out["score"]) == (1.0, 1.0, 1.0, 1.0)
+    assert compute_score("d", "<answer>[2] > [3] > [1]</answer>", truth)["format_tags"] == 0.0  # no <think>
+    assert compute_score("d", "[2] > [3] > [1]", truth, reasoning=False)["format_tags"] == 0.0
+    out = compute_score("d", None, truth, reasoning=False)  # a non-text completion scores 0 without raising
+    assert (out["format_tags"], out["format_answer"], out["r_rank"]) == (0.0, 0.0, 0.0)
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"variant": "other"}, "variant must be one of default, released; got 'other'"),
     ({"rank_reward": "other"}, "rank_reward must be one of normalized, absolute, difference; got 'other'"),
