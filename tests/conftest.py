@@ -7,6 +7,7 @@ pack or module is a failure, so a broken install can never pass as a green run w
 from __future__ import annotations
 
 import importlib
+import locale
 import os
 from pathlib import Path
 from types import ModuleType
@@ -83,3 +84,16 @@ def dl21() -> Path:
 @pytest.fixture
 def scifact() -> Path:
     return require_pack("beir/scifact")
+
+
+@pytest.fixture
+def ascii_locale():
+    """The C locale's ASCII as the default text encoding for the test, restored after: a file opened without an
+    explicit encoding then cannot hold non-ASCII text, so the test shows the file is UTF-8 whatever the user's
+    locale (Windows' cp1252, a Latin-1 locale). Under Python's UTF-8 mode the default stays UTF-8 anyway."""
+    saved = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, saved)

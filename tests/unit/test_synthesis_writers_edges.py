@@ -1,5 +1,6 @@
 """Synthesis writers' edges: the manifest's digest of a file over one read block, a same-size file with other
-bytes, a listed file gone, an uncommitted staging folder undone, discard twice, an empty split's schema, UTF-8 kept."""
+bytes, a listed file gone, an uncommitted staging folder undone, discard twice, an empty split's schema, UTF-8 kept
+whatever the locale."""
 
 from __future__ import annotations
 
@@ -99,3 +100,24 @@ def test_earlier_outputs_are_named_in_the_refusal(tmp_path):
         writers.check_output_dir(folder, overwrite=False)
     assert str(err.value) == (f"{folder} already holds synthesis outputs (stats.md, manifest.json); pass --overwrite "
                               "to replace them, or choose another --output-dir")
+
+
+def test_outputs_are_utf8_whatever_the_locale(tmp_path, ascii_locale):
+    writers.write_jsonl(tmp_path / "sft.jsonl", [{"q": "café"}])
+    writers.write_text(tmp_path / "stats.md", "naïve\n")
+    assert (tmp_path / "sft.jsonl").read_bytes() == '{"q": "café"}\n'.encode()
+    assert (tmp_path / "stats.md").read_bytes() == "naïve\n".encode()
+
+
+def test_manifests_are_read_as_utf8_whatever_the_locale(tmp_path, ascii_locale):
+    """JSON is UTF-8 (RFC 8259): a manifest naming a file with raw non-ASCII bytes is read, verified and rolled
+    forward under an ASCII locale too."""
+    entry = {"bytes": 2, "sha256": hashlib.sha256(b"a\n").hexdigest()}
+    manifest = json.dumps({"files": {"résumé.md": entry}}, ensure_ascii=False).encode()
+    staging = tmp_path / writers.STAGING
+    staging.mkdir()
+    (staging / "résumé.md").write_bytes(b"a\n")
+    (staging / writers.MANIFEST).write_bytes(manifest)
+    writers.recover(tmp_path)  # committed but not moved into place: the next run finishes it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "résumé.md"]
+    assert writers.verify(tmp_path) == {"files": {"résumé.md": entry}}
