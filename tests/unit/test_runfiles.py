@@ -197,3 +197,18 @@ def test_a_failed_write_says_what_to_do(tmp_path):
     writer.close()
     assert str(err.value) == ("/dev/full: cannot write output (No space left on device); the finished queries are "
                               "kept, free space and rerun with --resume")
+
+
+def test_non_ascii_queries_and_traces_are_written_and_resumed_whatever_the_locale(tmp_path, ascii_locale):
+    run, traces = tmp_path / "run.trec", tmp_path / "traces.jsonl"
+    writer = RunWriter(run, traces)
+    writer.write(Result(Query("q-é", "t"), (Candidate("doc-ü", 0.0, ""),), (trace("q-é", raw_output="ça va"),)))
+    writer.close()
+    with open(run, "ab") as handle:  # a second query cut short: the resume rewrites both files without it
+        handle.write(b"b Q0 d1 1 1.")
+    with open(traces, "ab") as handle:
+        handle.write(json.dumps(trace_record(trace("b"))).encode() + b"\n")
+    assert recover(run, traces, {"q-é": 1, "b": 1}, expected_traces={"q-é": 1, "b": 1}) == {"q-é"}
+    assert run.read_bytes() == "q-é Q0 doc-ü 1 1.0 rearank\n".encode()
+    kept = json.dumps(trace_record(trace("q-é", raw_output="ça va")), ensure_ascii=False) + "\n"
+    assert traces.read_bytes() == kept.encode()
