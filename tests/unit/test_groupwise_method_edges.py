@@ -108,3 +108,17 @@ def test_texts_and_prompts_use_the_methods_budget_template_and_tokenizer():
 def test_oracle_answer_scales_grade_one_to_ten_by_default():
     # with the default top grade 1, a grade-1 document scores 10 (a top grade of 2 would give it 5)
     assert '"[1]": 10' in Groupwise().answer_text([1, 0])
+
+
+def test_the_reasoning_switch_reaches_the_template_grammar_parser_and_oracle():
+    off = Groupwise(group_size=2, reasoning="off")
+    assert off.template.name == "grouprank-answer" and off.reasoning is False
+    state, [task] = off.start(request(2))
+    assert task.prompt.answer == scores_grammar(2, reasoning=False) != scores_grammar(2)
+    off.apply(state, task, Generation(answer(3, 7), 1, 1))  # the answer alone is all an answer-only template asks
+    assert state.traces[0].status == "ok"
+    assert off.answer_text([1, 0]) == '<answer>{"[1]": 10, "[2]": 0}</answer>'
+    on = Groupwise(group_size=2)
+    state, [task] = on.start(request(2))
+    on.apply(state, task, Generation(answer(3, 7), 1, 1))  # without its <reason> block: scored, but bad tags
+    assert state.traces[0].status == "bad_tags" and state.scores[0] == [3.0, 7.0]
