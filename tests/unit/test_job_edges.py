@@ -237,3 +237,19 @@ def test_an_output_that_cannot_be_opened_is_one_line(tmp_path):
     with pytest.raises(RearankError) as err:
         RunWriter(target)
     assert str(err.value) == f"{target}: cannot write output (Is a directory)"
+
+
+def test_a_given_tag_reaches_the_run_lines(tmp_path):
+    output = tmp_path / "run.trec"
+    job.rerank_to_files([request("q1"), request("q2")], FakeRanker, output=output, tag="mine", progress=False)
+    assert [line.split()[-1] for line in run_lines(output)] == ["mine"] * 6
+
+
+def test_stats_are_read_as_utf8_whatever_the_locale(tmp_path, ascii_locale):
+    output, stats = tmp_path / "run.trec", tmp_path / "run.trec.stats.json"
+    output.write_text("q1 Q0 d0 1 1.0 rearank\n")
+    config = {"method": "listwise", "model": "modèles/reranker"}
+    # raw UTF-8, as a tool such as jq writes JSON back: JSON is UTF-8 whatever the locale (RFC 8259)
+    stats.write_bytes(json.dumps({"wall_time_s": 2.5, "config": config}, ensure_ascii=False).encode())
+    assert job.earlier_wall(stats) == 2.5
+    job.check_resume_settings(output, stats, config)  # the same settings: no refusal
