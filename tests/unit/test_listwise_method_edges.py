@@ -18,6 +18,10 @@ from tests.methods import CharTokenizer, request
     ({"passes": 0}, "passes must be at least 1, got 0"),
     ({"top_k": 0}, "top_k must be at least 1, got 0"),
     ({"window": 10, "step": 11}, "step (11) must not exceed window (10), or some passages are never compared"),
+    ({"budget": 0}, "budget must be at least 1, got 0"),  # whatever the strategy
+    ({"strategy": "tdpart", "pivot": 20}, "pivot (20) must be below window (20): the pivot is a rank of the top window"),
+    ({"strategy": "tdpart", "budget": 9},
+     "budget (9) must be at least pivot (10): a level keeps the passages above the pivot"),
 ])
 def test_listwise_settings_refused_with_their_message(kwargs, message):
     with pytest.raises(RearankError) as err:
@@ -28,6 +32,7 @@ def test_listwise_settings_refused_with_their_message(kwargs, message):
 def test_smallest_settings_accepted():
     assert Listwise(window=2, step=2).windows(4) == [(2, 4, 0), (0, 2, 0)]
     assert Listwise(window=2, step=1, top_k=1).windows(5) == []
+    assert Listwise(strategy="tdpart", window=3, pivot=2, budget=2).budget == 2  # a budget may equal the pivot
     with pytest.raises(RearankError, match="group_size must be at least 2, got 1"):
         Groupwise(group_size=1)
 
@@ -101,3 +106,22 @@ def test_stopped_answer_is_not_read_as_cut():
 
 def test_answer_text_is_the_ideal_order():
     assert Listwise().answer_text([0, 2, 1]) == ideal_answer([0, 2, 1])
+
+
+def answered(method, req, text="<answer>[1] > [2] > [3]</answer>"):
+    """The traces of ``req`` with every window answered ``text``, round by round."""
+    state, tasks = method.start(req)
+    while tasks:
+        tasks = [new for task in tasks for new in method.apply(state, task, Generation(text, 1, 1))]
+    return state.traces
+
+
+def test_traces_record_pass_round_and_partition():
+    # sliding: each window is a round of its own, partition 0
+    traces = answered(Listwise(window=2, step=1, passes=2), request(3))
+    assert [(t.start, t.pass_index, t.round, t.partition) for t in traces] == [
+        (1, 0, 0, 0), (0, 0, 1, 0), (1, 1, 2, 0), (0, 1, 3, 0)]
+    # tdpart over 6 with window 3, pivot 2, answers keeping the presented order: the top window (round 0), then
+    # the pivot with 3, 4 and with 5 (round 1, partitions 0 and 1); nothing beats the pivot, so no third round
+    traces = answered(Listwise(strategy="tdpart", window=3, pivot=2), request(6))
+    assert [(t.pass_index, t.round, t.partition) for t in traces] == [(0, 0, 0), (0, 1, 0), (0, 1, 1)]
