@@ -220,9 +220,10 @@ def show(name: str) -> str:
         raise MutationError(f"{name}: not a mutant of a listed module (names start with the module's dotted path)")
     function = name.rsplit(".", 1)[1]
     code = mutate_file_contents(module, (ROOT / module).read_text(encoding="utf-8")).code
-    defs = {node.name: ast.get_source_segment(code, node) for node in ast.walk(ast.parse(code))
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
     mangled = function.rsplit("__mutmut_", 1)[0]  # x_f for f, xǁCǁm for C.m
+    wanted = {function, mangled + "__mutmut_orig"}  # only these: a segment costs a pass over the whole code
+    defs = {node.name: ast.get_source_segment(code, node) for node in ast.walk(ast.parse(code))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in wanted}
     original = defs.get(mangled + "__mutmut_orig")
     if function not in defs or original is None:
         raise MutationError(f"{name}: {module} has no such mutant now (see --check)")
