@@ -76,6 +76,15 @@ def test_add_keeps_the_generation_and_writes_one_utf8_line(tmp_path):
     assert Journal(path, CONFIG, resume=True).entries == {("q1", 3): ANSWER}
 
 
+def test_the_journal_is_utf8_whatever_the_locale(tmp_path, ascii_locale):
+    path = tmp_path / "j.jsonl"
+    journal = Journal(path, CONFIG)
+    journal.add("q1", 3, ANSWER)
+    journal.close()
+    assert '"text": "[2] > [1] — fin"' in path.read_bytes().decode("utf-8")
+    assert Journal(path, CONFIG, resume=True).entries == {("q1", 3): ANSWER}
+
+
 def test_close_closes_the_file_and_remove_tolerates_a_file_already_gone(tmp_path):
     path = tmp_path / "j.jsonl"
     journal = Journal(path, CONFIG)
