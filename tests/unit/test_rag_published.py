@@ -1,0 +1,85 @@
+"""The published figures ``rag eval`` prints under its table, pinned whole for each kind of run: the default run
+(RRPO's Table 1), a BAR-RAG selector or generator run (BAR-RAG's Table 1), an ARENA run (ARENA's Table 3)."""
+
+from __future__ import annotations
+
+from rearank.methods.arena.reading import MEASURES as ARENA_MEASURES
+from rearank.rag.evaluate import MEASURES, markdown_table
+
+PER_K = "| run | k | EM | F1 | Hit | answer recall | support recall | all support in top-k |"
+RULE = "| --- | --- | --- | --- | --- | --- | --- | --- |"
+OURS = " | 12.50 | 25.00 | 37.50 | 50.00 | 62.50 | 75.00 |"
+RRPO_HOTPOTQA = ["| RRPO paper, hotpotqa: BM25 | 3 | 24.23 | 35.42 | | | | |",
+                 "| RRPO paper, hotpotqa: BM25 + gte reranker | 3 | 28.24 | 41.23 | | | | |",
+                 "| RRPO paper, hotpotqa: BM25 + gte reranker + RRPO | 3 | 30.03 | 43.22 | | | | |"]
+BARRAG = [f"| BAR-RAG paper (Table 1, average EM of 7 QA sets, Qwen2.5-7B): {name} | 5 | {em} | | | | | |"
+          for name, em in (("RAG", "26.90"), ("RAG + reranker", "28.00"), ("RAG SFT", "31.80"),
+                            ("BAR-RAG iteration 1", "37.20"), ("BAR-RAG iteration 2", "38.80"),
+                            ("BAR-RAG iteration 3", "39.10"))]
+ARENA_HEADER = [("| run | EM | F1 | Hit | format ok | relevance exact | relevance overlap | relevance precision | "
+                 "relevance recall | LLM judge |"), "| --- |" + " --- |" * 9]
+ARENA_OURS = "| a (ours, on this sample, n=3) | 10.00 | 20.00 | 30.00 | 40.00 | 50.00 | 60.00 | 70.00 | 80.00 |"
+
+
+def per_k(ks, judge=False, **extra):
+    """Metrics of a per-k run over 3 questions: measure i is (i + 1) / 8 at every k."""
+    row = {**{name: (i + 1) / 8 for i, name in enumerate(MEASURES)}, **({"judge": 0.5} if judge else {})}
+    return {"questions": 3, "k": {str(k): {**row, "reader_failed": 0} for k in ks}, **extra}
+
+
+def arena(judge=False):
+    """Metrics of an ARENA run over 3 questions: measure i is (i + 1) / 10."""
+    row = {**{name: (i + 1) / 10 for i, name in enumerate(ARENA_MEASURES)}, **({"judge": 0.5} if judge else {})}
+    return {"questions": 3, "k": {"arena": {**row, "reader_failed": 0}}}
+
+
+def lines(metrics, config, sources):
+    return markdown_table(metrics, config, sources).split("\n")
+
+
+def test_a_default_run_on_hotpotqa_prints_rrpos_table_1():
+    assert lines(per_k([1, 3, 5]), {"label": "d", "selector": "none", "template": "plain"}, ["hotpotqa"]) == [
+        PER_K, RULE, *(f"| d (ours, on this sample, n=3) | {k}{OURS}" for k in (1, 3, 5)), *RRPO_HOTPOTQA]
+
+
+def test_a_pointwise_run_prints_rrpos_table_1_for_each_of_its_sources():
+    table = lines(per_k([3]), {"label": "p", "selector": "pointwise:m", "template": "rrpo"}, ["ambignq", "hotpotqa"])
+    assert table == [PER_K, RULE, f"| p (ours, on this sample, n=3) | 3{OURS}",
+                     "| RRPO paper, ambignq: BM25 | 3 | 20.33 | 32.18 | | | | |",
+                     "| RRPO paper, ambignq: BM25 + gte reranker | 3 | 35.51 | 48.55 | | | | |",
+                     "| RRPO paper, ambignq: BM25 + gte reranker + RRPO | 3 | 36.56 | 49.67 | | | | |",
+                     *RRPO_HOTPOTQA]
+
+
+def test_a_run_on_a_set_rrpo_did_not_use_prints_none_of_its_rows():
+    assert lines(per_k([3]), {"label": "d", "selector": "bm25", "template": "plain"}, ["musique"]) == [
+        PER_K, RULE, f"| d (ours, on this sample, n=3) | 3{OURS}"]
+
+
+def test_a_barrag_selector_run_prints_barrags_table_1_and_the_selector_outputs():
+    metrics = per_k([5], selector_statuses={"ok": 2, "no_answer": 1})
+    assert lines(metrics, {"label": "b", "selector": "barrag:sel", "template": "plain"}, ["hotpotqa"]) == [
+        PER_K, RULE, f"| b (ours, on this sample, n=3) | 5{OURS}", *BARRAG, "", "selector outputs: ok 2, no_answer 1"]
+
+
+def test_a_barrag_generator_run_prints_barrags_table_1_without_a_judge_cell():
+    table = lines(per_k([5], judge=True), {"label": "g", "selector": "none", "template": "barrag_generator"},
+                  ["hotpotqa"])
+    assert table == [PER_K + " LLM judge |", RULE + " --- |", f"| g (ours, on this sample, n=3) | 5{OURS} 50.00 |",
+                     *BARRAG]
+
+
+def test_an_arena_run_prints_arenas_table_3_for_its_set():
+    assert lines(arena(), {"label": "a", "selector": "none", "template": "arena"}, ["hotpotqa"]) == [
+        *ARENA_HEADER, ARENA_OURS + "  |",
+        "| ARENA paper (Table 3), ARENA-Qwen-7B, hotpotqa | 62.80 | 76.20 | | | | | | | 81.20 (GPT-4o) |",
+        "| ARENA paper (Table 3), Qwen2.5-7B, hotpotqa | 48.40 | 62.80 | | | | | | | 66.00 (GPT-4o) |"]
+
+
+def test_a_judged_arena_run_over_two_sets_prints_each_systems_rows_in_the_sets_order():
+    assert lines(arena(judge=True), {"label": "a", "selector": "none", "template": "arena"}, ["2wiki", "hotpotqa"]) == [
+        *ARENA_HEADER, ARENA_OURS + " 50.00 |",
+        "| ARENA paper (Table 3), ARENA-Qwen-7B, 2wiki | 66.00 | 75.20 | | | | | | | 78.60 (GPT-4o) |",
+        "| ARENA paper (Table 3), ARENA-Qwen-7B, hotpotqa | 62.80 | 76.20 | | | | | | | 81.20 (GPT-4o) |",
+        "| ARENA paper (Table 3), Qwen2.5-7B, 2wiki | 33.40 | 42.40 | | | | | | | 41.20 (GPT-4o) |",
+        "| ARENA paper (Table 3), Qwen2.5-7B, hotpotqa | 48.40 | 62.80 | | | | | | | 66.00 (GPT-4o) |"]
