@@ -4,7 +4,8 @@ A card names the method and its kind (``rank``: the engine reranks with it; ``re
 reader writes; ``selector``: a RAG answer format that picks passages), its prompt templates (YAML files in its
 folder, each name registered in :data:`rearank.methods.templates.TEMPLATES`), and the pieces that training,
 inference, synthesis and the recipe checks share: renderer, parser, answer grammar, verl reward, oracle answer,
-example completions and synthesis rows. Consumers loop over :data:`CARDS` instead of switching on names.
+example completions, synthesis rows and the paper's figures a run is printed beside. Consumers loop over
+:data:`CARDS` instead of switching on names.
 
 rearank's cards are named here and loaded on first use; another package adds its own through the entry-point
 group ``rearank.cards`` (a :class:`Card`)::
@@ -20,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rearank.errors import RearankError
 from rearank.plugins import Registry
@@ -60,6 +61,41 @@ class Reading:
     style: str = "squad"
 
 
+class PublishedRow(NamedTuple):
+    """One system's figures in a paper's table: ``source``, the QA set as ``rag eval`` names a question's source
+    (None: a figure over several sets, printed beside every run); ``k``, the passages the paper's reader read (None:
+    a reading card's fixed count); ``values``, one per measure of its :class:`Published`."""
+
+    system: str
+    source: str | None
+    k: int | None
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Published:
+    """The figures a paper published for a method, which ``rag eval`` prints under its table beside ours.
+
+    ``paper``: the paper and its table; ``measures``: what each row's values are, by ``rag eval``'s measure names
+    (``em``, ``f1``, ``judge``, ...), at ``scale`` times a percentage (1: printed as the paper gives them; 100: the
+    paper gives fractions); ``rows`` (:class:`PublishedRow`) print in their order, those of the run's sets; ``label``,
+    a row's first cell, formatted with ``paper``, ``system`` and ``source``; ``notes``: what follows a measure's value
+    (the judge model)."""
+
+    paper: str
+    measures: tuple[str, ...]
+    rows: tuple[PublishedRow, ...]
+    label: str = "{paper}, {source}: {system}"
+    scale: float = 1
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for row in self.rows:
+            if len(row.values) != len(self.measures):
+                raise RearankError(f"{self.paper}, {row.system}: {len(row.values)} values for the "
+                                   f"{len(self.measures)} measures {', '.join(self.measures)}")
+
+
 @dataclass(frozen=True)
 class QARow:
     """What a card's ``rows`` builds one question's training row from: the item, its first stage (``[(passage,
@@ -95,6 +131,7 @@ class Card:
     the reason it is skipped; ``first_stage``: its rows read the question's first-stage ranking; ``evidence``: they
     read a selector's choices (``--evidence``); ``ability``: the rows' ``ability`` column. ``reading``: how
     ``rag eval`` reads and scores it when not by each ``--k`` (:class:`Reading`; None: by each ``--k``, EM/F1/Hit).
+    ``published``: the paper's figures ``rag eval`` prints beside a run of it (:class:`Published`; None: none).
     """
 
     name: str
@@ -114,6 +151,7 @@ class Card:
     evidence: bool = False
     ability: str = ""
     reading: Reading | None = None
+    published: Published | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 QA_FORMATS = ("auto", "hotpotqa", "2wiki", "musique", "dpr", "flashrag")
 #: The ``--style`` values: answer normalisation.
 STYLES = ("squad", "arena")
+#: The card whose published figures a run's table prints when neither its reader's card nor its selector's card
+#: has any (the default run: ``--selector none``, a ``plain`` reader): RRPO's Table 1 on the ``pointwise`` card,
+#: readers over BM25's, a reranker's and an RRPO-trained reranker's top k, the per-k setting ``rag eval`` follows.
+DEFAULT_PUBLISHED = "pointwise"
 #: The keys open retrieval adds to the record (the corpus fingerprint is known once the corpus is read).
 RETRIEVAL_KEYS = ("corpus", "corpus_fingerprint", "depth", "candidates")
 

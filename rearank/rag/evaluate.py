@@ -25,21 +25,13 @@ from rearank.io.files import atomic_write
 from rearank.io.jsonl_log import JsonlAppender, read_jsonl_log
 from rearank.measures.answers import answer_recall, exact_match, hit, support_recall, token_f1
 from rearank.measures.significance import paired_t_p, randomization_p
-from rearank.methods.card import Card, card
-from rearank.rag.arena.figures import TABLE3 as ARENA_TABLE3
-from rearank.rag.barrag.figures import TABLE1_AVG_EM_QWEN25_7B as BARRAG_TABLE1
+from rearank.methods.card import Card, Published, card
+from rearank.rag.config import DEFAULT_PUBLISHED
 from rearank.rag.readers import Reader, ReaderOutput, reader_card
-from rearank.rag.selectors import Selector
+from rearank.rag.selectors import Selector, selector_card
 from rearank.types import Passage, QAItem
 
 MEASURES = ("em", "f1", "hit", "answer_recall", "support_recall", "support_all")
-#: RRPO paper, Table 1 (EM / F1, x100): Qwen reader over BM25 top-k, + gte reranker, + gte trained with RRPO.
-PAPER_RRPO: dict[str, tuple[tuple[str, float, float], ...]] = {
-    "hotpotqa": (("BM25", 24.23, 35.42), ("BM25 + gte reranker", 28.24, 41.23),
-                 ("BM25 + gte reranker + RRPO", 30.03, 43.22)),
-    "ambignq": (("BM25", 20.33, 32.18), ("BM25 + gte reranker", 35.51, 48.55),
-                ("BM25 + gte reranker + RRPO", 36.56, 49.67)),
-}
 
 
 _TAG = re.compile(r"</?[A-Za-z_]+>")
@@ -217,24 +209,50 @@ def _pct(value: float) -> str:
     return f"{100 * value:.2f}"
 
 
-def _is_barrag(config: dict[str, Any]) -> bool:
-    template = config.get("template")
-    return template is not None and reader_card(template).name == "barrag-generator"
-
-
 #: Column headers of measures that are not their names with spaces.
 _HEADERS = {"em": "EM", "f1": "F1", "hit": "Hit"}
-#: A reading card's published figures: (paper, {system: {source: (EM, F1, LLM judge)}}).
-READING_FIGURES = {"arena": ("ARENA paper (Table 3)", ARENA_TABLE3)}
+
+
+def _reading(metrics: dict[str, Any]) -> str | None:
+    """The reading card's name of a reading run's metrics, None for a per-k run."""
+    return next((key for key in metrics["k"] if not key.isdigit()), None)
+
+
+def published_for(metrics: dict[str, Any], config: dict[str, Any]) -> Published | None:
+    """The published figures a run is printed beside: its reading card's (a reading run), else the first held by
+    its reader's card (``--template``) or its selector's card, else the default card's
+    (:data:`~rearank.rag.config.DEFAULT_PUBLISHED`)."""
+    reading = _reading(metrics)
+    if reading is not None:
+        return card(reading).published
+    template = config.get("template")
+    cards = [reader_card(template) if template is not None else None, selector_card(str(config.get("selector", "")))]
+    return next((c.published for c in cards if c is not None and c.published is not None),
+                card(DEFAULT_PUBLISHED).published)
+
+
+def published_rows(published: Published, columns: Sequence[str], sources: Sequence[str], k_column: bool) -> list[str]:
+    """The rows of ``published`` for a run on ``sources`` under a table whose measure columns are ``columns``
+    (after the run's and, if ``k_column``, the k's): the paper's values in the columns it gives, the rest blank."""
+    out = []
+    for row in published.rows:
+        if row.source is not None and row.source not in sources:
+            continue
+        given = dict(zip(published.measures, row.values))
+        cells = [str(row.k) if row.k is not None else ""] if k_column else []
+        for name in columns:
+            note = f" ({published.notes[name]})" if name in published.notes else ""
+            cells.append(f"{published.scale * given[name]:.2f}{note}" if name in given else "")
+        label = published.label.format(paper=published.paper, system=row.system, source=row.source)
+        out.append(f"| {label} |" + "".join(f" {cell} |" if cell else " |" for cell in cells))
+    return out
 
 
 def markdown_table(metrics: dict[str, Any], config: dict[str, Any], sources: Sequence[str] = ()) -> str:
-    """Our figures (x100, on this sample), then the published figures of the paper the run follows: BAR-RAG's Table 1
-    for a ``barrag`` selector or template, a reading card's (ARENA's Table 3 for ``--template arena``), else RRPO's
-    Table 1 (each a
-    different setting from ours: see docs/rag.md)."""
+    """Our figures (x100, on this sample), then the published figures of the paper the run follows
+    (:func:`published_for`; each a different setting from ours: see docs/rag.md)."""
     label = f"{config.get('label', 'ours')} (ours, on this sample, n={metrics['questions']})"
-    reading = next((key for key in metrics["k"] if not key.isdigit()), None)
+    reading = _reading(metrics)
     if reading is not None:
         m, measures = metrics["k"][reading], measures_of(reading)
         judged = "judge" in m
@@ -242,29 +260,20 @@ def markdown_table(metrics: dict[str, Any], config: dict[str, Any], sources: Seq
                 + " | LLM judge |", "| --- |" + " --- |" * (len(measures) + 1),
                 f"| {label} | " + " | ".join(_pct(m[name]) for name in measures)
                 + f" | {_pct(m['judge']) if judged else ''} |"]
-        paper, table = READING_FIGURES.get(reading, ("", {}))
-        blanks = " |" * (len(measures) - 2)
-        for system, by_source in table.items():
-            for source in sources:
-                if source in by_source:
-                    em, f1, lj = by_source[source]
-                    rows.append(f"| {paper}, {system}, {source} | {_pct(em)} | {_pct(f1)} |{blanks} {_pct(lj)} (GPT-4o) |")
+        judge_column = True
     else:
-        judged = all("judge" in m for m in metrics["k"].values()) and bool(metrics["k"])
+        measures = MEASURES
+        judged = judge_column = all("judge" in m for m in metrics["k"].values()) and bool(metrics["k"])
         extra = (" LLM judge |", " --- |") if judged else ("", "")
         rows = ["| run | k | EM | F1 | Hit | answer recall | support recall | all support in top-k |" + extra[0],
                 "| --- | --- | --- | --- | --- | --- | --- | --- |" + extra[1]]
         for k, m in metrics["k"].items():
             rows.append(f"| {label} | {k} | " + " | ".join(_pct(m[name]) for name in MEASURES) + " |"
                         + (f" {_pct(m['judge'])} |" if judged else ""))
-        if str(config.get("selector", "")).startswith("barrag") or _is_barrag(config):
-            for name, em in BARRAG_TABLE1.items():
-                rows.append(f"| BAR-RAG paper (Table 1, average EM of 7 QA sets, Qwen2.5-7B): {name} | 5 | "
-                            f"{em:.2f} | | | | | |")
-        else:
-            for source in sources:
-                for name, em, f1 in PAPER_RRPO.get(source, ()):
-                    rows.append(f"| RRPO paper, {source}: {name} | 3 | {em:.2f} | {f1:.2f} | | | | |")
+    published = published_for(metrics, config)
+    if published is not None:
+        judge = ("judge",) if judge_column and "judge" in published.measures else ()
+        rows += published_rows(published, (*measures, *judge), sources, k_column=reading is None)
     if metrics.get("selector_statuses"):
         rows += ["", "selector outputs: " + ", ".join(f"{k} {v}" for k, v in metrics["selector_statuses"].items())]
     return "\n".join(rows)

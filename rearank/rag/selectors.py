@@ -5,8 +5,8 @@ BM25 of the question over the passages of the questions in one batch, each item 
 (rearank's listwise driver through a backend), ``pointwise:MODEL`` (a pointwise scorer: a saved RRPO scorer,
 a cross-encoder, or a causal LM scored by "yes") and ``barrag:MODEL`` (a BAR-RAG selector model: the passages it
 chooses, in its order; :mod:`rearank.rag.barrag.select`). :data:`SELECTORS` maps a name to ``module:factory``; another
-selector is one new module plus one line here. A factory takes ``(arg, **options)`` and returns a
-:class:`Selector`.
+selector is one new module plus one line here (and one in :data:`SELECTOR_CARDS` if it runs a method's card). A
+factory takes ``(arg, **options)`` and returns a :class:`Selector`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from rearank.errors import RearankError
+from rearank.methods.card import Card, card
 from rearank.types import Passage, QAItem
 
 
@@ -36,6 +37,14 @@ SELECTORS: dict[str, str] = {
     "pointwise": "rearank.rag.selectors:pointwise_selector",
     "barrag": "rearank.rag.barrag.select:barrag_selector",
 }
+#: selector name -> the method card it ranks or selects with (the rule selectors run none)
+SELECTOR_CARDS: dict[str, str] = {"listwise": "listwise", "pointwise": "pointwise", "barrag": "barrag-selector"}
+
+
+def selector_card(spec: str) -> Card | None:
+    """The card of the method the selector ``spec`` (``NAME[:ARG]``) runs, None for a rule selector."""
+    name = SELECTOR_CARDS.get(spec.partition(":")[0])
+    return None if name is None else card(name)
 
 
 def make_selector(spec: str, **options: Any) -> Selector:

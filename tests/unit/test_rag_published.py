@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from rearank.errors import RearankError
 from rearank.methods.arena.reading import MEASURES as ARENA_MEASURES
-from rearank.rag.evaluate import MEASURES, markdown_table
+from rearank.methods.card import Published, PublishedRow, card
+from rearank.rag.evaluate import MEASURES, markdown_table, published_rows
+from rearank.rag.selectors import selector_card
 
 PER_K = "| run | k | EM | F1 | Hit | answer recall | support recall | all support in top-k |"
 RULE = "| --- | --- | --- | --- | --- | --- | --- | --- |"
@@ -83,3 +88,26 @@ def test_a_judged_arena_run_over_two_sets_prints_each_systems_rows_in_the_sets_o
         "| ARENA paper (Table 3), ARENA-Qwen-7B, hotpotqa | 62.80 | 76.20 | | | | | | | 81.20 (GPT-4o) |",
         "| ARENA paper (Table 3), Qwen2.5-7B, 2wiki | 33.40 | 42.40 | | | | | | | 41.20 (GPT-4o) |",
         "| ARENA paper (Table 3), Qwen2.5-7B, hotpotqa | 48.40 | 62.80 | | | | | | | 66.00 (GPT-4o) |"]
+
+
+def test_the_cards_hold_the_figures_and_the_selectors_name_their_cards():
+    assert card("barrag-selector").published is card("barrag-generator").published is not None
+    assert card("arena").published.paper == "ARENA paper (Table 3)"
+    assert card("pointwise").published.paper == "RRPO paper" and card("plain").published is None
+    assert [selector_card(spec) and selector_card(spec).name for spec in ("barrag:m", "pointwise:m", "listwise",
+                                                                         "none", "bm25", "oracle")] == [
+        "barrag-selector", "pointwise", "listwise", None, None, None]
+
+
+def test_a_papers_rows_fill_the_columns_it_gives_the_judge_one_with_its_note():
+    paper = Published("P", ("judge", "f1"), (PublishedRow("S", None, 4, (0.5, 0.25)),
+                                             PublishedRow("T", "nq", 2, (0.75, 1.0))),
+                      label="{paper}: {system}", scale=100, notes={"judge": "J"})
+    assert published_rows(paper, ("em", "f1", "judge"), ["hotpotqa"], k_column=True) == [
+        "| P: S | 4 | | 25.00 | 50.00 (J) |"]  # T is of a set the run did not use
+    assert published_rows(paper, ("f1",), ["nq"], k_column=False) == ["| P: S | 25.00 |", "| P: T | 100.00 |"]
+
+
+def test_a_row_whose_values_do_not_match_the_measures_is_refused():
+    with pytest.raises(RearankError, match=r"^P, S: 1 values for the 2 measures em, f1$"):
+        Published("P", ("em", "f1"), (PublishedRow("S", None, 5, (30.0,)),))

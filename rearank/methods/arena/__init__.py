@@ -6,6 +6,6 @@
 - :mod:`~rearank.methods.arena.parser`: the one parser of ``<relevance>…</relevance><analysis>…</analysis><answer>…</answer>``
 - :mod:`~rearank.methods.arena.reward`: format + accuracy + relevance + bonus, in verl's custom-reward signature
 - :mod:`~rearank.methods.arena.reading`: how ``rag eval`` reads it (the first 10 references once) and scores it
-  (answer, format, relevance-id accuracy); its card is :mod:`~rearank.methods.arena.card`. The published figures are in
-  :mod:`rearank.rag.arena`.
+  (answer, format, relevance-id accuracy); its card is :mod:`~rearank.methods.arena.card`
+- :mod:`~rearank.methods.arena.figures`: the paper's Table 3, printed beside an ARENA run (the card's ``published``)
 """

@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rearank.methods.arena.examples import arena, arena_expected
+from rearank.methods.arena.figures import TABLE3
 from rearank.methods.arena.grammar import arena_grammar
 from rearank.methods.arena.parser import format_arena, parse_arena
 from rearank.methods.arena.prompt import arena_messages, n_references
@@ -28,4 +29,5 @@ CARD = Card(
     parse=arena_answer, grammar=arena_grammar, reward=("pkg://rearank.methods.arena.reward", "compute_score"),
     oracle=arena_oracle, examples=Examples(arena, "gold", arena_expected), synth="qa", rows=arena_row,
     ability="rag-qa", reading=Reading(lambda item: n_references(item.source), score_arena, MEASURES, style="arena"),
+    published=TABLE3,
 )

@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rearank.methods.barrag.examples import generator, generator_expected, selector, selector_expected
+from rearank.methods.barrag.figures import TABLE1
 from rearank.methods.barrag.grammar import selection_grammar
 from rearank.methods.barrag.parser import format_selection, parse_generation, parse_selection
 from rearank.methods.barrag.prompt import SELECTOR_CANDIDATES, generator_messages, selector_messages
@@ -40,7 +41,7 @@ GENERATOR = Card(
     render=lambda spec, question, passages: generator_messages(question, passages, template=spec),
     parse=generator_answer, reward=(REWARD, "compute_generator_score"), oracle=generator_oracle,
     examples=Examples(generator, "gold", generator_expected), synth="qa", rows=generator_row, first_stage=True,
-    evidence=True, ability="rag-qa",
+    evidence=True, ability="rag-qa", published=TABLE1,
 )
 SELECTOR = Card(
     name="barrag-selector", kind=SELECTOR_KIND, folder=FOLDER, templates={"barrag_selector": "barrag_selector.yaml"},
@@ -48,5 +49,5 @@ SELECTOR = Card(
     render=lambda spec, question, passages: selector_messages(question, passages, template=spec),
     parse=selected_ids, grammar=selection_grammar, reward=(REWARD, "compute_selector_score"), oracle=selector_oracle,
     examples=Examples(selector, "supporting", selector_expected), synth="qa", rows=selector_row, first_stage=True,
-    ability="evidence-selection",
+    ability="evidence-selection", published=TABLE1,
 )

@@ -1,9 +1,10 @@
 """The pointwise card: each passage scored on its own; RRPO's reader prompt (``rrpo``, a ``plain`` prompt file
-whose reader feedback trains a pointwise scorer) lives in its folder."""
+whose reader feedback trains a pointwise scorer) and RRPO's published figures live in its folder."""
 
 from pathlib import Path
 
 from rearank.methods.card import RANK, Card
+from rearank.methods.pointwise.figures import TABLE1
 
 
 def _oracle(labels, top_grade: int = 1) -> str:
@@ -11,4 +12,4 @@ def _oracle(labels, top_grade: int = 1) -> str:
 
 
 CARD = Card(name="pointwise", kind=RANK, folder=Path(__file__).resolve().parent, templates={"rrpo": "rrpo.yaml"},
-            oracle=_oracle)
+            oracle=_oracle, published=TABLE1)
