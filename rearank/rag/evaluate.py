@@ -220,13 +220,15 @@ def _reading(metrics: dict[str, Any]) -> str | None:
 
 def published_for(metrics: dict[str, Any], config: dict[str, Any]) -> Published | None:
     """The published figures a run is printed beside: its reading card's (a reading run), else the first held by
-    its reader's card (``--template``) or its selector's card, else the default card's
+    its reader's card (``--template``; one read by each k) or its selector's card, else the default card's
     (:data:`~rearank.rag.config.DEFAULT_PUBLISHED`)."""
     reading = _reading(metrics)
     if reading is not None:
         return card(reading).published
     template = config.get("template")
-    cards = [reader_card(template) if template is not None else None, selector_card(str(config.get("selector", "")))]
+    reader = reader_card(template) if template is not None else None
+    cards = [reader if reader is not None and reader.reading is None else None,
+             selector_card(str(config.get("selector", "")))]
     return next((c.published for c in cards if c is not None and c.published is not None),
                 card(DEFAULT_PUBLISHED).published)
 

@@ -74,6 +74,13 @@ def test_a_barrag_generator_run_prints_barrags_table_1_without_a_judge_cell():
                      *BARRAG]
 
 
+def test_a_per_k_run_passes_over_a_reading_card_for_its_selectors_figures_or_the_defaults():
+    """ARENA's figures are of its one reading; a run read by each k with its template (no reading given) is not."""
+    for selector, expected in (("barrag:sel", BARRAG), ("none", RRPO_HOTPOTQA)):
+        assert lines(per_k([5]), {"label": "b", "selector": selector, "template": "arena"}, ["hotpotqa"]) == [
+            PER_K, RULE, f"| b (ours, on this sample, n=3) | 5{OURS}", *expected]
+
+
 def test_an_arena_run_prints_arenas_table_3_for_its_set():
     assert lines(arena(), {"label": "a", "selector": "none", "template": "arena"}, ["hotpotqa"]) == [
         *ARENA_HEADER, ARENA_OURS + "  |",
