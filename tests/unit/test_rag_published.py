@@ -47,12 +47,12 @@ def test_a_default_run_on_hotpotqa_prints_rrpos_table_1():
         PER_K, RULE, *(f"| d (ours, on this sample, n=3) | {k}{OURS}" for k in (1, 3, 5)), *RRPO_HOTPOTQA]
 
 
-def test_a_pointwise_run_prints_rrpos_table_1_for_each_of_its_sources():
+def test_a_pointwise_run_prints_rrpos_table_1_for_each_of_its_sources_with_the_papers_k():
     table = lines(per_k([3]), {"label": "p", "selector": "pointwise:m", "template": "rrpo"}, ["ambignq", "hotpotqa"])
     assert table == [PER_K, RULE, f"| p (ours, on this sample, n=3) | 3{OURS}",
-                     "| RRPO paper, ambignq: BM25 | 3 | 20.33 | 32.18 | | | | |",
-                     "| RRPO paper, ambignq: BM25 + gte reranker | 3 | 35.51 | 48.55 | | | | |",
-                     "| RRPO paper, ambignq: BM25 + gte reranker + RRPO | 3 | 36.56 | 49.67 | | | | |",
+                     "| RRPO paper, ambignq: BM25 | 5 | 20.33 | 32.18 | | | | |",
+                     "| RRPO paper, ambignq: BM25 + gte reranker | 5 | 35.51 | 48.55 | | | | |",
+                     "| RRPO paper, ambignq: BM25 + gte reranker + RRPO | 5 | 36.56 | 49.67 | | | | |",
                      *RRPO_HOTPOTQA]
 
 
