@@ -77,10 +77,10 @@ class Published:
     """The figures a paper published for a method, which ``rag eval`` prints under its table beside ours.
 
     ``paper``: the paper and its table; ``measures``: what each row's values are, by ``rag eval``'s measure names
-    (``em``, ``f1``, ``judge``, ...), at ``scale`` times a percentage (1: printed as the paper gives them; 100: the
-    paper gives fractions); ``rows`` (:class:`PublishedRow`) print in their order, those of the run's sets; ``label``,
-    a row's first cell, formatted with ``paper``, ``system`` and ``source``; ``notes``: what follows a measure's value
-    (the judge model)."""
+    (``em``, ``f1``, ``judge``, ...); ``scale``: the factor that makes a value a percentage (1: the paper prints
+    percentages; 100: fractions); ``rows`` (:class:`PublishedRow`) print in their order, those of the run's sets;
+    ``label``: a row's first cell, formatted with ``paper``, ``system`` and ``source``; ``notes``: what follows a
+    measure's value (the judge model)."""
 
     paper: str
     measures: tuple[str, ...]
