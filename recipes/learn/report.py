@@ -12,7 +12,7 @@ from recipes.learn.windows import SET_SIZE
 
 #: The gate a warm start passes before GRPO (issue #32): format, reward spread within groups, first picks balanced.
 GATE = {"format_valid_min": 0.9, "zero_spread_max": 0.3, "position_max": 0.4}
-#: GRPO's end must not answer one position more often than this (greedy, held out).
+#: GRPO's end must not answer one position more often than this (its held-out answers, as evaluated).
 END_POSITION_MAX = 0.6
 
 
@@ -124,8 +124,10 @@ def plot(tasks: Mapping[str, Mapping[str, Any]], path: Path) -> None:
     for ax, (task, result) in zip(axes[0], tasks.items()):
         grpo = [e for e in result["evaluations"] if e["stage"] == "grpo"]
         steps = [e["step"] for e in grpo]
-        ax.plot(steps, [e["top1"] for e in grpo], marker="o", label="held-out top-1 (greedy)")
-        ax.plot(steps, [e["mean_reward"] for e in grpo], marker="o", label="held-out reward (greedy)")
+        temperature = result.get("settings", {}).get("eval_temperature", 0)
+        how = f"sampled at {temperature:g}" if temperature else "greedy"
+        ax.plot(steps, [e["top1"] for e in grpo], marker="o", label=f"held-out top-1 ({how})")
+        ax.plot(steps, [e["mean_reward"] for e in grpo], marker="o", label=f"held-out reward ({how})")
         train = result.get("training", [])
         ax.plot([r["step"] for r in train], [r["score"] for r in train], alpha=0.6, label="training reward (sampled)")
         ax.plot([r["step"] for r in train], [r.get("zero_spread") for r in train], linestyle="--", alpha=0.8,
