@@ -90,7 +90,7 @@ MODULES: dict[str, list[str]] = {
     "rearank/rag/selectors.py": ["tests/unit/test_rag_evaluate.py", "tests/unit/test_rag_judge.py",
                                  "tests/unit/test_rag_eval_barrag_arena.py", "tests/unit/test_rag_published.py"],
     "rearank/rag/readers.py": ["tests/unit/test_rag_readers.py", "tests/unit/test_rag_evaluate.py"],
-    "rearank/backends/cache.py": ["tests/unit/test_rag_readers.py"],
+    "rearank/backends/cache.py": ["tests/unit/test_rag_readers.py", "tests/unit/test_response_cache_edges.py"],
     "rearank/rag/rrpo/trainer.py": ["tests/unit/test_rrpo_trainer.py", "tests/unit/test_rrpo_distributed.py"],
     "rearank/rag/barrag/train_filter.py": ["tests/integration/test_rag_synth.py", "tests/integration/test_rag_faults.py"],
     "rearank/io/files.py": ["tests/unit/test_io_files.py", "tests/unit/test_io_formats.py",
