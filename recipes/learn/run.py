@@ -209,11 +209,10 @@ def warm_start(task: str, sft_rows: list[dict], grpo_rows: list[dict], held: lis
 
 
 def save_warm_start(task: str, sft_rows: list[dict], grpo_rows: list[dict], held: list[dict], folder: Path,
-                    args: argparse.Namespace) -> None:
-    """The warm start (``sft-model``) and what it measured (``warm_start.json``, with the settings it was made
+                    args: argparse.Namespace, settings: dict[str, Any]) -> None:
+    """The warm start (``sft-model``) and what it measured (``warm_start.json``, with the ``settings`` it was made
     with) in ``folder``."""
-    result = warm_start(task, sft_rows, grpo_rows, held, folder / "sft-model", args)
-    result["settings"] = {key: getattr(args, key) for key in WARM_START_SETTINGS}
+    result = {**warm_start(task, sft_rows, grpo_rows, held, folder / "sft-model", args), "settings": settings}
     with atomic_write(folder / "warm_start.json") as handle:
         handle.write(json.dumps(result, indent=1) + "\n")
 
@@ -233,7 +232,7 @@ def run_task(task: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
         print(f"{task}: warm start, its evaluations and gate read back from {saved}", flush=True)
     else:  # in a child process, so that the memory it holds is returned before verl starts
         child = multiprocessing.get_context("spawn").Process(
-            target=save_warm_start, args=(task, sft_rows, grpo_rows, held, folder, args), name=f"{task}-warm-start")
+            target=save_warm_start, args=(task, sft_rows, grpo_rows, held, folder, args, made_with), name=f"{task}-warm-start")
         child.start()
         child.join()
         if child.exitcode != 0 or not saved.is_file():
