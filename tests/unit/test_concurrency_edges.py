@@ -12,6 +12,7 @@ from rearank.backends.base import ERROR, Generation
 from rearank.backends.metrics import ServerLoad
 from rearank.engine.concurrency import InFlightLimit, parse_concurrency
 from rearank.errors import RearankError
+from tests.unit.test_concurrency import _raised_with_one_window_left
 
 
 class Clocked:
@@ -160,9 +161,10 @@ def test_a_raise_stops_at_the_maximum_and_a_better_figure_there_settles():
 def test_at_the_maximum_from_the_start_the_first_figure_tries_fewer(caplog):
     caplog.set_level(logging.INFO, logger="rearank.engine.concurrency")
     run = Clocked(maximum=8)
+    run.limit.available(40)
     assert run.spans(100) == [4] and run.limit.direction == "down"
     assert changes(caplog) == [("concurrency 8 -> 4: 100 tokens/s at 8 in flight; no room above (ready windows: "
-                                "8), trying fewer")]
+                                "40), trying fewer")]
 
 
 @pytest.mark.parametrize(("ready", "after", "direction"), [(8, 4, "down"), (2, 1, "down"), (1, 8, "settled"),
@@ -224,17 +226,17 @@ def test_the_first_decision_waits_for_exactly_one_median_latency_of_two_answers(
 
 
 def test_the_wait_counts_from_the_period_start_and_each_latency_from_its_sending():
-    # the limit was made at 0, its windows sent at 6: 12 - 0 is less than 2.5 x the median latency of 6
-    clock = [0.0]
+    # the limit was made at 100, its windows sent at 106: 112 - 100 is less than 2.5 x the median latency of 6
+    clock = [100.0]
     limit = InFlightLimit(start=3, clock=lambda: clock[0], span=2.5)
-    clock[0] = 6.0
+    clock[0] = 106.0
     a, b, c = limit.sent(), limit.sent(), limit.sent()
-    clock[0] = 12.0
+    clock[0] = 112.0
     limit.record(a, Generation("x", 7, 60))  # share 2, latency 6
     limit.record(b, Generation("x", 7, 60))  # share 2, latency 6
     assert limit.history == []
-    clock[0] = 15.0
-    limit.record(c, Generation("x", 7, 60))  # share 2 + 3, latency 9: median 6, and 15 - 0 is 2.5 x 6
+    clock[0] = 115.0
+    limit.record(c, Generation("x", 7, 60))  # share 2 + 3, latency 9: median 6, and 115 - 100 is 2.5 x 6
     assert limit.history == [(3, 20.0)]
 
 
@@ -321,6 +323,9 @@ def test_requests_waiting_in_two_polls_lower_the_count_to_what_runs_and_one(capl
     assert limit.limit == 16
     limit.observe(ServerLoad(8, 2))  # waited at the poll before (1), waits now (2)
     assert (limit.limit, limit.room) == (9, 9)
+    for _ in range(31):
+        limit.observe(ServerLoad(9, 0, 0.5))
+    assert (limit.limit, limit.room) == (9, 9)
     assert changes(caplog) == ["concurrency 16 -> 9: 2 requests wait in the server's queue (8 running)"]
 
 
@@ -331,6 +336,11 @@ def test_a_queue_in_one_poll_only_or_of_one_request_lowers_nothing():
     limit = metrics(start=16)
     for _ in range(3):
         limit.observe(ServerLoad(9, 1))
+    assert limit.limit == 16 and limit.room is None
+    limit = metrics(start=16)
+    limit.available(16)
+    limit.observe(ServerLoad(10, 0))  # nothing waited at the poll before
+    limit.observe(ServerLoad(6, 4))
     assert limit.limit == 16 and limit.room is None
 
 
@@ -369,6 +379,18 @@ def test_nothing_waiting_raises_to_the_ready_windows_under_the_cap(caplog):
     assert changes(caplog)[-1] == "concurrency 8 -> 30: nothing waits in the server (10 running); 40 windows ready"
 
 
+def test_after_a_queue_and_a_429_below_it_calm_polls_keep_the_count_under_the_cap():
+    limit = metrics(start=16)
+    limit.available(40)
+    limit.observe(ServerLoad(8, 2))
+    limit.observe(ServerLoad(8, 2))
+    assert (limit.limit, limit.room) == (9, 9)
+    limit.turned_away(5)
+    for _ in range(5):
+        limit.observe(ServerLoad(5, 0, 0.1))
+    assert (limit.limit, limit.cap, limit.room) == (5, 5, 9)
+
+
 @pytest.mark.parametrize(("load", "after"), [
     (ServerLoad(10, 0, 0.9), 8), (ServerLoad(10, 0, 0.89), 40), (ServerLoad(10, 0, None), 40),
     (ServerLoad(10, 1, 0.1), 8),
@@ -385,3 +407,90 @@ def test_the_ready_windows_at_the_count_raise_nothing():
     limit.available(8)
     limit.observe(ServerLoad(8, 0, 0.1))
     assert limit.limit == 8 and limit.load == ServerLoad(8, 0, 0.1)
+
+
+def test_a_window_out_at_a_decision_that_keeps_the_count_is_not_measured_after_it():
+    run = Clocked(reprobe=8)
+    run.spans(100, 100, 100, 100, 100)  # settled at 1
+    a, b, c = run.limit.sent(), run.limit.sent(), run.limit.sent()
+    run.now += 3
+    run.limit.record(a, Generation("x", 7, 100))
+    run.limit.record(b, Generation("x", 7, 100))  # a decision at 1 (steady): the count stays
+    assert len(run.limit.history) == 6 and run.limit.limit == 1
+    run.now += 2
+    run.limit.record(c, Generation("x", 7, 300))  # out mostly after it, but no raise: its backlog is not 1's rate
+    d = run.limit.sent()
+    run.now += 1
+    run.limit.record(d, Generation("x", 7, 100))  # the first answer of the new period: no decision yet
+    assert len(run.limit.history) == 6
+
+
+@pytest.mark.parametrize(("start", "rates", "limits"), [
+    (5, [100, 100], [10, 2]),  # half of 5, in whole windows
+    (6, [100, 100, 100], [12, 3, 1]),  # half of 3
+    (1, [100, 100], [2, 1]),  # one step up from 1, not better: settled back at 1, nothing to halve
+])
+def test_halving_an_odd_count_gives_whole_windows(start, rates, limits):
+    run = Clocked(start=start)
+    assert run.spans(*rates) == limits and all(isinstance(n, int) for n in limits)
+    assert run.limit.direction == ("settled" if start == 1 else "down")
+
+
+def test_a_count_settled_above_one_steps_up_to_twice_itself(caplog):
+    caplog.set_level(logging.INFO, logger="rearank.engine.concurrency")
+    run = Clocked(reprobe=2)
+    # 8, then 16 better, 32 not better on its third figure: settled at the best, 16; two spans later, 32
+    assert run.spans(100, 200, 200, 200, 200) == [16, 32, 16, 16, 32]
+    assert changes(caplog)[2:] == ["concurrency 32 -> 16: 200 tokens/s at 32 in flight, best 200 at 16; settled",
+                                   "concurrency 16 -> 32: 200 tokens/s at 16 in flight; trying one step up"]
+
+
+def test_metrics_at_the_count_between_two_answers_do_not_restart_the_measure():
+    # a server whose metrics come and go: a poll that changes nothing keeps the answers measured so far
+    run = Clocked()
+    run.limit.available(8)
+    tickets = [run.limit.sent() for _ in range(8)]
+    run.now += 8
+    run.limit.record(tickets[0], Generation("x", 7, 100))
+    run.limit.observe(ServerLoad(7, 0, 0.1))  # ceiling: the 8 ready windows, the count already
+    run.limit.observe(None)
+    run.limit.record(tickets[1], Generation("x", 7, 100))
+    assert run.limit.history == [(8, 100.0)]
+
+
+def test_a_window_out_through_two_raises_is_not_measured():
+    clock = [0.0]
+    limit = InFlightLimit(start=2, clock=lambda: clock[0])
+    a, b, x = limit.sent(), limit.sent(), limit.sent()
+    clock[0] = 3.0
+    limit.record(a, Generation("x", 7, 100))
+    limit.record(b, Generation("x", 7, 100))  # 100 tokens/s at 2: up to 4
+    c, d = limit.sent(), limit.sent()
+    clock[0] = 6.0
+    limit.record(c, Generation("x", 7, 200))
+    limit.record(d, Generation("x", 7, 200))  # 200 at 4: up to 8
+    assert limit.history == [(2, 100.0), (4, 200.0)] and limit.limit == 8
+    clock[0] = 16.0
+    limit.record(x, Generation("x", 7, 100))  # sent two counts ago: not a figure of 8 (it would be far worse)
+    assert len(limit.history) == 2 and limit.limit == 8
+
+
+def test_a_window_whose_share_after_a_raise_equals_its_share_before_measures_the_new_count():
+    # C (sent at 10) had a share of 1 before the raise at 12 and has 1 after it at 16 (4 s at 4 in flight): it
+    # counts, 40 - 20 x 1 tokens over 1; D's answer at 19 (share 2, latency 7) makes two: 60 / 3 at 4
+    clock = [0.0]
+    limit, c, fresh = _raised_with_one_window_left(clock)
+    clock[0] = 16.0
+    limit.record(c, Generation("x", 7, 40))
+    clock[0] = 19.0
+    limit.record(fresh[0], Generation("x", 7, 40))
+    assert limit.history == [(2, 20.0), (4, 20.0)]
+
+
+def test_tokens_all_owed_to_the_count_before_a_raise_measure_nothing_at_the_new_one():
+    # C's 20 tokens are its share of 1 at the 20 tokens/s before the raise: 0 tokens/s at 4, far below the best
+    clock = [0.0]
+    limit, c, _ = _raised_with_one_window_left(clock)
+    clock[0] = 16.0
+    limit.record(c, Generation("x", 7, 20))
+    assert limit.history == [(2, 20.0), (4, 0.0)] and limit.limit == 1
