@@ -1,4 +1,4 @@
-"""The rerank server's app at its edges, in-process (FastAPI's app through Starlette's TestClient, no socket): every
+"""The rerank server's app at its edges, in-process (FastAPI's app through httpx's ASGI transport, no socket): every
 error's exact body, the limits at and past their bounds (defaults included), the body read chunk by chunk, the key's
 scheme and spacing, full Jina and Cohere bodies with known token counts, fusion set by the server, the 503 of a
 stopping server, the chat route's errors, and the OpenAPI page's names."""
@@ -9,10 +9,11 @@ import asyncio
 import re
 import uuid
 from dataclasses import replace
+from typing import Self
 
+import httpx
 import pytest
 from starlette.requests import Request
-from starlette.testclient import TestClient
 
 from rearank.api import Reranker
 from rearank.backends.base import Generation
@@ -36,9 +37,32 @@ def service_of(**options) -> RerankService:
     return oracle_service(TOPICS, DOCS, QRELS, **options)
 
 
-def client(service: RerankService) -> TestClient:
-    """The app over ``service``; as a context manager it runs the lifespan (the feed's worker)."""
-    return TestClient(create_app(service))
+class InProcess:
+    """The app over ``service`` in-process, its feed's worker running inside the block; each request is bounded
+    (60 s), so a request that is never answered fails its test instead of hanging it."""
+
+    def __init__(self, service: RerankService) -> None:
+        self.service, self.app = service, create_app(service)
+
+    def __enter__(self) -> Self:
+        self.service.feed.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.service.feed.stop()
+
+    def request(self, method: str, path: str, **options: object) -> httpx.Response:
+        async def send() -> httpx.Response:
+            transport = httpx.ASGITransport(app=self.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://rearank.test") as http:
+                return await asyncio.wait_for(http.request(method, path, **options), 60)
+        return asyncio.run(send())
+
+    def post(self, path: str, **options: object) -> httpx.Response:
+        return self.request("POST", path, **options)
+
+    def get(self, path: str, **options: object) -> httpx.Response:
+        return self.request("GET", path, **options)
 
 
 def error(status: int, kind: str, message: str) -> dict:
@@ -63,13 +87,13 @@ def fixed_tokens(service: RerankService) -> None:
     (b'{"query": "q", "documents": []}', "invalid request: documents: give at least one document"),
 ])
 def test_an_invalid_request_is_422_naming_its_first_error_and_counting_the_rest(body, message):
-    with client(service_of()) as http:
+    with InProcess(service_of()) as http:
         answer = http.post("/v1/rerank", content=body, headers={"content-type": "application/json"})
     assert (answer.status_code, answer.json()) == (422, error(422, "invalid_request", message))
 
 
 def test_another_model_is_404_naming_both():
-    with client(service_of()) as http:
+    with InProcess(service_of()) as http:
         answer = http.post("/v2/rerank", json={"model": "gpt", "query": QUERY, "documents": TEXTS})
     assert (answer.status_code, answer.json()) == (404, error(
         404, "model_not_found", "the model 'gpt' does not exist; this server serves 'rearank-oracle'"))
@@ -77,7 +101,7 @@ def test_another_model_is_404_naming_both():
 
 def test_each_limit_takes_its_bound_and_refuses_one_past_it():
     limits = Limits(max_documents=3, max_document_chars=17, max_query_chars=14)
-    with client(service_of(limits=limits)) as http:
+    with InProcess(service_of(limits=limits)) as http:
         def post(query, documents):
             return http.post("/v1/rerank", json={"query": query, "documents": documents})
 
@@ -98,7 +122,7 @@ def test_the_default_limits():
     reranker = Reranker(backend="oracle", qrels={"q": {}}, window=4, step=2)
     service = RerankService(reranker, model_name="m")  # no limits given: the defaults
     assert service.feed.capacity == 256
-    with client(service) as http:
+    with InProcess(service) as http:
         def post(query, documents):
             return http.post("/v1/rerank", json={"query": query, "documents": documents})
 
@@ -114,7 +138,7 @@ def test_the_default_limits():
 
 def test_a_stopping_server_answers_503():
     service = service_of()
-    with client(service) as http:
+    with InProcess(service) as http:
         service.feed.stop()
         answer = http.post("/v1/rerank", json={"query": QUERY, "documents": TEXTS})
     assert (answer.status_code, answer.json()) == (503, error(503, "unavailable", "the server is shutting down"))
@@ -178,7 +202,7 @@ def test_without_a_key_every_request_is_let_in():
 
 
 def test_models_answers_with_the_key_only():
-    with client(service_of(api_key=KEY)) as http:
+    with InProcess(service_of(api_key=KEY)) as http:
         denied = http.get("/v1/models")
         listed = http.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"})
     assert (denied.status_code, denied.json(), denied.headers["www-authenticate"]) == (401, error(
@@ -204,7 +228,7 @@ EXTENSION = {"status": "ok", "method": "listwise", "order": EXPECTED, "calls": 2
 def test_the_whole_jina_answer():
     service = service_of()
     fixed_tokens(service)
-    with client(service) as http:
+    with InProcess(service) as http:
         body = http.post("/v1/rerank", json={"query": QUERY, "documents": [{"text": t} for t in TEXTS],
                                              "top_n": 2}).json()
     assert re.fullmatch(r"rerank-[0-9a-f]{32}", body.pop("id"))
@@ -218,7 +242,7 @@ def test_the_whole_jina_answer():
 def test_the_whole_cohere_answer():
     service = service_of()
     fixed_tokens(service)
-    with client(service) as http:
+    with InProcess(service) as http:
         body = http.post("/v2/rerank", json={"query": QUERY, "documents": TEXTS, "top_n": 3}).json()
     made = uuid.UUID(body.pop("id"))
     assert made.version == 4
@@ -239,7 +263,7 @@ def test_each_request_is_ranked_under_its_own_qid():
         return answer(prompts, settings)
 
     service.reranker.backend.generate = recording
-    with client(service) as http:
+    with InProcess(service) as http:
         for _ in range(2):
             assert http.post("/v1/rerank", json={"query": QUERY, "documents": TEXTS}).json()["rearank"][
                 "order"] == EXPECTED
@@ -258,7 +282,7 @@ def test_a_degraded_answer_says_how_many_windows_failed():
         return answer(prompts, settings)
 
     service.reranker.backend.generate = second_fails
-    with client(service) as http:
+    with InProcess(service) as http:
         ext = http.post("/v1/rerank", json={"query": QUERY, "documents": TEXTS}).json()["rearank"]
     assert (ext["status"], ext["failed_windows"], ext["message"]) == (
         "degraded", 1, "1 of 2 windows failed in the backend and kept their input order")
@@ -280,7 +304,7 @@ def test_fusion_needs_a_weight_and_every_documents_score(server_weight, request_
     request = {"query": QUERY, "documents": documents}
     if request_weight is not None:
         request["rearank"] = {"fusion_weight": request_weight}
-    with client(service_of(fusion_weight=server_weight)) as http:
+    with InProcess(service_of(fusion_weight=server_weight)) as http:
         assert http.post("/v1/rerank", json=request).json()["rearank"]["order"] == order
 
 
@@ -294,7 +318,7 @@ def test_fused_order_weighs_the_min_max_scaled_scores():
 def test_string_documents_seed_the_first_stage_in_input_order():
     # groupwise with its own fusion weight 0: the first-stage score (n - position) alone decides
     service = service_of(method="groupwise", options={"group_size": 4, "fusion_weight": 0.0})
-    with client(service) as http:
+    with InProcess(service) as http:
         order = http.post("/v2/rerank", json={"query": QUERY, "documents": TEXTS}).json()["rearank"]["order"]
     assert order == [0, 1, 2, 3, 4, 5]
 
@@ -302,7 +326,7 @@ def test_string_documents_seed_the_first_stage_in_input_order():
 # -- the chat route and the app itself --------------------------------------------------------------------------------
 
 def test_the_chat_route_refuses_bad_json_and_a_body_over_the_limit():
-    with client(service_of(limits=Limits(max_body_bytes=100))) as http:
+    with InProcess(service_of(limits=Limits(max_body_bytes=100))) as http:
         bad = http.post("/v1/chat/completions", content=b"{not json")
         big = http.post("/v1/chat/completions", json={"model": "rearank-oracle",
                                                       "messages": [{"role": "user", "content": "x" * 100}]})
@@ -315,9 +339,8 @@ def test_the_chat_route_refuses_bad_json_and_a_body_over_the_limit():
 
 def test_the_openapi_page_names_the_app_and_each_route():
     service = service_of()
-    app = create_app(service)
-    assert app.state.service is service
-    with TestClient(app) as http:
+    assert create_app(service).state.service is service
+    with InProcess(service) as http:
         page = http.get("/openapi.json").json()
     assert (page["info"]["title"], page["info"]["summary"]) == (
         "rearank", "LLM reranking: Jina, Cohere v2 and chat-completions shapes")
