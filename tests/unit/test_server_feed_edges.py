@@ -219,5 +219,5 @@ def test_a_backend_failure_is_logged_with_the_queries_it_hit(caplog):
         feed.submit(request("a"), answers.done_for("a"))
         assert answers.wait("a") == (None, "the backend failed (RuntimeError)")
         feed.stop()
-    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
-        ("rearank.server", "ERROR", "backend failed with 1 queries running: RuntimeError: boom")]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "rearank.server"] == [
+        ("ERROR", "backend failed with 1 queries running: RuntimeError: boom")]
