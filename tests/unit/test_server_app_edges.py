@@ -253,13 +253,14 @@ def test_the_whole_cohere_answer():
                     "rearank": EXTENSION}
 
 
-def test_each_request_is_ranked_under_its_own_qid():
+def test_each_request_is_ranked_under_its_own_qid_with_its_query_in_the_prompt():
     service = service_of()
-    qids = []
+    qids, asked = [], []
     answer = service.reranker.backend.generate
 
     def recording(prompts, settings):
         qids.extend(p.qid for p in prompts)
+        asked.extend(QUERY in "\n".join(m["content"] for m in p.messages) for p in prompts)
         return answer(prompts, settings)
 
     service.reranker.backend.generate = recording
@@ -268,6 +269,7 @@ def test_each_request_is_ranked_under_its_own_qid():
             assert http.post("/v1/rerank", json={"query": QUERY, "documents": TEXTS}).json()["rearank"][
                 "order"] == EXPECTED
     assert len(qids) == 4 and qids[0] == qids[1] != qids[2] == qids[3] and all(isinstance(q, str) for q in qids)
+    assert asked == [True] * 4
 
 
 def test_a_degraded_answer_says_how_many_windows_failed():
