@@ -321,8 +321,8 @@ def test_string_documents_seed_the_first_stage_in_input_order():
     # groupwise with its own fusion weight 0: the first-stage score (n - position) alone decides
     service = service_of(method="groupwise", options={"group_size": 4, "fusion_weight": 0.0})
     with InProcess(service) as http:
-        order = http.post("/v2/rerank", json={"query": QUERY, "documents": TEXTS}).json()["rearank"]["order"]
-    assert order == [0, 1, 2, 3, 4, 5]
+        ext = http.post("/v2/rerank", json={"query": QUERY, "documents": TEXTS}).json()["rearank"]
+    assert (ext["status"], ext["order"]) == ("ok", [0, 1, 2, 3, 4, 5])
 
 
 # -- the chat route and the app itself --------------------------------------------------------------------------------
