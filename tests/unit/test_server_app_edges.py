@@ -339,6 +339,13 @@ def test_the_chat_route_refuses_bad_json_and_a_body_over_the_limit():
                                                    big.json()["error"]["message"])
 
 
+def test_the_chat_route_answers_with_the_status_of_its_answer():
+    with InProcess(service_of()) as http:
+        other = http.post("/v1/chat/completions", json={"model": "gpt", "messages": [{"role": "user", "content": "hi"}]})
+    assert (other.status_code, other.json()["error"]["message"]) == (
+        404, "the model 'gpt' does not exist; this server serves 'rearank-oracle'")
+
+
 def test_the_openapi_page_names_the_app_and_each_route():
     service = service_of()
     assert create_app(service).state.service is service
