@@ -111,9 +111,7 @@ class DistinctIdsParser:
         return DistinctIdsParser(self.body, **state)
 
     def _fits(self, prefix: str) -> bool:
-        """Whether some unused id in 1..n starts with ``prefix`` (no leading zero)."""
-        if prefix.startswith("0"):
-            return False
+        """Whether some unused id in 1..n starts with ``prefix`` (none starts with a zero)."""
         return any(str(k).startswith(prefix) and k not in self.used for k in range(1, self.body.n + 1))
 
     def get_allowed_characters(self) -> str:

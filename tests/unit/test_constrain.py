@@ -34,13 +34,16 @@ def vocabulary():
     require("lmformatenforcer", "the `hf` extra (lm-format-enforcer)")
     from rearank.backends.models import resolve_model
 
-    tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model("embedded").path)
+    # its tokenizer_config names TokenizersBackend (PreTrainedTokenizerFast), what AutoTokenizer loads, without
+    # the model classes AutoTokenizer imports (seconds in each of the mutation run's test sessions)
+    tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(resolve_model("embedded").path)
     return build_vocabulary(tokenizer, [tokenizer.convert_tokens_to_ids("<|im_end|>")])
 
 
-def run(grammar, vocabulary, *, seed, constrain=True, max_think_tokens=None, max_new_tokens=400, bias=None):
-    """Generate with random logits through a :class:`Decoding`; ``bias`` favours some token ids (a "model" that
-    likes them). Returns the token ids (end-of-sequence included) and the decoding."""
+def run(grammar, vocabulary, *, seed, constrain=True, max_think_tokens=None, max_new_tokens=400, bias=None,
+        weight=4.0):
+    """Generate with random logits through a :class:`Decoding`; ``bias`` favours some token ids by ``weight`` (a
+    "model" that likes them). Returns the token ids (end-of-sequence included) and the decoding."""
     rng = np.random.default_rng(seed)
     decoding = Decoding(grammar, vocabulary, constrain=constrain, max_think_tokens=max_think_tokens,
                         max_new_tokens=max_new_tokens)
@@ -49,7 +52,7 @@ def run(grammar, vocabulary, *, seed, constrain=True, max_think_tokens=None, max
     while len(ids) < max_new_tokens:
         logits = rng.standard_normal(size)
         if bias:
-            logits[list(bias)] += 4.0
+            logits[list(bias)] += weight
         allowed, banned = decoding.step(ids)
         if allowed is not None:
             choice = max(allowed, key=lambda t: logits[t])
@@ -168,8 +171,8 @@ def test_barrag_selection_has_k_distinct_ids(vocabulary):
 
 def test_arena_output_has_the_three_tags_in_order(vocabulary):
     grammar = arena_grammar(10)
-    close = vocabulary.encode("</")  # a "model" eager to close tags, so the free-text parts end
-    ids, _ = run(grammar, vocabulary, seed=4, max_new_tokens=200, bias=close)
+    close = vocabulary.encode("</")  # a "model" eager to close tags, so the free-text parts end soon (each of their
+    ids, _ = run(grammar, vocabulary, seed=4, max_new_tokens=200, bias=close, weight=8.0)  # steps walks the vocabulary)
     parsed = parse_arena(text_of(vocabulary, ids))
     assert parsed.format_ok and parsed.answer and all(1 <= i <= 10 for i in parsed.relevance)
 
