@@ -109,7 +109,8 @@ MODULES: dict[str, list[str]] = {
     "benchmark/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/integration/test_eval_suite.py"],
     "rearank/backends/openai.py": ["tests/unit/test_openai_backend.py", "tests/unit/test_openai_faults.py",
                                    "tests/unit/test_server_load.py", "tests/unit/test_constrain_openai.py"],
-    "rearank/backends/constrain.py": ["tests/unit/test_constrain.py", "tests/unit/test_constrain_openai.py"],
+    "rearank/backends/constrain.py": ["tests/unit/test_constrain.py", "tests/unit/test_constrain_openai.py",
+                                      "tests/unit/test_constrain_edges.py"],
     "recipes/checks/export.py": ["tests/integration/test_train_recipes.py"],
 }
 #: Top-level folders a mutated module can live in (mutmut mutates the module's own, and copies the others).
