@@ -27,9 +27,8 @@ from rearank.rag.readers import (
 )
 from rearank.types import Passage, QAItem
 from tests.methods import CharTokenizer
+from tests.unit.test_rag_readers import ITEM, PASSAGES
 
-PASSAGES = (Passage("0", "A", "alpha text"), Passage("1", "B", "beta text"), Passage("2", "C", "gamma", True))
-ITEM = QAItem("q1", "Who?", ("Ann", "Anne"), PASSAGES, frozenset({"0", "1"}), "test")
 SYSTEM = "Answer the question using the passages. Reply with the answer only, in a few words, with no explanation."
 
 

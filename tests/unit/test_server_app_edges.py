@@ -16,7 +16,6 @@ import pytest
 from starlette.requests import Request
 
 from rearank.api import Reranker
-from rearank.backends.base import Generation
 from rearank.server import Limits, RerankService, create_app
 from rearank.server.app import ServerError, fused_order
 from tests.serving import oracle_service
@@ -270,44 +269,6 @@ def test_each_request_is_ranked_under_its_own_qid_with_its_query_in_the_prompt()
                 "order"] == EXPECTED
     assert len(qids) == 4 and qids[0] == qids[1] != qids[2] == qids[3] and all(isinstance(q, str) for q in qids)
     assert asked == [True] * 4
-
-
-def test_a_degraded_answer_says_how_many_windows_failed():
-    service = service_of()
-    answer = service.reranker.backend.generate
-    calls = []
-
-    def second_fails(prompts, settings):
-        calls.append(len(prompts))
-        if len(calls) == 2:
-            return [Generation("", 0, 0, finish_reason="error") for _ in prompts]
-        return answer(prompts, settings)
-
-    service.reranker.backend.generate = second_fails
-    with InProcess(service) as http:
-        ext = http.post("/v1/rerank", json={"query": QUERY, "documents": TEXTS}).json()["rearank"]
-    assert (ext["status"], ext["failed_windows"], ext["message"]) == (
-        "degraded", 1, "1 of 2 windows failed in the backend and kept their input order")
-
-
-# -- fusion -----------------------------------------------------------------------------------------------------------
-
-SCORED = [{"text": t, "score": 10.0 if i == 5 else 0.0} for i, t in enumerate(TEXTS)]
-FUSED = [5, 2, 4, 0, 1, 3]  # alpha 0.5 over SCORED (tests/unit/test_server.py derives it)
-
-
-@pytest.mark.parametrize(("server_weight", "request_weight", "documents", "order"), [
-    (0.5, None, SCORED, FUSED),  # the server's weight
-    (0.5, 1.0, SCORED, EXPECTED),  # the request's weight wins: rank scores alone
-    (None, None, SCORED, EXPECTED),  # scores but no weight: not fused
-    (0.5, None, [TEXTS[0], *SCORED[1:]], EXPECTED),  # a document without a score: not fused
-])
-def test_fusion_needs_a_weight_and_every_documents_score(server_weight, request_weight, documents, order):
-    request = {"query": QUERY, "documents": documents}
-    if request_weight is not None:
-        request["rearank"] = {"fusion_weight": request_weight}
-    with InProcess(service_of(fusion_weight=server_weight)) as http:
-        assert http.post("/v1/rerank", json=request).json()["rearank"]["order"] == order
 
 
 def test_fused_order_weighs_the_min_max_scaled_scores():
