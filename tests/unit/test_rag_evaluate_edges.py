@@ -119,12 +119,30 @@ def test_questions_go_32_to_a_read_by_default(tmp_path):
     assert reader.calls == 2
 
 
-def test_the_progress_bar_is_on_by_default_and_counts_the_resumed_questions(tmp_path, capsys):
+class FakeBar:
+    """Stands in for tqdm (whose process-wide lock would outlive a forked test worker): records its settings,
+    updates and closing."""
+
+    def __init__(self, **settings) -> None:
+        self.settings, self.updates, self.closed = settings, [], False
+
+    def update(self, n) -> None:
+        self.updates.append(n)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_progress_bar_is_on_by_default_and_counts_the_resumed_questions(tmp_path, monkeypatch):
+    bars: list[FakeBar] = []
+    monkeypatch.setattr("rearank.rag.evaluate.tqdm", lambda **settings: bars.append(FakeBar(**settings)) or bars[-1])
     RagEvaluation(tmp_path / "o", {}).run(ITEMS[:1], make_selector("none"), FailingReader(0), [1], progress=False)
-    assert capsys.readouterr().err == ""
-    RagEvaluation(tmp_path / "o", {}, resume=True).run(ITEMS, make_selector("none"), FailingReader(0), [1])
-    err = capsys.readouterr().err
-    assert "rag eval:  33%" in err and " 1/3 " in err and " 3/3 " in err and "question/s" in err
+    RagEvaluation(tmp_path / "o", {}, resume=True).run(ITEMS, make_selector("none"), FailingReader(0), [1], chunk=1)
+    off, on = bars
+    assert off.settings["disable"] is True
+    assert on.settings == {"total": 3, "initial": 1, "unit": "question", "desc": "rag eval", "disable": False,
+                           "dynamic_ncols": True}
+    assert (on.updates, on.closed) == ([1, 1], True)
 
 
 def test_config_metrics_and_table_files_are_exact(tmp_path):
