@@ -211,3 +211,5 @@ def test_compare_pairs_only_the_questions_both_finished_at_k_and_leaves_the_file
         "| --- | --- | --- | --- | --- | --- | --- |",
         f"| f1 | 0.00 | 37.50 | +37.50 | 0.0577 | {p:.4f} | 3/1/0 |"])
     assert (tmp_path / "a" / "items.jsonl").read_text() == before
+    seeded = randomization_p(np.zeros(4), np.array([0.5, 0.5, 0.5, 0]), 200, 1)
+    assert compare_runs(tmp_path / "a", tmp_path / "b", 2, ("f1",), 200, 1).endswith(f" | {seeded:.4f} | 3/1/0 |")
