@@ -101,7 +101,7 @@ MODULES: dict[str, list[str]] = {
     "rearank/rag/barrag/train_filter.py": ["tests/integration/test_rag_synth.py", "tests/integration/test_rag_faults.py"],
     "rearank/io/files.py": ["tests/unit/test_io_files.py", "tests/unit/test_io_formats.py",
                             "tests/unit/test_input_errors.py", "tests/unit/test_io_files_edges.py"],
-    "rearank/data/bm25.py": ["tests/integration/test_bm25.py"],
+    "rearank/data/bm25.py": ["tests/unit/test_bm25_edges.py"],
     "data_synthesis/sampling.py": ["tests/unit/test_synthesis.py", "tests/integration/test_synth_dl21.py",
                                    "tests/unit/test_synthesis_sampling_edges.py"],
     "data_synthesis/filters.py": ["tests/unit/test_synthesis.py", "tests/unit/test_synthesis_filters_edges.py"],
