@@ -74,7 +74,7 @@ MODULES: dict[str, list[str]] = {
     "rearank/engine/concurrency.py": ["tests/unit/test_concurrency.py", "tests/unit/test_server_load.py",
                                       "tests/unit/test_concurrency_edges.py"],
     "rearank/engine/journal.py": ["tests/unit/test_rounds.py", "tests/unit/test_journal_edges.py"],
-    "rearank/backends/ray.py": ["tests/unit/test_rounds.py", "tests/integration/test_ray_engine.py"],
+    "rearank/backends/ray.py": ["tests/unit/test_ray_backend_edges.py", "tests/unit/test_rounds.py"],
     "rearank/run/config.py": ["tests/unit/test_run_config.py", "tests/unit/test_job_edges.py",
                               "tests/integration/test_rerank_safety.py", "tests/unit/test_run_config_edges.py"],
     "rearank/run/stats.py": ["tests/unit/test_job.py", "tests/unit/test_job_edges.py", "tests/unit/test_engine_listwise.py",

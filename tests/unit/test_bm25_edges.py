@@ -258,7 +258,16 @@ def test_a_full_corpus_builds_silently_with_the_threads_and_bar_asked(lucene, tm
     assert json.loads((index / "rearank-index.json").read_text())["documents"] == 2
 
 
-def test_documents_go_to_java_in_batches_and_the_indexer_is_closed_on_failure(lucene, tmp_path, monkeypatch):
+def test_documents_go_to_java_in_batches_whose_counts_add_up(lucene, tmp_path, monkeypatch):
+    monkeypatch.setattr(bm25, "_INDEX_BATCH", 2)
+    corpus = write_corpus(tmp_path / "corpus.jsonl", [(f"d{i}", "", f"text {i}") for i in range(5)])
+    index = bm25.build_index(corpus, cache=tmp_path, progress=False)
+    assert [len(raw) for raw, in lucene.of("add")] == [2, 2, 1]
+    assert Bars.made[0]["updates"] == [2, 2, 1]
+    assert json.loads((index / "rearank-index.json").read_text())["documents"] == 5
+
+
+def test_the_indexer_is_closed_and_the_partial_index_removed_on_failure(lucene, tmp_path, monkeypatch):
     monkeypatch.setattr(bm25, "_INDEX_BATCH", 2)
     corpus = write_corpus(tmp_path / "corpus.jsonl", [(f"d{i}", "", f"text {i}") for i in range(5)])
     lucene.fail_batch = 3
@@ -267,7 +276,7 @@ def test_documents_go_to_java_in_batches_and_the_indexer_is_closed_on_failure(lu
     assert [len(raw) for raw, in lucene.of("add")] == [2, 2, 1]
     assert lucene.calls[-1] == ("close indexer",)
     assert Bars.made[0]["updates"] == [2, 2]
-    assert list((tmp_path / "indexes").iterdir()) == []  # the partial folder is removed
+    assert list((tmp_path / "indexes").iterdir()) == []
 
 
 def test_an_empty_corpus_is_refused(lucene, tmp_path):
