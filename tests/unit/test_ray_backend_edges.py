@@ -121,17 +121,18 @@ class Tokenizers:
 
 
 class Echo:
-    """The actors' backend: answers each prompt with its qid and docids; ``made`` logs each one built."""
+    """The actors' backend: answers each prompt with its qid and docids; ``made`` logs each one built, ``formats``
+    the methods it was bound to."""
 
     made: ClassVar[list[Echo]] = []
 
     def __init__(self, name, model, options):
-        self.name, self.model, self.options, self.method = name, model, options, None
+        self.name, self.model, self.options, self.formats = name, model, options, []
         self.prompts, self.settings = [], None
         Echo.made.append(self)
 
     def answer_format(self, method):
-        self.method = method
+        self.formats.append(method)
         return self
 
     def generate(self, prompts, settings):
@@ -162,8 +163,10 @@ def fake_ray(monkeypatch):
         "plugin": lambda: type("Plugin", (), {"RAY": RAY_ACTORS}),
     }))
     logger = logging.getLogger("ray.data")
-    monkeypatch.setattr(logger, "level", logging.INFO)
-    return fake
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    yield fake
+    logger.setLevel(level)
 
 
 def prompt(qid, docids, **kwargs):
@@ -236,12 +239,14 @@ def test_a_vllm_row_becomes_a_generation():
 
 
 def test_the_processor_splits_options_between_ray_and_the_engine(fake_ray, tmp_path):
-    options = {"concurrency": 2, "accelerator_type": "H100", "max_model_len": 4096, "model_source": "x"}
+    options = {"concurrency": 2, "accelerator_type": "H100", "max_model_len": 4096, "model_source": "x",
+               "engine_kwargs": {"seed": 1}}  # the two fields it sets itself go to the engine like any other
     processor = ray_backend.vllm_processor(str(tmp_path), options, SamplingSettings(max_new_tokens=64), 16)
     assert processor.config.kwargs == {
         "model_source": str(tmp_path), "concurrency": 2, "accelerator_type": "H100", "batch_size": 16,
         "should_continue_on_error": True,
-        "engine_kwargs": {"max_model_len": 4096, "model_source": "x", "enable_prefix_caching": True}}
+        "engine_kwargs": {"max_model_len": 4096, "model_source": "x", "engine_kwargs": {"seed": 1},
+                          "enable_prefix_caching": True}}
     assert fake_ray.inits != []
     assert processor.preprocess({"row": 0}) == {"sampling_params": {"max_tokens": 64, "temperature": 0.0,
                                                                     "top_p": 1.0}}
@@ -293,7 +298,7 @@ def test_an_actor_rebuilds_each_prompt_and_returns_columns(fake_ray):
     actor = ray_backend.BackendActor("pooled", "m", {"k": 1}, SETTINGS)
     out = actor(pa.Table.from_pylist(ray_backend.prompt_rows([(5, prompts[0]), (2, prompts[1])])))
     (backend,) = Echo.made
-    assert (backend.name, backend.model, backend.options, backend.method) == ("pooled", "m", {"k": 1}, None)
+    assert (backend.name, backend.model, backend.options, backend.formats) == ("pooled", "m", {"k": 1}, [])
     assert backend.prompts == prompts and backend.settings == SETTINGS
     assert out == {"row": [5, 2], "text": ["q1:a,b", "q2:c"], "prompt_tokens": [12, 11], "completion_tokens": [2, 1],
                    "finish_reason": ["stop", "length"], "latency_s": [0.25, 0.25], "think_tokens": [2, None],
@@ -302,7 +307,7 @@ def test_an_actor_rebuilds_each_prompt_and_returns_columns(fake_ray):
 
 def test_an_actor_answers_for_the_bound_method_and_checks_the_count(fake_ray):
     actor = ray_backend.BackendActor("pooled", None, {}, SETTINGS, "the method")
-    assert actor.backend.method == "the method"
+    assert actor.backend.formats == ["the method"]
     actor.backend.generate = lambda prompts, settings: []
     with pytest.raises(RearankError) as err:
         actor(pa.Table.from_pylist(ray_backend.prompt_rows([(0, prompt("q", ["a"]))])))
@@ -330,7 +335,7 @@ def test_an_actor_pool_run_returns_generations_in_the_prompts_order(fake_ray):
     assert (fn, args, batch_format) == (ray_backend.BackendActor, ("pooled", "m", {"k": 1}, SETTINGS, "the method"),
                                         "pyarrow")
     assert stage == {"num_cpus": 2, "batch_size": 2, "compute": Pool(min_size=1, max_size=2)}
-    assert [e.method for e in Echo.made] == ["the method"] and Echo.made[0].settings == SETTINGS
+    assert [e.formats for e in Echo.made] == [["the method"]] and Echo.made[0].settings == SETTINGS
 
 
 def test_an_actor_pool_defaults_to_one_actor_and_batches_of_32(fake_ray):
