@@ -5,6 +5,7 @@ counted and how the pool is shut; a loop that never ends fails at its 50th wait 
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -14,12 +15,14 @@ import pytest
 
 from rearank.backends.base import CONCURRENT, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.metrics import ServerLoad
-from rearank.engine import STREAM_POLL_S, THROTTLE_CHECK_S, Engine, loop
+from rearank.engine import STREAM_POLL_S, THROTTLE_CHECK_S, Engine, check_batch_size, loop
 from rearank.engine.concurrency import InFlightLimit
 from rearank.engine.journal import Journal
+from rearank.errors import RearankError
 from rearank.methods.base import Task
 from rearank.types import Result
 from tests.methods import request
+from tests.unit.test_engine_generate_edges import BARS, Bar
 
 
 @dataclass(frozen=True)
@@ -44,23 +47,43 @@ class Fan:
 
 
 class Server(BackendBase):
-    """A concurrent backend answering each prompt with its content (1 completion token). With ``loads`` it reports
-    the server's load, one a poll in turn; with ``throttles`` it counts 429s (the test raises them)."""
+    """A concurrent backend answering each prompt with its content (1 completion token); records the settings of
+    each call and the methods it was asked to answer for. With ``loads`` it reports the server's load, one a poll
+    in turn; with ``throttles`` it counts 429s (the test raises them); ``attributes``: ``concurrency``,
+    ``auto_start``, ``tokenizer``."""
 
     name, calls = "server", CONCURRENT
 
-    def __init__(self, loads: list | None = None, throttles: int | None = None, auto_start: int | None = None):
+    def __init__(self, loads: list | None = None, throttles: int | None = None, **attributes):
         self.settings: list[SamplingSettings] = []
+        self.formats: list = []
         if loads is not None:
             self.server_load = lambda: loads.pop(0)
         if throttles is not None:
             self.throttles, self.held_at_429 = throttles, None
-        if auto_start is not None:
-            self.auto_start = auto_start
+        for name, value in attributes.items():
+            setattr(self, name, value)
+
+    def answer_format(self, method):
+        self.formats.append(method)
+        return self
 
     def generate(self, prompts, settings):
         self.settings.append(settings)
         return [Generation(p.messages[0]["content"], 1, 1) for p in prompts]
+
+
+class Bare:
+    """A duck-typed backend (a reader's): ``generate`` alone; records each call's size, settings and whether the
+    engine's lock was held."""
+
+    def __init__(self):
+        self.engine: Engine | None = None
+        self.seen: list = []
+
+    def generate(self, prompts, settings):
+        self.seen.append((len(prompts), settings, self.engine.lock.locked()))
+        return [Generation("x", 1, 1) for _ in prompts]
 
 
 class Flight:
@@ -121,9 +144,9 @@ class Flight:
 
 
 def test_a_fixed_count_keeps_that_many_out_on_as_many_threads_and_reads_neither_load_nor_429s(monkeypatch):
-    backend = Server(loads=[], throttles=0)  # a poll would meet an empty list
+    backend = Server(loads=[], throttles=0, concurrency=5)  # a poll would meet an empty list
     flight = Flight(monkeypatch, step=lambda n: setattr(backend, "throttles", n))
-    engine = Engine(backend, Fan(), concurrency=2)
+    engine = Engine(backend, Fan(), concurrency=2)  # the engine's count before the backend's
     [result] = engine.rerank([request(3)], progress=False)
     assert result.candidates == request(3).candidates
     assert flight.pools == [{"max_workers": 2, "thread_name_prefix": "rearank-window"}]
@@ -147,6 +170,19 @@ def test_auto_polls_the_load_every_poll_s_from_the_start_and_counts_each_new_lim
                            ("observe", 1.0, busy), ("available", 1), ("available", 0), ("observe", 2.0, None)]
     assert [w[:2] for w in flight.waits] == [(1, 1.0), (1, 1.0), (2, 1.0), (1, 1.0)]
     assert engine.counts.limits == [1, 2]
+
+
+def test_reranks_bar_counts_queries_and_shows_windows_tokens_a_second_and_autos_limit(monkeypatch):
+    BARS.clear()
+    monkeypatch.setattr(loop, "tqdm", Bar)
+    flight = Flight(monkeypatch, step=lambda n: setattr(flight, "now", flight.now + 0.5), now=10.0)
+    Engine(Server(loads=[ServerLoad(0, 0), ServerLoad(1, 0), None], auto_start=1), Fan()).rerank([request(4)])
+    [bar] = BARS
+    assert bar.kwargs == {"total": 1, "unit": "query", "disable": False, "desc": "rerank fan", "dynamic_ncols": True}
+    assert bar.updates == [1]
+    # a window answered every 0.5 s from 10.0, 1 token each; the limit rises to 2 after the third answer
+    assert bar.postfixes == [{"windows": n, "tok_s": "2.0", "in_flight": limit, "refresh": False}
+                             for n, limit in ((1, 1), (2, 1), (3, 1), (4, 2))]
 
 
 def test_a_server_without_load_is_polled_once_and_then_waited_on_without_a_timeout(monkeypatch):
@@ -204,17 +240,46 @@ def test_a_stream_waits_stream_poll_s_and_counts_no_unstarted_requests(monkeypat
     assert {w[1] for w in flight.waits} == {STREAM_POLL_S}
 
 
-def test_generate_in_flight_counts_its_prompts_as_unstarted(monkeypatch):
+def prompts(n):
+    return [Prompt(({"role": "user", "content": str(i)},), qid=f"q{i}") for i in range(n)]
+
+
+def test_generate_in_flight_at_the_backends_count_counts_its_prompts_as_unstarted(monkeypatch):
     flight = Flight(monkeypatch)
-    prompts = [Prompt(({"role": "user", "content": str(i)},), qid=f"q{i}") for i in range(2)]
-    out = Engine(Server(), concurrency=1).generate(prompts)
+    out = Engine(Server(concurrency=1)).generate(prompts(2))
     assert [g.text for g in out] == ["0", "1"]
+    assert flight.pools == [{"max_workers": 1, "thread_name_prefix": "rearank-window"}]
     assert flight.said("available") == [(2,), (1,), (0,)]
-    assert {w[1] for w in flight.waits} == {None}
+    assert flight.waits == [(1, None, FIRST_COMPLETED)] * 2
 
 
-def test_a_call_outside_the_schedule_has_its_own_settings():
-    backend, settings = Server(), SamplingSettings(max_new_tokens=3)
-    Engine(backend, settings=SamplingSettings(max_new_tokens=9)).call([Prompt(({"role": "user", "content": "x"},))],
-                                                                      settings)
-    assert backend.settings == [settings]
+def test_the_engines_settings_go_to_the_backend_and_a_call_outside_the_schedule_has_its_own():
+    backend, own, call = Server(), SamplingSettings(max_new_tokens=9), SamplingSettings(max_new_tokens=3)
+    engine = Engine(backend, settings=own, concurrency=1)
+    engine.generate(prompts(1))
+    engine.call(prompts(1), call)
+    assert backend.settings == [own, call]
+
+
+def test_a_bare_backend_gets_batches_of_32_with_default_settings_one_call_at_a_time():
+    backend = Bare()
+    engine = backend.engine = Engine(backend)
+    assert [g.text for g in engine.generate(prompts(33))] == ["x"] * 33
+    assert backend.seen == [(32, SamplingSettings(), True), (1, SamplingSettings(), True)]
+
+
+def test_the_method_gets_the_backends_tokenizer_unless_it_has_its_own_and_the_backend_its_format():
+    backend = Server(tokenizer="the backend's")
+    engine = Engine(backend, Fan())
+    assert engine.method.tokenizer == "the backend's" and backend.formats == [engine.method]
+    assert Engine(backend, Fan(tokenizer="its own")).method.tokenizer == "its own"
+    assert Engine(Server(), Fan(tokenizer="its own")).method.tokenizer == "its own"
+    alone = Server()
+    Engine(alone)
+    assert alone.formats == []
+
+
+@pytest.mark.parametrize("value", [0, True, 2.0])
+def test_a_batch_size_refusal_names_the_setting_and_the_value(value):
+    with pytest.raises(RearankError, match=f"^rounds must be at least 1, got {re.escape(repr(value))}$"):
+        check_batch_size(value, "rounds")
