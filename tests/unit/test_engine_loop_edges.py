@@ -20,7 +20,7 @@ from rearank.engine.concurrency import InFlightLimit
 from rearank.engine.journal import Journal
 from rearank.errors import RearankError
 from rearank.methods.base import Task
-from rearank.types import Result
+from rearank.types import Query, Request, Result
 from tests.methods import request
 from tests.unit.test_engine_generate_edges import BARS, Bar
 
@@ -84,6 +84,21 @@ class Bare:
     def generate(self, prompts, settings):
         self.seen.append((len(prompts), settings, self.engine.lock.locked()))
         return [Generation("x", 1, 1) for _ in prompts]
+
+
+class Streaming(BackendBase):
+    """A batch backend that hands a call's answers back as they come (``stream``), only those of ``rows``; records
+    each call's settings."""
+
+    name = "streaming"
+
+    def __init__(self, rows):
+        self.rows, self.settings = rows, []
+
+    def stream(self, prompts, settings):
+        self.settings.append(settings)
+        for row in self.rows:
+            yield row, Generation("x", 1, 1)
 
 
 class Flight:
@@ -277,6 +292,16 @@ def test_the_method_gets_the_backends_tokenizer_unless_it_has_its_own_and_the_ba
     alone = Server()
     Engine(alone)
     assert alone.formats == []
+
+
+def test_a_stream_gets_the_engines_settings_and_the_first_window_it_left_out_is_named():
+    backend, settings = Streaming(rows=[1]), SamplingSettings(max_new_tokens=5)
+    requests = [Request(Query(qid, "?"), request(n).candidates) for qid, n in (("a", 1), ("b", 2))]
+    # one call of a's window 0 and b's windows 0 and 1; only b's window 0 comes back
+    with pytest.raises(RearankError, match=r"^backend 'streaming' returned nothing for 2 windows "
+                                           r"\(first: query 'a', window 0\)$"):
+        Engine(backend, Fan(), settings).rerank(requests, progress=False)
+    assert backend.settings == [settings]
 
 
 @pytest.mark.parametrize("value", [0, True, 2.0])
