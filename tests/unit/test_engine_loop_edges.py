@@ -28,7 +28,7 @@ from tests.unit.test_engine_generate_edges import BARS, Bar
 @dataclass(frozen=True)
 class Fan:
     """A method whose tasks are all ready at the start, task i asking about candidate i; its result holds the
-    candidates whose task was answered, in task order."""
+    candidates whose task was answered with their docid, in task order."""
 
     name: str = "fan"
     tokenizer: Any = None
@@ -43,7 +43,8 @@ class Fan:
 
     def result(self, state):
         req, answers = state
-        return Result(req.query, tuple(req.candidates[i] for i in sorted(answers)))
+        return Result(req.query, tuple(req.candidates[i] for i in sorted(answers)
+                                       if answers[i].text == req.candidates[i].docid))
 
 
 class Server(BackendBase):
@@ -246,12 +247,14 @@ def test_a_journaled_window_is_answered_without_being_sent(monkeypatch, tmp_path
     assert flight.sent == [0, 2]
 
 
-def test_a_stream_waits_stream_poll_s_and_counts_no_unstarted_requests(monkeypatch):
+def test_a_stream_waits_stream_poll_s_counts_no_unstarted_requests_and_reads_on_past_none(monkeypatch):
     flight = Flight(monkeypatch)
     results = []
-    Engine(Server(), Fan(), concurrency=2).serve(iter([request(2)]), results.append)
-    assert [r.candidates for r in results] == [request(2).candidates]
-    assert flight.said("available") == [(0,), (1,), (0,)]
+    later = Request(Query("q2", "?"), request(1).candidates)
+    # None: no request waiting while q1 is in flight
+    Engine(Server(), Fan(), concurrency=2).serve(iter([request(2), None, later]), results.append)
+    assert [(r.query.qid, r.candidates) for r in results] == [("q1", request(2).candidates), ("q2", later.candidates)]
+    assert flight.said("available") == [(0,), (1,), (0,), (0,)]
     assert {w[1] for w in flight.waits} == {STREAM_POLL_S}
 
 
