@@ -70,7 +70,7 @@ MODULES: dict[str, list[str]] = {
     # where state and numbers live (issue 33): the engine, the run, the server, RAG, synthesis, export
     "rearank/engine/loop.py": ["tests/unit/test_engine_listwise.py", "tests/unit/test_engine_in_flight.py",
                                "tests/unit/test_rounds.py", "tests/unit/test_server_feed.py",
-                               "tests/unit/test_engine_generate_edges.py"],
+                               "tests/unit/test_engine_generate_edges.py", "tests/unit/test_engine_loop_edges.py"],
     "rearank/engine/concurrency.py": ["tests/unit/test_concurrency.py", "tests/unit/test_server_load.py",
                                       "tests/unit/test_concurrency_edges.py"],
     "rearank/engine/journal.py": ["tests/unit/test_rounds.py", "tests/unit/test_journal_edges.py"],

@@ -23,11 +23,14 @@ BARS: list[Bar] = []
 
 class Bar:
     def __init__(self, **kwargs):
-        self.kwargs, self.updates = kwargs, []
+        self.kwargs, self.updates, self.postfixes = kwargs, [], []
         BARS.append(self)
 
     def update(self, n):
         self.updates.append(n)
+
+    def set_postfix(self, **kwargs):
+        self.postfixes.append(kwargs)
 
     def close(self):
         pass
