@@ -98,7 +98,7 @@ MODULES: dict[str, list[str]] = {
                                "tests/unit/test_rag_readers_edges.py"],
     "rearank/backends/cache.py": ["tests/unit/test_rag_readers.py", "tests/unit/test_response_cache_edges.py"],
     "rearank/rag/rrpo/trainer.py": ["tests/unit/test_rrpo_trainer.py", "tests/unit/test_rrpo_distributed.py"],
-    "rearank/rag/barrag/train_filter.py": ["tests/unit/test_barrag_train_filter.py", "tests/integration/test_rag_synth.py"],
+    "rearank/rag/barrag/train_filter.py": ["tests/unit/test_barrag_train_filter.py"],
     "rearank/io/files.py": ["tests/unit/test_io_files.py", "tests/unit/test_io_formats.py",
                             "tests/unit/test_input_errors.py", "tests/unit/test_io_files_edges.py"],
     "rearank/data/bm25.py": ["tests/integration/test_bm25.py"],
