@@ -111,7 +111,7 @@ MODULES: dict[str, list[str]] = {
                                    "tests/unit/test_server_load.py", "tests/unit/test_constrain_openai.py"],
     "rearank/backends/constrain.py": ["tests/unit/test_constrain.py", "tests/unit/test_constrain_openai.py",
                                       "tests/unit/test_constrain_edges.py"],
-    "recipes/checks/export.py": ["tests/unit/test_export.py"],
+    "recipes/checks/export.py": ["tests/unit/test_export.py", "tests/unit/test_export_edges.py"],
 }
 #: Top-level folders a mutated module can live in (mutmut mutates the module's own, and copies the others).
 PACKAGES = ("rearank", "data_synthesis", "benchmark", "recipes")
