@@ -106,7 +106,7 @@ MODULES: dict[str, list[str]] = {
                                    "tests/unit/test_synthesis_sampling_edges.py"],
     "data_synthesis/filters.py": ["tests/unit/test_synthesis.py", "tests/unit/test_synthesis_filters_edges.py"],
     "data_synthesis/writers.py": ["tests/unit/test_synthesis.py", "tests/unit/test_synthesis_writers_edges.py"],
-    "benchmark/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/integration/test_eval_suite.py"],
+    "benchmark/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/unit/test_benchmark_analyses.py"],
     "rearank/backends/openai.py": ["tests/unit/test_openai_backend.py", "tests/unit/test_openai_faults.py",
                                    "tests/unit/test_server_load.py", "tests/unit/test_constrain_openai.py"],
     "rearank/backends/constrain.py": ["tests/unit/test_constrain.py", "tests/unit/test_constrain_openai.py",
