@@ -207,10 +207,13 @@ def test_the_input_must_hold_train_parquet_and_differ_from_the_output(servers, t
     assert servers.calls == [] and sorted(p.name for p in source.iterdir()) == ["train.parquet", "val.parquet"]
 
 
-def test_a_log_of_another_shape_is_refused(servers, tmp_path):
+@pytest.mark.parametrize("key", ["qid", "keep", "reason"])
+def test_a_log_of_another_shape_is_refused(servers, tmp_path, key):
     out = tmp_path / "out"
     out.mkdir()
-    (out / LOG).write_text('{"qid": "q1", "keep": true}\n{"qid": "q2", "keep": false, "reason": "mean"}\n')
-    with pytest.raises(FormatError, match=re.escape(f"{out / LOG}:1: not a filter log record ('reason'); remove the "
+    record = {"qid": "q1", "keep": True, "reason": "kept"}
+    del record[key]
+    (out / LOG).write_text(json.dumps(record) + '\n{"qid": "q2", "keep": false, "reason": "mean"}\n')
+    with pytest.raises(FormatError, match=re.escape(f"{out / LOG}:1: not a filter log record ('{key}'); remove the "
                                                     "file to start over")):
         run_filter(data(tmp_path / "sel", ["q1"]), out, SETTINGS)
