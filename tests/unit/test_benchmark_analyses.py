@@ -213,7 +213,7 @@ class Tokenizers:
         self.calls.append((path, gguf_file))
         if self.error:
             raise self.error
-        return SimpleNamespace(chat_template=self.template)
+        return SimpleNamespace(**({} if self.template is None else {"chat_template": self.template}))
 
 
 def switch(mode, backend="hf"):
@@ -252,6 +252,7 @@ def test_length_command_writes_the_report_and_plot(suite_dir, plots, capsys):
     plots.clear()
     assert run_main(capsys, "length", suite_dir)[0] == 0  # every finished dataset, 20 bins
     assert [(len(bins), title) for bins, title, _ in plots] == [(20, "m: d1, d2")]
+    assert "\nDatasets: d1, d2; 5 windows with" in (suite_dir / "reasoning_length.md").read_text()
 
 
 def test_length_command_names_what_is_not_finished(suite_dir, tmp_path, capsys):
@@ -308,3 +309,70 @@ def test_reasoning_command_labels_by_the_backend_without_a_model(tmp_path, monke
     with pytest.raises(SystemExit):
         analyses.main(["reasoning", "--suite", "dl19", "--output-dir", str(tmp_path), "--thinking-switch", "maybe"])
     assert "invalid choice: 'maybe' (choose from 'auto', 'on', 'off')" in capsys.readouterr().err
+
+
+def test_the_initial_orders_are_the_runs_top_k(suite_dir):
+    assert analyses._initial_orders(load_suite(suite_dir), "d1") == {"q1": list("abcd"), "q2": list("vwxy")}
+
+
+def test_a_window_of_no_passage_is_left_out():
+    assert window_scores("ab", [trace("q", 1, 1, (), 9)], {"a": 1}) == []
+
+
+@pytest.mark.parametrize(("tokens", "correlation"), [
+    ((5, 5, 9), "rho = 0.866 (p = 0.333, n = 3)"),  # ranks 1.5, 1.5, 3 against 1, 2, 3
+    ((7, 7, 7), "undefined (every window has the same completion length or the same score)"),
+])
+def test_the_correlation_needs_two_lengths_and_two_scores(tmp_path, monkeypatch, tokens, correlation):
+    scores = [score(t, 0.0, after) for t, after in zip(tokens, (0.5, 0.6, 1.0))]
+    monkeypatch.setattr(analyses, "suite_window_scores", lambda suite, datasets: scores)
+    text, _ = length_report(SuiteResult(tmp_path, {"label": "m"}, {}, {}), ["d"], 2)
+    assert text.endswith(f"nDCG@10: {correlation}.\n")
+
+
+def test_the_help_names_every_command_and_option(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "200")
+    texts = {}
+    for command in ([], ["reasoning"], ["length"]):
+        with pytest.raises(SystemExit):
+            analyses.main([*command, "--help"])
+        texts[" ".join(command)] = " ".join(capsys.readouterr().out.split())
+    assert texts[""].startswith("usage: python -m benchmark.analyses [-h] {reasoning,passes,length} ... The paper's "
+                                "analyses: reasoning on/off (Table 4), reasoning length (Figure 6), several passes "
+                                "(Figure 7). positional arguments:")
+    for words in ["reasoning same model with the reasoning and the zero-shot prompt (Table 4)",
+                  "passes nDCG@10 after 1..P reranking passes (Figure 7)",
+                  "length reasoning length vs. window nDCG@10 of a finished suite (Figure 6)"]:
+        assert words in texts[""], words
+    assert ("--thinking-switch {auto,on,off} also switch the chat template's enable_thinking (auto: when the hf/vllm "
+            "model's template has it)") in texts["reasoning"]
+    for words in ["results suite result folder", "--dataset DATASET dataset(s) to pool (default: every finished one)",
+                  "--bins BINS equal-width bins of completion tokens"]:
+        assert words in texts["length"], words
+
+
+def test_a_command_is_required(capsys):
+    with pytest.raises(SystemExit):
+        analyses.main([])
+    assert capsys.readouterr().err.endswith("error: the following arguments are required: analysis\n")
+
+
+def test_auto_switches_thinking_for_a_local_model_that_has_it(tmp_path, monkeypatch, capsys):
+    Tokenizers(monkeypatch)
+    options = []
+    monkeypatch.setattr(benchmark.run, "run_suite",
+                        lambda args: options.append(args.backend_option) or finished(args.out, "p", {}))
+    assert run_main(capsys, "reasoning", "--suite", "dl19", "--model", "qwen", "--output-dir", tmp_path)[0] == 0
+    assert options == [["enable_thinking=true"], ["enable_thinking=false"]]  # the hf backend by default
+    assert "zero-shot prompt (`p`, " + str(tmp_path / "zero-shot") + "), thinking switched on and off" in (
+        tmp_path / "reasoning.md").read_text()
+
+
+def test_a_tokenizer_without_a_chat_template_has_no_switch(monkeypatch):
+    Tokenizers(monkeypatch, template=None)
+    assert not switch("auto")
+
+
+def test_every_unfinished_dataset_is_named(suite_dir, capsys):
+    assert run_main(capsys, "length", suite_dir, "--dataset", "d8", "--dataset", "d9")[2] == (
+        f"benchmark.analyses: error: {suite_dir}: no finished dataset d8, d9 to analyse\n")
