@@ -135,6 +135,7 @@ def test_the_length_report_with_its_correlation(suite_dir):
     assert text == HEAD.format("d1", 3) + ("| 20-30 | 1 | 100.00 | +36.91 |\n| 30-40 | 2 | 75.00 | -25.00 |\n\n"
                                            "Spearman correlation of completion tokens and window nDCG@10: rho = -0.866 "
                                            "(p = 0.333, n = 3).\n")
+    assert len(length_report(load_suite(suite_dir), ["d1"])[1]) == 20
 
 
 def test_the_length_report_of_equal_scores_has_no_correlation(suite_dir):
