@@ -99,7 +99,7 @@ MODULES: dict[str, list[str]] = {
                                "tests/unit/test_rag_readers_edges.py"],
     "rearank/backends/cache.py": ["tests/unit/test_rag_readers.py", "tests/unit/test_response_cache_edges.py"],
     "rearank/rag/rrpo/trainer.py": ["tests/unit/test_rrpo_trainer.py", "tests/unit/test_rrpo_distributed.py"],
-    "rearank/rag/barrag/train_filter.py": ["tests/integration/test_rag_synth.py", "tests/integration/test_rag_faults.py"],
+    "rearank/rag/barrag/train_filter.py": ["tests/unit/test_barrag_train_filter.py"],
     "rearank/io/files.py": ["tests/unit/test_io_files.py", "tests/unit/test_io_formats.py",
                             "tests/unit/test_input_errors.py", "tests/unit/test_io_files_edges.py"],
     "rearank/data/bm25.py": ["tests/unit/test_bm25_edges.py"],
@@ -107,12 +107,12 @@ MODULES: dict[str, list[str]] = {
                                    "tests/unit/test_synthesis_sampling_edges.py"],
     "data_synthesis/filters.py": ["tests/unit/test_synthesis.py", "tests/unit/test_synthesis_filters_edges.py"],
     "data_synthesis/writers.py": ["tests/unit/test_synthesis.py", "tests/unit/test_synthesis_writers_edges.py"],
-    "benchmark/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/integration/test_eval_suite.py"],
+    "benchmark/analyses.py": ["tests/unit/test_thinking_switch.py", "tests/unit/test_benchmark_analyses.py"],
     "rearank/backends/openai.py": ["tests/unit/test_openai_backend.py", "tests/unit/test_openai_faults.py",
                                    "tests/unit/test_server_load.py", "tests/unit/test_constrain_openai.py"],
     "rearank/backends/constrain.py": ["tests/unit/test_constrain.py", "tests/unit/test_constrain_openai.py",
                                       "tests/unit/test_constrain_edges.py"],
-    "recipes/checks/export.py": ["tests/integration/test_train_recipes.py"],
+    "recipes/checks/export.py": ["tests/unit/test_export.py", "tests/unit/test_export_edges.py"],
 }
 #: Top-level folders a mutated module can live in (mutmut mutates the module's own, and copies the others).
 PACKAGES = ("rearank", "data_synthesis", "benchmark", "recipes")
