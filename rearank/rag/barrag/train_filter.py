@@ -90,16 +90,18 @@ def _done(log_path: Path) -> dict[str, dict]:
 
 
 async def _judge_all(rows: list[dict], settings: FilterSettings, log: JsonlAppender,
-                     progress: Callable[[], None]) -> Counter:
-    failures: Counter = Counter()
+                     progress: Callable[[], None]) -> int:
+    """Judge ``rows`` (``settings.concurrency`` at once), log each verdict; return the reads that failed."""
+    failed = 0
     semaphore = asyncio.Semaphore(settings.concurrency)
 
     async def one(row: dict) -> None:
+        nonlocal failed
         async with semaphore:
             try:
                 accuracies = await question_accuracies(row, settings)
-            except ReaderError as err:
-                failures[str(err).split(":")[0]] += 1
+            except ReaderError:
+                failed += 1
                 progress()
                 return
         verdict = judge(accuracies)
@@ -108,7 +110,7 @@ async def _judge_all(rows: list[dict], settings: FilterSettings, log: JsonlAppen
         progress()
 
     await asyncio.gather(*(one(r) for r in rows))
-    return failures
+    return failed
 
 
 def run_filter(data_dir: Path, output_dir: Path, settings: FilterSettings, progress: bool = True) -> dict[str, Any]:
@@ -130,12 +132,12 @@ def run_filter(data_dir: Path, output_dir: Path, settings: FilterSettings, progr
     todo = [r for r in rows if r["extra_info"]["qid"] not in done]
     bar = tqdm(total=len(todo), desc="barrag filter", unit="question", disable=not progress)
     with JsonlAppender(log_path) as log:
-        failures = asyncio.run(_judge_all(todo, settings, log, bar.update))
+        failed = asyncio.run(_judge_all(todo, settings, log, bar.update))
     bar.close()
     done = _done(log_path)
     stats: dict[str, Any] = {
         "questions": len(rows), "judged": sum(r["extra_info"]["qid"] in done for r in rows),
-        "failed_this_run": sum(failures.values()), "reasons": dict(Counter(d["reason"] for d in done.values())),
+        "failed_this_run": failed, "reasons": dict(Counter(d["reason"] for d in done.values())),
         "rules": {"selector_samples": settings.selector_samples, "reader_samples": settings.reader_samples,
                   "reader_temperature": settings.reader_temperature, "tau": settings.tau,
                   "mean_range": list(MEAN_RANGE), "min_variance": MIN_VARIANCE},
