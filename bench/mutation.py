@@ -88,7 +88,7 @@ MODULES: dict[str, list[str]] = {
                                             "tests/integration/test_grouprank_labels.py"],
     "rearank/methods/pointwise/method.py": ["tests/unit/test_pointwise_method.py",
                                             "tests/unit/test_pointwise_method_edges.py"],
-    "rearank/backends/scorer.py": ["tests/unit/test_rrpo_trainer.py"],
+    "rearank/backends/scorer.py": ["tests/unit/test_scorer_edges.py"],
     "rearank/rag/evaluate.py": ["tests/unit/test_rag_evaluate.py", "tests/unit/test_rag_judge.py",
                                 "tests/unit/test_rag_eval_barrag_arena.py", "tests/unit/test_rag_published.py"],
     "rearank/rag/selectors.py": ["tests/unit/test_rag_evaluate.py", "tests/unit/test_rag_judge.py",
