@@ -97,7 +97,7 @@ MODULES: dict[str, list[str]] = {
     "rearank/rag/readers.py": ["tests/unit/test_rag_readers.py", "tests/unit/test_rag_evaluate.py",
                                "tests/unit/test_rag_readers_edges.py"],
     "rearank/backends/cache.py": ["tests/unit/test_rag_readers.py", "tests/unit/test_response_cache_edges.py"],
-    "rearank/rag/rrpo/trainer.py": ["tests/unit/test_rrpo_trainer.py", "tests/unit/test_rrpo_distributed.py"],
+    "rearank/rag/rrpo/trainer.py": ["tests/unit/test_rrpo_trainer_edges.py"],
     "rearank/rag/barrag/train_filter.py": ["tests/integration/test_rag_synth.py", "tests/integration/test_rag_faults.py"],
     "rearank/io/files.py": ["tests/unit/test_io_files.py", "tests/unit/test_io_formats.py",
                             "tests/unit/test_input_errors.py", "tests/unit/test_io_files_edges.py"],
