@@ -24,7 +24,7 @@ torch.set_num_threads(1)  # mutmut forks one test run per mutant: one thread eac
 QUESTION = "\nIs the document relevant to the query? Answer yes or no."
 VOCAB = ["[PAD]", "[UNK]", "[BOS]", "[EOS]", "yes", "no", ":", "?", ".", ",", "Query", "Document", "Is", "the",
          "relevant", "to", "Answer", "or", "who", "wrote", "it", "alpha", "beta", "river", "city", "book", "<", ">",
-         "u", "a", "/"]
+         "u", "a", "/", "user"]
 
 
 def tokenizer(pad: bool = True):
@@ -58,12 +58,14 @@ class FakeModel(torch.nn.Module):
         self.calls: list[dict] = []
 
     def forward(self, input_ids, attention_mask, logits_to_keep=0, **_):
-        self.calls.append({"rows": input_ids.shape[0], "keep": logits_to_keep, "ids": input_ids.tolist()})
+        meta = input_ids.device.type == "meta"  # no values on the meta device
+        self.calls.append({"rows": input_ids.shape[0], "keep": logits_to_keep, "device": input_ids.device.type,
+                           "ids": None if meta else input_ids.tolist()})
         ids_, mask = input_ids.double(), attention_mask.double()
         if self.labels is not None:
             logits = torch.stack([mask.sum(1), (ids_ * mask).sum(1)], dim=1)[:, :self.labels]
             return SimpleNamespace(logits=logits * self.one)
-        logits = torch.zeros(*input_ids.shape, len(VOCAB), dtype=torch.float64)
+        logits = torch.zeros(*input_ids.shape, len(VOCAB), dtype=torch.float64, device=input_ids.device)
         logits[:, :, VOCAB.index("yes")] = (ids_ * mask).cumsum(1)
         logits[:, :, VOCAB.index("no")] = ids_
         return SimpleNamespace(logits=logits[:, -logits_to_keep:] * self.one)
@@ -113,6 +115,13 @@ def test_batches_of_batch_size_give_the_one_by_one_scores():
 
 def test_no_documents_is_an_empty_tensor():
     assert causal().scores("who", []).shape == (0,)
+
+
+def test_inputs_and_the_empty_result_are_on_the_model_s_device():
+    scorer = PointwiseScorer(FakeModel().to("meta"), tokenizer(), "causal-yes")  # meta: a device that is not cpu
+    assert scorer.scores("who", [("", "river")]).device.type == "meta"
+    assert scorer.model.calls[0]["device"] == "meta"
+    assert scorer.scores("who", []).device.type == "meta"
 
 
 def test_passages_are_cut_to_their_token_budget():
@@ -170,7 +179,8 @@ def test_the_backend_answers_each_prompt_with_its_score_grouped_by_consecutive_q
     assert [g.text for g in out] == [repr(float(causal_score(q, f"{t}: {x}" if t else x))) for q, t, x in pairs]
     assert {(g.prompt_tokens, g.completion_tokens) for g in out} == {(0, 0)}
     assert [c["rows"] for c in backend.scorer.model.calls] == [2, 1, 1]
-    with pytest.raises(RearankError, match="a prompt without a"):
+    with pytest.raises(RearankError, match=r"^the scorer backend got a prompt without a \(query, passage\) pair; it "
+                                           r"scores the prompts of --method pointwise only$"):
         backend.generate([Prompt((), pair=pairs[0]), Prompt(())], SamplingSettings())
 
 
@@ -247,7 +257,7 @@ def test_load_errors_name_the_scorer(tiny_model, tmp_path, monkeypatch):  # noqa
     with pytest.raises(RearankError, match=rf"^cannot load scorer '{tmp_path}' as causal-yes: "):
         PointwiseScorer.load(str(tmp_path))
     config = json.loads((tiny_model / "config.json").read_text())
-    for archs, shown in ((["LlamaModel"], "'LlamaModel'"), (None, "''")):
+    for archs, shown in ((["LlamaModel", "Other"], "'LlamaModel Other'"), (None, "''")):
         (tmp_path / "config.json").write_text(json.dumps({**config, "architectures": archs}))
         with pytest.raises(RearankError, match=rf"^cannot tell the scorer kind of architectures {shown}; pass kind="):
             PointwiseScorer.load(str(tmp_path))
@@ -256,7 +266,7 @@ def test_load_errors_name_the_scorer(tiny_model, tmp_path, monkeypatch):  # noqa
         PointwiseScorer.load(tiny_model)
 
 
-def test_load_passes_the_source_and_options_to_transformers(tiny_model, monkeypatch):  # noqa: F811
+def test_load_passes_the_source_and_options_to_transformers(tiny_model, tmp_path, monkeypatch):  # noqa: F811
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(tiny_model)
@@ -274,16 +284,25 @@ def test_load_passes_the_source_and_options_to_transformers(tiny_model, monkeypa
             return result
         return from_pretrained
 
-    monkeypatch.setattr(scorer_module, "resolve_model", lambda name: ModelSource(f"/src/{name}", "m.gguf"))
+    monkeypatch.setattr(scorer_module, "resolve_model",
+                        lambda name: ModelSource("/src/embedded" if name is None else f"/src/{name}", "m.gguf"))
     monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", fake("config", config))
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", fake("tokenizer", tok))
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fake("model", Model()))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     PointwiseScorer.load(None, num_layers=1, trust_remote_code=True)
     gguf = {"gguf_file": "m.gguf", "trust_remote_code": True}
-    assert calls == [("config", "/src/None", gguf), ("tokenizer", "/src/None", gguf),
-                     ("model", "/src/None", {**gguf, "dtype": torch.float32, "num_hidden_layers": 1}),
+    assert calls == [("config", "/src/embedded", gguf), ("tokenizer", "/src/embedded", gguf),
+                     ("model", "/src/embedded", {**gguf, "dtype": torch.float32, "num_hidden_layers": 1}),
                      ("to", "cuda")]
     calls.clear()
-    PointwiseScorer.load("x", device="cpu")
+    monkeypatch.chdir(tmp_path)  # a folder named "embedded" here is not the embedded model's
+    (tmp_path / "embedded").mkdir()
+    (tmp_path / "embedded" / "rearank_scorer.json").write_text('{"kind": "seqcls", "max_passage_tokens": 5}')
+    scorer = PointwiseScorer.load("embedded", device="cpu")
     assert [c[2]["trust_remote_code"] for c in calls[:3]] == [False] * 3 and calls[3] == ("to", "cpu")
+    assert (scorer.kind, scorer.max_passage_tokens) == ("causal-yes", 300)
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained",
+                        fake("config", SimpleNamespace(architectures=["LlamaForCausalLM"])))
+    with pytest.raises(RearankError, match=r"^num_layers must be between 1 and the model's None layers, got 1$"):
+        PointwiseScorer.load("x", num_layers=1)
