@@ -60,7 +60,7 @@ class FakeScorer:
 
     def __init__(self, w) -> None:
         self.model = Weights(w)
-        self.calls = 0
+        self.calls, self.questions = 0, []
 
     @classmethod
     def load(cls, name, *, kind=None, device=None, num_layers=None, max_passage_tokens=None):
@@ -74,11 +74,32 @@ class FakeScorer:
 
     def scores(self, question, docs):
         self.calls += 1
+        self.questions.append(question)
         return torch.stack([self.model.w[WORDS.index(title)] for title, _ in docs])
 
     def save(self, path) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
         torch.save(self.model.w.detach().clone(), Path(path) / "w.pt")
+
+
+class Bar:
+    """tqdm's part the trainer uses, recorded (a real bar takes a lock shared across forks, which a killed fork of
+    a mutation run can leave taken)."""
+
+    made: ClassVar[list] = []
+
+    def __init__(self, **options) -> None:
+        self.options, self.steps, self.postfix, self.closed = options, 0, {}, False
+        Bar.made.append(self)
+
+    def update(self, n) -> None:
+        self.steps += n
+
+    def set_postfix(self, refresh=True, **values) -> None:
+        self.postfix = {**values, "refresh": refresh}
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class MirrorGroup(Group):
@@ -98,9 +119,10 @@ class MirrorGroup(Group):
 
 
 @pytest.fixture(autouse=True)
-def fake_scorer(monkeypatch):
+def fakes(monkeypatch):
     monkeypatch.setattr(trainer_module, "PointwiseScorer", FakeScorer)
-    FakeScorer.loads = []
+    monkeypatch.setattr(trainer_module, "tqdm", Bar)
+    FakeScorer.loads, Bar.made = [], []
 
 
 def items(tmp_path, n=3):
@@ -141,6 +163,18 @@ def test_config_bounds_themselves_are_allowed():
     assert (cfg.k, cfg.mini_batch_size, cfg.beta) == (1, 1, 0.0)
 
 
+def test_config_yaml_is_read_as_utf8_whatever_the_locale(tmp_path, ascii_locale):
+    path = tmp_path / "c.yaml"
+    path.write_text("data: qa.jsonl\noutput: runs/é\n", encoding="utf-8")
+    assert RRPOConfig.from_yaml(path).output == "runs/é"
+
+
+def test_the_last_batch_of_an_epoch_may_be_short(tmp_path):
+    t = trainer(tmp_path, n=7, epochs=1, batch_size=3)
+    t.train(progress=False)
+    assert (Bar.made[0].options["total"], Bar.made[0].steps, t.step) == (3, 3, 3)
+
+
 def test_config_from_yaml_overrides_and_refuses(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("data: a.jsonl\nk: 4\n")
@@ -179,6 +213,8 @@ def test_step_rewards_read_every_prefix_in_one_batch(tmp_path):
 def test_evaluate_policy_takes_the_greedy_top_k(tmp_path):
     policy = FakeScorer.load(PEAKED)
     assert evaluate_policy(policy, items(tmp_path), OracleReader(), 2) == {"mean_step_reward": 1.0, "em": 2 / 3}
+    assert policy.questions == [i.question for i in items(tmp_path)]
+    assert evaluate_policy(policy, items(tmp_path)[1:2], OracleReader(), 1) == {"mean_step_reward": 3.0, "em": 1.0}
     assert evaluate_policy(policy, items(tmp_path), OracleReader(), 1) == {"mean_step_reward": 1 / 3, "em": 1 / 3}
     assert evaluate_policy(policy, [], OracleReader(), 2) == {"mean_step_reward": 0.0, "em": 0.0}
 
@@ -264,17 +300,21 @@ def test_update_moves_the_policy_with_clipped_gradients_and_not_the_reference(tm
 # --- the loop, checkpoints, resume -----------------------------------------------------------------------------
 
 
-def test_training_logs_each_step_and_the_held_out_figures(tmp_path, capsys):
+def test_training_logs_each_step_and_the_held_out_figures(tmp_path):
     cfg = config(tmp_path, PEAKED, k=2, save_every=3, eval_data=str(qa_file(tmp_path / "held.jsonl", 3)))
     seen = []
     t = build_trainer(cfg, OracleReader(), log=seen.append)
     saves = []
     real_save = t.save_checkpoint
     t.save_checkpoint = lambda: saves.append(t.step) or real_save()
-    t.train(progress=True)
-    assert "rrpo: 100%" in capsys.readouterr().err
+    t.train()  # with a progress bar
     log = log_of(tmp_path / "run")
     assert log == seen
+    bar = Bar.made[0]
+    assert (bar.options, bar.steps, bar.closed) == ({"total": 4, "initial": 0, "unit": "step", "desc": "rrpo",
+                                                     "disable": False, "dynamic_ncols": True}, 4, True)
+    assert bar.postfix == {"reward": f"{log[5]['reward']:.3f}", "ref": f"{log[5]['ref_reward']:.3f}",
+                           "kl": f"{log[5]['kl']:.4f}", "refresh": False}
     held = {"heldout_mean_step_reward": 1.0, "heldout_em": 2 / 3}
     assert [r.get("heldout") for r in log] == ["reference", None, None, "epoch 1", None, None, "epoch 2"]
     assert [log[i] for i in (0, 3, 6)] == [{"step": s, "heldout": h, **held} for s, h in
@@ -320,6 +360,8 @@ def test_resume_continues_as_an_uninterrupted_run(tmp_path):
     assert resumed.normalizer.state() == first.normalizer.state()
     assert resumed.optimizer.state_dict()["state"][0]["step"] == first.optimizer.state_dict()["state"][0]["step"]
     resumed.train(progress=False)
+    assert [(b.options["total"], b.options["initial"], b.options["disable"], b.steps) for b in Bar.made] == [
+        (4, 0, True, 4), (2, 0, True, 2), (4, 2, True, 2)]  # 2 steps an epoch: 6 questions in batches of 3
     assert resumed.baseline_calls == 12 and resumed.baseline == straight.baseline
     # the same lines but reader_calls: the resumed process counts its own reader's calls (no held-out reference)
     logs = [log_of(tmp_path / d / "run") for d in "ab"]
@@ -390,14 +432,20 @@ def test_a_rank_that_is_not_the_first_writes_nothing(tmp_path):
     seen = []
     t = build_trainer(cfg, OracleReader(), log=seen.append, group=MirrorGroup())
     t.train(progress=True)
-    assert not (tmp_path / "run").exists() and seen == []
+    assert not (tmp_path / "run").exists() and seen == [] and Bar.made[0].options["disable"] is True
     state = t.state()
     assert state["baseline_calls"] == 2 * t.baseline_calls == 8 and state["baseline"] == t.baseline
     main = build_trainer(config(tmp_path / "main", PEAKED, k=2, epochs=1), OracleReader())
     main.train(progress=False)
+    with (main.output / "log.jsonl").open("a") as f:
+        f.write('{"step": 9}\n')
     t.output = main.output
     t.load_checkpoint()
     assert (t.step, t.baseline_calls) == (2, 0)  # the first rank keeps the run's count
+    assert log_of(main.output)[-1] == {"step": 9}  # and trims the log: this rank leaves it alone
+    (main.output / "log.jsonl").unlink()
+    main.load_checkpoint()  # a run without its log resumes
+    assert main.step == 2
 
 
 def test_reader_calls_are_none_for_a_reader_that_does_not_count(tmp_path):
