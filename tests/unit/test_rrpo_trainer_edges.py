@@ -118,6 +118,20 @@ class MirrorGroup(Group):
         pass
 
 
+class TwinGroup(MirrorGroup):
+    """A MirrorGroup whose twin's raw advantages are [5, 5, 5]; it records the parameters whose gradients it sums."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.summed = []
+
+    def gather(self, obj):
+        return [[5.0, 5.0, 5.0] if isinstance(obj, list) else obj, obj]
+
+    def sum_gradients(self, parameters) -> None:
+        self.summed.append(list(parameters))
+
+
 @pytest.fixture(autouse=True)
 def fakes(monkeypatch):
     monkeypatch.setattr(trainer_module, "PointwiseScorer", FakeScorer)
@@ -171,8 +185,18 @@ def test_config_yaml_is_read_as_utf8_whatever_the_locale(tmp_path, ascii_locale)
 
 def test_the_last_batch_of_an_epoch_may_be_short(tmp_path):
     t = trainer(tmp_path, n=7, epochs=1, batch_size=3)
+    t.output = tmp_path / "new" / "run"  # its parent is made too
     t.train(progress=False)
     assert (Bar.made[0].options["total"], Bar.made[0].steps, t.step) == (3, 3, 3)
+    assert [r["step"] for r in log_of(t.output)] == [1, 2, 3]  # no held-out data: no held-out lines
+
+
+def test_a_run_resumed_within_its_first_epoch_does_not_evaluate_the_reference_again(tmp_path):
+    t = trainer(tmp_path, epochs=1, batch_size=2)
+    t.heldout = t.items[:1]
+    t.step, t.position = 1, 2  # one batch of two done
+    t.train(progress=False)
+    assert [r.get("heldout") for r in log_of(t.output)] == [None, "epoch 1"]
 
 
 def test_config_from_yaml_overrides_and_refuses(tmp_path):
@@ -208,6 +232,7 @@ def test_step_rewards_read_every_prefix_in_one_batch(tmp_path):
     assert step_rewards(reader, qs, [[1, 2], [1, 2], [1, 2]]) == [([-1.0, -1.0], 0.0), ([3.0, 3.0], 1.0),
                                                                 ([-1.0, 3.0], 1.0)]
     assert batches == [[(q, titles) for q in ("q0", "q1", "q2") for titles in (["wrote"], ["wrote", "what"])]]
+    assert step_rewards(reader, qs[:1], [[]]) == [([], 0.0)]  # no picks: no rewards, no exact match
 
 
 def test_evaluate_policy_takes_the_greedy_top_k(tmp_path):
@@ -234,6 +259,10 @@ def test_collect_fills_rewards_the_cached_baseline_and_gae(tmp_path, literal, ad
     assert (t.baseline_calls, t.reader.generated, t.baseline) == (4, 8, {"q0": [3.0, 3.0], "q1": [-1.0, -1.0]})
     t.collect(t.items[:2])
     assert (t.baseline_calls, t.reader.generated, t.reference.calls) == (4, 12, 2)  # cached once per question
+    questions = [i.question for i in t.items[:2]]
+    assert t.reference.questions == questions and t.policy.questions == questions * 2
+    t.update(episodes)
+    assert sorted(t.policy.questions[4:]) == sorted(questions * 4)  # 4 PPO epochs, shuffled
 
 
 def test_the_draw_depends_on_seed_epoch_and_question_not_on_the_batch(tmp_path):
@@ -244,6 +273,8 @@ def test_the_draw_depends_on_seed_epoch_and_question_not_on_the_batch(tmp_path):
     assert len({tuple(p) for p in first}) > 1  # the questions' draws differ
     t.epoch = 1
     assert [e.picks for e in t.collect(t.items)] != first
+    other = trainer(tmp_path / "seed", policy="w:0,0,0,0", n=6, seed=1)
+    assert [e.picks for e in other.collect(other.items)] != first
     assert 0 <= trainer_module._episode_seed(2**40, 10**6, "q" * 100) < 2**63
 
 
@@ -257,22 +288,39 @@ def episode(item, logp_old=(0.0, 0.0), rewards=(-1.0, 3.0), values=(1.0, -1.0), 
 
 
 def test_update_figures_at_ratio_one(tmp_path):
-    t = trainer(tmp_path, ppo_epochs=1, batch_size=1, beta=0.1)
+    t = trainer(tmp_path, ppo_epochs=1, batch_size=1, beta=0.3)
     t.baseline_calls = 5
     figures = t.update([episode(t.items[0])])
     # normalised advantages [-1, 1] (mean 2, std 1): the surrogate's mean is 0, the loss is beta * KL
-    assert figures == pytest.approx({"loss": 0.1 * K3_UNIFORM, "kl": K3_UNIFORM, "clip_frac": 0.0, "reward": 1.0,
+    assert figures == pytest.approx({"loss": 0.3 * K3_UNIFORM, "kl": K3_UNIFORM, "clip_frac": 0.0, "reward": 1.0,
                                      "ref_reward": 0.0, "em": 1.0, "advantage": 2.0, "baseline_calls": 5,
                                      "updates": 1})
 
 
 def test_update_clips_and_averages_over_mini_batches(tmp_path):
     t = trainer(tmp_path, ppo_epochs=2, batch_size=3, mini_batch_size=2, beta=0.1, clip_eps=0.2)
-    figures = t.update([episode(i, logp_old=(-1.0, -0.1)) for i in t.items])
-    # ratios e (clipped: its |r - 1| > 0.2) and e^0.1; advantages -1 and 1: surrogate min(-e, -1.2) and e^0.1
-    loss = -((-math.e + math.exp(0.1)) / 2 - 0.1 * K3_UNIFORM)
+    figures = t.update([episode(i, logp_old=(-1.0, -0.2)) for i in t.items])
+    # ratios e and e^0.2 = 1.22, both clipped (|r - 1| > 0.2); advantages -1 and 1: surrogate min(-e, -1.2) and 1.2
+    loss = -((-math.e + 1.2) / 2 - 0.1 * K3_UNIFORM)
     assert figures["updates"] == 4  # 2 PPO epochs x mini-batches of 2 and 1 episodes
-    assert figures["loss"] == pytest.approx(loss) and figures["clip_frac"] == pytest.approx(0.5)
+    assert figures["loss"] == pytest.approx(loss) and figures["clip_frac"] == pytest.approx(1.0)
+
+
+def test_each_episode_gets_its_own_normalised_advantages(tmp_path):
+    t = trainer(tmp_path, ppo_epochs=1, batch_size=3, beta=0.1)
+    figures = t.update([episode(i, advantages=(a, a)) for i, a in zip(t.items, (1.0, 2.0, 6.0))])
+    # normalised over the batch (mean 3, std sqrt(14/3)): their mean is 0, so the loss is beta * KL
+    assert figures["loss"] == pytest.approx(0.1 * K3_UNIFORM)
+
+
+def test_advantages_are_normalised_over_every_rank_s(tmp_path):
+    t = trainer(tmp_path, ppo_epochs=1, batch_size=2, beta=0.1)
+    t.group = TwinGroup()
+    figures = t.update([episode(t.items[1])], total=2, offset=1)
+    # window [5, 5, 5, 1, 3]: mean 3.8, std 1.6, so this rank's [1, 3] -> [-1.75, -0.5]; its loss is halved (a
+    # mini-batch of 2) and the twin's equal part summed in
+    assert figures["loss"] == pytest.approx(1.125 + 0.1 * K3_UNIFORM)
+    assert t.group.summed == [[t.policy.model.w]]
 
 
 def test_update_of_one_rank_counts_only_its_episodes(tmp_path):
@@ -342,20 +390,20 @@ def test_training_logs_each_step_and_the_held_out_figures(tmp_path):
 
 def test_resume_continues_as_an_uninterrupted_run(tmp_path):
     held = str(qa_file(tmp_path / "held.jsonl", 3))
-    straight = build_trainer(config(tmp_path / "a", "w:0,0,0,0", eval_data=held), OracleReader())
+    same = {"eval_data": held, "mini_batch_size": 1, "num_layers": 1}  # one-episode mini-batches: the order counts
+    straight = build_trainer(config(tmp_path / "a", "w:0,0,0,0", **same), OracleReader())
     straight.train(progress=False)
-    first = build_trainer(config(tmp_path / "b", "w:0,0,0,0", eval_data=held, epochs=1), OracleReader())
+    first = build_trainer(config(tmp_path / "b", "w:0,0,0,0", **same, epochs=1), OracleReader())
     first.train(progress=False)
     with (tmp_path / "b" / "run" / "log.jsonl").open("a") as f:
         f.write('\n{"step": 3, "reward": 9}\n')  # written after the checkpoint: dropped on resume
     with pytest.raises(RearankError, match=r"^--resume: settings differ from the checkpoint's \(k, lr\)$"):
-        build_trainer(config(tmp_path / "b", "w:0,0,0,0", eval_data=held, lr=0.5, k=3), OracleReader(),
-                      resume=True)
+        build_trainer(config(tmp_path / "b", "w:0,0,0,0", **same, lr=0.5, k=3), OracleReader(), resume=True)
     FakeScorer.loads = []
-    resumed = build_trainer(config(tmp_path / "b", "w:0,0,0,0", eval_data=held, save_every=5), OracleReader(),
-                            resume=True)
-    assert [name for name, *_ in FakeScorer.loads] == ["w:0,0,0,0", str(tmp_path / "b" / "run" / "checkpoint" /
-                                                                         "scorer")]
+    resumed = build_trainer(config(tmp_path / "b", "w:0,0,0,0", **same, save_every=5), OracleReader(), resume=True)
+    # the reference keeps its first layer; the policy's checkpoint already has one
+    assert FakeScorer.loads == [("w:0,0,0,0", None, "cpu", 1, 16),
+                                (str(tmp_path / "b" / "run" / "checkpoint" / "scorer"), None, "cpu", None, 16)]
     assert (resumed.step, resumed.epoch, resumed.position, resumed.baseline_calls) == (2, 1, 0, 12)
     assert resumed.normalizer.state() == first.normalizer.state()
     assert resumed.optimizer.state_dict()["state"][0]["step"] == first.optimizer.state_dict()["state"][0]["step"]
@@ -389,6 +437,9 @@ def test_build_limits_questions_and_candidates(tmp_path):
     assert {len(i.passages) for i in t.items + t.heldout} == {3}
     with pytest.raises(RearankError, match=r"^RRPO: 6 questions have fewer than k=2 passages \(e\.g\. q0\)$"):
         build_trainer(config(tmp_path / "short", PEAKED, k=2, max_candidates=1), OracleReader())
+    four = RRPOTrainer(config(tmp_path / "k", PEAKED, k=4, norm_window=2), FakeScorer.load(PEAKED),
+                       FakeScorer.load(PEAKED), OracleReader(), items(tmp_path / "k")[:1])  # k passages: enough
+    assert four.normalizer.state() == {"window": 2, "values": []}
     with pytest.raises(RearankError, match="^RRPO: no training questions$"):
         RRPOTrainer(cfg, FakeScorer.load(PEAKED), FakeScorer.load(PEAKED), OracleReader(), [])
 
@@ -404,6 +455,9 @@ def test_build_retrieves_from_a_corpus(tmp_path, monkeypatch):
     t = build_trainer(cfg, OracleReader())
     assert calls == [("corpus", "wiki", False), ("retrieve", 6, "C", 7), ("retrieve", 3, "C", 7)]
     assert (len(t.items), len(t.heldout)) == (2, 2)
+    calls.clear()
+    build_trainer(config(tmp_path / "b", PEAKED, corpus="wiki", depth=7), OracleReader())
+    assert calls == [("corpus", "wiki", False), ("retrieve", 6, "C", 7)]  # no held-out questions to retrieve for
 
 
 def test_the_seed_fixes_a_freshly_initialised_scorer(tmp_path):
@@ -413,6 +467,20 @@ def test_the_seed_fixes_a_freshly_initialised_scorer(tmp_path):
     other = build_trainer(config(tmp_path / "c", "rand", seed=4), OracleReader())
     assert torch.equal(first.policy.model.w, again.policy.model.w)
     assert not torch.equal(first.policy.model.w, other.policy.model.w)
+
+
+def test_build_joins_torchrun_s_group_with_the_config_s_device(tmp_path, monkeypatch):
+    import torch.distributed as dist
+
+    joined = []
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    for name, fake in (("is_initialized", lambda: False), ("init_process_group", lambda backend: joined.append(backend)),
+                       ("get_rank", lambda: 1), ("get_world_size", lambda: 2), ("barrier", lambda: None)):
+        monkeypatch.setattr(dist, name, fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    t = build_trainer(config(tmp_path, PEAKED, device="cuda"), OracleReader())
+    assert joined == ["nccl"] and (t.group.rank, t.group.world) == (1, 2) and FakeScorer.loads[0][2] == "cuda:1"
 
 
 @pytest.mark.parametrize(("local", "device"), [("3", "cuda:3"), (None, "cuda:1")])
@@ -431,7 +499,12 @@ def test_a_rank_that_is_not_the_first_writes_nothing(tmp_path):
     cfg = config(tmp_path, PEAKED, k=2, epochs=1, eval_data=str(qa_file(tmp_path / "h.jsonl", 3)))
     seen = []
     t = build_trainer(cfg, OracleReader(), log=seen.append, group=MirrorGroup())
+    sizes = []
+    real_update = t.update
+    t.update = lambda episodes, total, offset: sizes.append((len(episodes), total, offset)) or real_update(
+        episodes, total, offset)
     t.train(progress=True)
+    assert sizes == [(1, 3, 2), (1, 3, 2)]  # rank 1 of 2 holds the third of each batch of 3
     assert not (tmp_path / "run").exists() and seen == [] and Bar.made[0].options["disable"] is True
     state = t.state()
     assert state["baseline_calls"] == 2 * t.baseline_calls == 8 and state["baseline"] == t.baseline
