@@ -392,6 +392,7 @@ def test_resume_continues_as_an_uninterrupted_run(tmp_path):
     held = str(qa_file(tmp_path / "held.jsonl", 3))
     same = {"eval_data": held, "mini_batch_size": 1, "num_layers": 1}  # one-episode mini-batches: the order counts
     straight = build_trainer(config(tmp_path / "a", "w:0,0,0,0", **same), OracleReader())
+    assert FakeScorer.loads == [("w:0,0,0,0", None, "cpu", 1, 16)] * 2  # reference, then policy: the first layer
     straight.train(progress=False)
     first = build_trainer(config(tmp_path / "b", "w:0,0,0,0", **same, epochs=1), OracleReader())
     first.train(progress=False)
