@@ -4,6 +4,7 @@ and deadline bounds, and the latencies."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from types import SimpleNamespace
@@ -14,7 +15,7 @@ import pytest
 from rearank.backends import openai
 from rearank.backends.constrain import EXTRA_KEY
 from rearank.backends.metrics import ServerLoad
-from rearank.backends.openai import OpenAIBackend, _retry_after, _retryable
+from rearank.backends.openai import OpenAIBackend, _retry_after, _retryable, chat_completions_url
 from rearank.errors import RearankError
 from tests.unit.test_concurrency import VLLM_PAGE
 from tests.unit.test_constrain_openai import GRAMMAR, PROMPT, SETTINGS
@@ -57,7 +58,7 @@ def chunked(*chunks: bytes):
 def fake_clock(monkeypatch, perf: list[float], mono: list[float]) -> None:
     """The module's clocks give ``perf`` and ``mono`` in turn (each list's last value repeating)."""
     def ticks(values: list[float]):
-        calls = iter(range(1 << 30))
+        calls = itertools.count()
         return lambda: values[min(next(calls), len(values) - 1)]
     monkeypatch.setattr(openai, "time", SimpleNamespace(perf_counter=ticks(perf), monotonic=ticks(mono), sleep=None))
 
@@ -77,6 +78,20 @@ def test_retryable_statuses(status, retried):
                                                 ("Wed, 21 Oct 2015 07:28:00 GMT", None)])
 def test_retry_after_header(value, seconds):
     assert _retry_after(value) == seconds
+
+
+def test_a_path_ending_in_x_keeps_it():
+    assert chat_completions_url("http://h/gateway/X/") == "http://h/gateway/X/chat/completions"
+
+
+@pytest.mark.parametrize(("concurrency", "connections"), [(3, 3), ("auto", None)])
+def test_the_connection_pool_holds_concurrency_and_each_attempt_has_timeout_s(monkeypatch, concurrency, connections):
+    made = []
+    limits = httpx.Limits
+    monkeypatch.setattr(httpx, "Limits", lambda **bounds: made.append(bounds) or limits(**bounds))
+    backend = OpenAIBackend("m", concurrency=concurrency, timeout_s=7.5)
+    assert made == [{"max_connections": connections, "max_keepalive_connections": connections}]
+    assert backend._client.timeout == httpx.Timeout(7.5)
 
 
 def test_defaults():
@@ -151,17 +166,21 @@ def test_pool_size(monkeypatch, concurrency, prompts, workers):
     assert pools == [workers] and [g.text for g in gens] == ["ok"] * prompts
 
 
-def test_requests_in_flight_and_waiting_are_counted():
-    counts = []
+def test_a_request_waiting_to_retry_is_not_held_by_the_server():
+    # a second request starts while the first waits to retry: the server held neither when it turned the second away
+    backend = served([reply(429), reply(429), reply()])
+    seen = []
 
-    def counted(answer: httpx.Response):
-        return lambda backend: counts.append((backend._active, backend._retrying)) or answer(backend)
+    def sleep(delay):
+        seen.append((backend._active, backend._retrying, backend.held_at_429))
+        if len(seen) == 1:
+            seen.append(backend.generate([prompt("b")], SETTINGS)[0].text)
 
-    backend = served([counted(reply(429)), counted(reply())])
-    backend._sleep = lambda delay: counts.append((backend._active, backend._retrying))
-    [gen] = backend.generate([prompt()], SETTINGS)
-    assert (gen.text, gen.throttled, backend.throttles, backend.held_at_429) == ("ok", 1, 1, 0)
-    assert counts == [(1, 0), (1, 1), (1, 0)] and (backend._active, backend._retrying) == (0, 0)
+    backend._sleep = sleep
+    [gen] = backend.generate([prompt("a")], SETTINGS)
+    assert seen == [(1, 1, 0), (2, 2, 0), "ok"]
+    assert (gen.text, gen.throttled, backend.throttles) == ("ok", 1, 2)
+    assert (backend._active, backend._retrying) == (0, 0)
 
 
 def test_held_at_429_is_the_second_fewest_of_the_last_8():
@@ -265,7 +284,7 @@ def test_a_body_over_the_cap_is_a_final_failure(caplog):
 def test_a_reply_done_at_the_deadline_is_kept(monkeypatch):
     fake_clock(monkeypatch, perf=[0.0], mono=[0.0, 1.5])  # deadline 1.5: every later reading is the deadline itself
     data = json.dumps(completion("just in time")).encode()
-    backend = served([chunked(data[:5], data[5:])], timeout_s=1.5)
+    backend = served([chunked(data[:5], data[5:])], timeout_s=1.5, max_retries=0)
     assert backend.generate([prompt()], SETTINGS)[0].text == "just in time"
 
 
