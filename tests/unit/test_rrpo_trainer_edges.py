@@ -535,3 +535,23 @@ def test_each_epoch_has_its_own_order_of_all_questions(tmp_path):
     assert sorted(i.qid for i in t.order(0)) == [f"q{i}" for i in range(6)]
     assert [i.qid for i in t.order(0)] != [i.qid for i in t.order(1)]
     assert [i.qid for i in t.order(1)] == [i.qid for i in t.order(1)]
+
+
+def test_mini_batch_orders_follow_the_seed_the_step_and_the_ppo_epoch(tmp_path, monkeypatch):
+    drawn, randperm = [], torch.randperm
+
+    def recorded(*args, **kwargs):
+        order = randperm(*args, **kwargs)
+        drawn.append(order.tolist())
+        return order
+
+    monkeypatch.setattr(torch, "randperm", recorded)
+    for seed, step in ((0, 0), (1, 0), (0, 1)):
+        t = trainer(tmp_path / f"{seed}-{step}", ppo_epochs=2, batch_size=20, mini_batch_size=20, seed=seed)
+        t.step = step
+        t.update([episode(t.items[0])], total=20, offset=0)  # 19 episodes of other ranks: a permutation of 20
+    assert len(drawn) == 6 and all(sorted(order) == list(range(20)) for order in drawn)
+    assert len({tuple(order) for order in drawn}) == 6  # each seed, step and PPO epoch shuffles its own way
+    again = trainer(tmp_path / "again", ppo_epochs=2, batch_size=20, mini_batch_size=20, seed=0)
+    again.update([episode(again.items[0])], total=20, offset=0)
+    assert drawn[6:] == drawn[:2]  # and the same way again
