@@ -23,7 +23,7 @@ help:
 	@echo "make demo        rerank a few dl19 queries with the embedded model on CPU"
 	@echo "make docs        build the documentation site into site/ (MkDocs, API pages from the docstrings; strict)"
 	@echo "make bench       print benchmark figures (bench/*.py)"
-	@echo "make mutation    mutation score of the parsers, rewards, metrics and run files (bench/out/mutation.json)"
+	@echo "make mutation    mutation score per module: parsers, rewards, metrics, engine, run, server, RAG, backends, synthesis, export (bench/out/mutation.json)"
 	@echo "make train       GRPO training with verl on a GPU node/cluster (GPU only)"
 	@echo "make setup-gpu   the GPU environment on a CUDA node (verl[vllm]==0.9.1, the train-gpu extra, flash-attn if it builds)"
 	@echo "make train-preflight RECIPE=<name>  check a recipe on CPU before booking GPUs (config, env, files, model, data, reward, versions)"
@@ -139,7 +139,7 @@ bench: setup
 	for f in bench/*.py; do case $$f in bench/mutation.py|bench/bench_cuda.py) continue;; esac; \
 	  echo "== $$f"; $(BIN)/python $$f || exit 1; done  # bench_cuda.py needs a GPU (docs/benchmarks.md)
 
-# Mutation score per module (about an hour on 2 cores), a benchmark, not in CI: bench/out/mutation.json.
+# Mutation score per module (47 modules, about four hours on 2 cores), a benchmark, not in CI: bench/out/mutation.json.
 mutation: setup
 	nice -n 10 $(BIN)/python bench/mutation.py $(ARGS)
 

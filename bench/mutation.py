@@ -12,7 +12,7 @@ docs/testing.md. ``--show NAME`` prints a mutant's diff (generated in-process: n
 runs nothing: it counts each module's mutants now (mutmut's own generator, in a second) and names every module whose
 count differs from the recorded one, or that was never measured (exit 1), so a score is never older than its code.
 
-    python bench/mutation.py                      # every module (about an hour on 2 cores)
+    python bench/mutation.py                      # every module (about four hours on 2 cores)
     python bench/mutation.py rearank/methods/listwise/window.py    # one module
     python bench/mutation.py --check              # which recorded scores are stale
 """
