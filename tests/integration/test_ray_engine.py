@@ -19,7 +19,9 @@ from rearank.cli import main
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    # a cluster of its own: without address="local", ray.init joins one another run started on this machine and
+    # refuses num_cpus there
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     yield
     ray.shutdown()
 
