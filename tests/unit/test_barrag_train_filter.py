@@ -172,16 +172,9 @@ def test_at_most_concurrency_questions_are_in_flight(servers, tmp_path):
     assert servers.peak == 8
 
 
-class Bar(edges.Bar):
-    """The engine tests' recording bar; the filter calls ``update()`` once a question."""
-
-    def update(self, n=1):
-        super().update(n)
-
-
 def test_the_progress_bar_counts_judged_and_failed_questions(servers, tmp_path, monkeypatch):
     edges.BARS.clear()
-    monkeypatch.setattr(tqdm, "tqdm", Bar)  # a real bar's monitor thread stalls the forks of a mutation run
+    monkeypatch.setattr(tqdm, "tqdm", edges.Bar)  # a real bar's monitor thread stalls the forks of a mutation run
     servers.failing = {"q2"}
     source = data(tmp_path / "sel", ["q1", "q2"])
     run_filter(source, tmp_path / "out", SETTINGS)

@@ -22,18 +22,21 @@ BARS: list[Bar] = []
 
 
 class Bar:
+    """Stands in for tqdm, recording each bar in ``BARS`` (a real bar's process-wide lock, inherited by mutmut's
+    forked workers, deadlocks them)."""
+
     def __init__(self, **kwargs):
-        self.kwargs, self.updates, self.postfixes = kwargs, [], []
+        self.kwargs, self.updates, self.postfixes, self.closed = kwargs, [], [], False
         BARS.append(self)
 
-    def update(self, n):
+    def update(self, n=1):
         self.updates.append(n)
 
     def set_postfix(self, **kwargs):
         self.postfixes.append(kwargs)
 
     def close(self):
-        pass
+        self.closed = True
 
 
 PROMPTS = [Prompt(({"role": "user", "content": "x"},), qid=f"q{i}") for i in range(3)]

@@ -30,6 +30,7 @@ from rearank.rag.evaluate import (
 from rearank.rag.readers import ReaderOutput
 from rearank.rag.selectors import make_selector
 from rearank.types import Passage, QAItem
+from tests.unit.test_engine_generate_edges import BARS, Bar
 from tests.unit.test_rag_evaluate import ITEMS, FailingReader, item
 
 PASSAGES = (Passage("0", "T0", "born in new york"), Passage("1", "T1", "elsewhere"))
@@ -119,28 +120,14 @@ def test_questions_go_32_to_a_read_by_default(tmp_path):
     assert reader.calls == 2
 
 
-class FakeBar:
-    """Stands in for tqdm (whose process-wide lock would outlive a forked test worker): records its settings,
-    updates and closing."""
-
-    def __init__(self, **settings) -> None:
-        self.settings, self.updates, self.closed = settings, [], False
-
-    def update(self, n) -> None:
-        self.updates.append(n)
-
-    def close(self) -> None:
-        self.closed = True
-
-
 def test_the_progress_bar_is_on_by_default_and_counts_the_resumed_questions(tmp_path, monkeypatch):
-    bars: list[FakeBar] = []
-    monkeypatch.setattr("rearank.rag.evaluate.tqdm", lambda **settings: bars.append(FakeBar(**settings)) or bars[-1])
+    BARS.clear()
+    monkeypatch.setattr("rearank.rag.evaluate.tqdm", Bar)
     RagEvaluation(tmp_path / "o", {}).run(ITEMS[:1], make_selector("none"), FailingReader(0), [1], progress=False)
     RagEvaluation(tmp_path / "o", {}, resume=True).run(ITEMS, make_selector("none"), FailingReader(0), [1], chunk=1)
-    off, on = bars
-    assert off.settings["disable"] is True
-    assert on.settings == {"total": 3, "initial": 1, "unit": "question", "desc": "rag eval", "disable": False,
+    off, on = BARS
+    assert off.kwargs["disable"] is True
+    assert on.kwargs == {"total": 3, "initial": 1, "unit": "question", "desc": "rag eval", "disable": False,
                            "dynamic_ncols": True}
     assert (on.updates, on.closed) == ([1, 1], True)
 

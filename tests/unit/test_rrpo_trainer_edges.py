@@ -27,6 +27,7 @@ from rearank.rag.rrpo.trainer import (
     load_items,
     step_rewards,
 )
+from tests.unit.test_engine_generate_edges import BARS, Bar
 from tests.unit.test_rrpo_trainer import WORDS, config, qa_file
 
 torch.set_num_threads(1)  # mutmut forks one test run per mutant: one thread each keeps its CPU time bounded
@@ -82,26 +83,6 @@ class FakeScorer:
         torch.save(self.model.w.detach().clone(), Path(path) / "w.pt")
 
 
-class Bar:
-    """tqdm's part the trainer uses, recorded (a real bar takes a lock shared across forks, which a killed fork of
-    a mutation run can leave taken)."""
-
-    made: ClassVar[list] = []
-
-    def __init__(self, **options) -> None:
-        self.options, self.steps, self.postfix, self.closed = options, 0, {}, False
-        Bar.made.append(self)
-
-    def update(self, n) -> None:
-        self.steps += n
-
-    def set_postfix(self, refresh=True, **values) -> None:
-        self.postfix = {**values, "refresh": refresh}
-
-    def close(self) -> None:
-        self.closed = True
-
-
 class MirrorGroup(Group):
     """Rank 1 of 2 whose twin holds the same episodes: gather gives this rank's object twice; no process group."""
 
@@ -136,7 +117,8 @@ class TwinGroup(MirrorGroup):
 def fakes(monkeypatch):
     monkeypatch.setattr(trainer_module, "PointwiseScorer", FakeScorer)
     monkeypatch.setattr(trainer_module, "tqdm", Bar)
-    FakeScorer.loads, Bar.made = [], []
+    FakeScorer.loads = []
+    BARS.clear()
 
 
 def items(tmp_path, n=3):
@@ -187,7 +169,7 @@ def test_the_last_batch_of_an_epoch_may_be_short(tmp_path):
     t = trainer(tmp_path, n=7, epochs=1, batch_size=3)
     t.output = tmp_path / "new" / "run"  # its parent is made too
     t.train(progress=False)
-    assert (Bar.made[0].options["total"], Bar.made[0].steps, t.step) == (3, 3, 3)
+    assert (BARS[0].kwargs["total"], sum(BARS[0].updates), t.step) == (3, 3, 3)
     assert [r["step"] for r in log_of(t.output)] == [1, 2, 3]  # no held-out data: no held-out lines
 
 
@@ -358,10 +340,10 @@ def test_training_logs_each_step_and_the_held_out_figures(tmp_path):
     t.train()  # with a progress bar
     log = log_of(tmp_path / "run")
     assert log == seen
-    bar = Bar.made[0]
-    assert (bar.options, bar.steps, bar.closed) == ({"total": 4, "initial": 0, "unit": "step", "desc": "rrpo",
+    bar = BARS[0]
+    assert (bar.kwargs, sum(bar.updates), bar.closed) == ({"total": 4, "initial": 0, "unit": "step", "desc": "rrpo",
                                                      "disable": False, "dynamic_ncols": True}, 4, True)
-    assert bar.postfix == {"reward": f"{log[5]['reward']:.3f}", "ref": f"{log[5]['ref_reward']:.3f}",
+    assert bar.postfixes[-1] == {"reward": f"{log[5]['reward']:.3f}", "ref": f"{log[5]['ref_reward']:.3f}",
                            "kl": f"{log[5]['kl']:.4f}", "refresh": False}
     held = {"heldout_mean_step_reward": 1.0, "heldout_em": 2 / 3}
     assert [r.get("heldout") for r in log] == ["reference", None, None, "epoch 1", None, None, "epoch 2"]
@@ -409,7 +391,7 @@ def test_resume_continues_as_an_uninterrupted_run(tmp_path):
     assert resumed.normalizer.state() == first.normalizer.state()
     assert resumed.optimizer.state_dict()["state"][0]["step"] == first.optimizer.state_dict()["state"][0]["step"]
     resumed.train(progress=False)
-    assert [(b.options["total"], b.options["initial"], b.options["disable"], b.steps) for b in Bar.made] == [
+    assert [(b.kwargs["total"], b.kwargs["initial"], b.kwargs["disable"], sum(b.updates)) for b in BARS] == [
         (4, 0, True, 4), (2, 0, True, 2), (4, 2, True, 2)]  # 2 steps an epoch: 6 questions in batches of 3
     assert resumed.baseline_calls == 12 and resumed.baseline == straight.baseline
     # the same lines but reader_calls: the resumed process counts its own reader's calls (no held-out reference)
@@ -506,7 +488,7 @@ def test_a_rank_that_is_not_the_first_writes_nothing(tmp_path):
         episodes, total, offset)
     t.train(progress=True)
     assert sizes == [(1, 3, 2), (1, 3, 2)]  # rank 1 of 2 holds the third of each batch of 3
-    assert not (tmp_path / "run").exists() and seen == [] and Bar.made[0].options["disable"] is True
+    assert not (tmp_path / "run").exists() and seen == [] and BARS[0].kwargs["disable"] is True
     state = t.state()
     assert state["baseline_calls"] == 2 * t.baseline_calls == 8 and state["baseline"] == t.baseline
     main = build_trainer(config(tmp_path / "main", PEAKED, k=2, epochs=1), OracleReader())
