@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rearank import startup
 from rearank.backends.base import ERROR, Backend, SamplingSettings
 from rearank.backends.registry import BACKENDS, backend_class
 from rearank.data import packs
@@ -196,6 +197,8 @@ class Reranker:
             accepted = ', '.join(dict.fromkeys([*names, *engine, *sampling]))
             raise RearankError(f"{err}; reranking options are: {accepted}") from None
         self.method = self.config.ranking_method
+        if BACKENDS.get_or_raise(backend).MODEL_TOKENIZER:  # its model loads in this process, on torch's threads
+            startup.warn_if_late()
         self.model_name = model or backend
         self.settings = self.config.sampling
         self.engine = Engine(self.config.make_backend(qrels), self.method, self.settings, **engine)
