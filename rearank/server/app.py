@@ -2,7 +2,9 @@
 
 Routes: ``POST /v1/rerank`` and ``POST /rerank`` (Jina shape, as vLLM's), ``POST /v2/rerank`` (Cohere v2),
 ``POST /v1/chat/completions`` (the chat schema of :mod:`rearank.backends.chat_server`), ``GET /health``,
-``GET /v1/models``. Scores and the ``rearank`` extension field are described in docs/serving.md.
+``GET /v1/models``. Scores and the ``rearank`` extension field are described in docs/serving.md. Every route reads
+its request by the one contract of :mod:`rearank.server.contract` (the MCP tools too) and answers errors in its
+shape.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import itertools
-import json
 import socket
 import threading
 import time
@@ -23,11 +24,23 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel
 
 from rearank.api import Ranking, Reranker, rank_scores
 from rearank.backends.chat_server import chat_completion
 from rearank.errors import RearankError
+from rearank.server.contract import (
+    ChatRequest,
+    CohereRequest,
+    Document,
+    Extension,
+    JinaRequest,
+    ServerError,
+    error_body,
+    fusion_weight,
+    invalid,
+    parse,
+)
 from rearank.server.feed import Feed, Overloaded
 from rearank.types import Candidate, Query
 from rearank.types import Request as RerankRequest
@@ -41,58 +54,6 @@ class Limits:
     max_document_chars: int = 20_000
     max_query_chars: int = 10_000
     max_body_bytes: int = 8 * 1024 * 1024
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class Document(_Strict):
-    """A document object: its text, and optionally a first-stage score (for fusion)."""
-
-    text: str
-    score: float | None = None
-
-
-class Extension(_Strict):
-    """Request-side rearank options: ``fusion_weight`` (0..1) fuses the rank score with documents' scores."""
-
-    fusion_weight: float | None = Field(default=None, ge=0.0, le=1.0)
-
-
-class JinaRequest(_Strict):
-    """``POST /v1/rerank``, ``/rerank``: Jina's (and vLLM's) request."""
-
-    model: str | None = None
-    query: str
-    documents: list[str | Document]
-    top_n: int | None = Field(default=None, ge=1)
-    return_documents: bool = True
-    rearank: Extension = Field(default_factory=Extension)
-
-
-class CohereRequest(_Strict):
-    """``POST /v2/rerank``: Cohere's v2 request (``max_tokens_per_doc`` is accepted and ignored)."""
-
-    model: str | None = None
-    query: str
-    documents: list[str | Document]
-    top_n: int | None = Field(default=None, ge=1)
-    max_tokens_per_doc: int | None = None
-    rearank: Extension = Field(default_factory=Extension)
-
-
-class ServerError(Exception):
-    """An HTTP error with its status, message, type and headers."""
-
-    def __init__(self, status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.kind, self.headers = status, message, kind, headers or {}
-
-
-def error_body(message: str, kind: str, status: int) -> dict[str, Any]:
-    """The one error shape of every route: ``{"error": {"message", "type", "code"}}``."""
-    return {"error": {"message": message, "type": kind, "code": status}}
 
 
 @dataclass
@@ -156,26 +117,19 @@ class RerankService:
         return bytes(body)
 
     async def read(self, request: Request, model: type[BaseModel]) -> Any:
-        """Read the body (413 past the size limit), parse and validate it (422), check the model name (404)."""
-        body = await self.body(request)
-        try:
-            parsed = model.model_validate_json(body)
-        except ValidationError as err:
-            first = err.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "body"
-            raise ServerError(422, f"invalid request: {where}: {first['msg']}"
-                              + (f" ({err.error_count() - 1} more errors)" if err.error_count() > 1 else ""),
-                              "invalid_request") from None
+        """Read the body (413 past the size limit), parse and validate it by the contract (422,
+        :mod:`rearank.server.contract`), check the model name (404)."""
+        parsed = parse(model, await self.body(request))
         if getattr(parsed, "model", None) not in (None, self.model_name):
             raise ServerError(404, f"the model {parsed.model!r} does not exist; this server serves "
                               f"{self.model_name!r}", "model_not_found")
         return parsed
 
-    def candidates(self, query: str, documents: list[str | Document]) -> tuple[Candidate, ...]:
+    def candidates(self, query: str, documents: list[Document]) -> tuple[Candidate, ...]:
         """Check the limits (413) and build candidates: docid = position, score = given or ``n - position``."""
         lim = self.limits
         if not documents:
-            raise ServerError(422, "invalid request: documents: give at least one document", "invalid_request")
+            raise invalid("documents: give at least one document")
         if len(documents) > lim.max_documents:
             raise ServerError(413, f"{len(documents)} documents is over the limit of {lim.max_documents} "
                               "per request", "too_large")
@@ -185,20 +139,19 @@ class RerankService:
         n = len(documents)
         out = []
         for i, doc in enumerate(documents):
-            text, score = (doc, None) if isinstance(doc, str) else (doc.text, doc.score)
+            text, score = doc.text, doc.score
             if len(text) > lim.max_document_chars:
                 raise ServerError(413, f"document {i} has {len(text)} characters, over the limit of "
                                   f"{lim.max_document_chars}", "too_large")
             out.append(Candidate(str(i), float(n - i) if score is None else score, text))
         return tuple(out)
 
-    async def rerank(self, query: str, documents: list[str | Document], extension: Extension) -> Outcome:
+    async def rerank(self, query: str, documents: list[Document], extension: Extension) -> Outcome:
         """Check and rank one request's documents, fused with their first-stage scores when it asks."""
         candidates = self.candidates(query, documents)
+        alpha = fusion_weight(documents, extension.fusion_weight, self.fusion_weight)
         outcome = await self.rank(query, candidates)
-        alpha = extension.fusion_weight if extension.fusion_weight is not None else self.fusion_weight
-        given = [d.score for d in documents if isinstance(d, Document) and d.score is not None]
-        if alpha is not None and len(given) == len(candidates):
+        if alpha is not None:
             outcome.order = fused_order(outcome.order, [c.score for c in candidates], alpha)
         return outcome
 
@@ -261,15 +214,14 @@ def _resolve(future: asyncio.Future, value: Any) -> None:
         future.set_result(value)
 
 
-def _results(outcome: Outcome, documents: list[str | Document], top_n: int | None,
+def _results(outcome: Outcome, documents: list[Document], top_n: int | None,
              with_documents: bool) -> list[dict[str, Any]]:
     scores = rank_scores(len(outcome.order))
     results = []
     for index, score in list(zip(outcome.order, scores))[:top_n]:
         item: dict[str, Any] = {"index": index, "relevance_score": score}
         if with_documents:
-            doc = documents[index]
-            item["document"] = {"text": doc if isinstance(doc, str) else doc.text}
+            item["document"] = {"text": documents[index].text}
         results.append(item)
     return results
 
@@ -322,13 +274,12 @@ def create_app(service: RerankService) -> FastAPI:
 
     async def chat(request: Request) -> JSONResponse:
         """Chat completions (non-streaming), generated through the reranker's engine between its own calls."""
-        raw = await service.body(request)
-        try:
-            body = json.loads(raw)
-        except ValueError as err:
-            raise ServerError(400, f"bad request: {err}", "invalid_request") from None
+        body: ChatRequest = await service.read(request, ChatRequest)
         status, payload = await run_in_threadpool(chat_completion, service.reranker.engine.call, service.model_name,
-                                                  body)
+                                                  body.checked())
+        if status != 200:
+            raise ServerError(status, payload["error"]["message"], "backend_error" if status >= 500
+                              else "invalid_request")
         return JSONResponse(payload, status)
 
     async def models(_request: Request) -> dict[str, Any]:

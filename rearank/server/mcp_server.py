@@ -9,7 +9,8 @@ Built on the official MCP Python SDK (2.x). Tools:
 
 Both run through the rerank server's :class:`~rearank.server.app.RerankService`: the one engine (its feed), its
 limits, and over HTTP its bearer key (checked on every request to ``/mcp``). Bad input is a tool error (the
-call's ``isError`` with a one-line message), never a crash of the server.
+call's ``isError`` with a one-line message, the HTTP routes' by the same contract,
+:mod:`rearank.server.contract`), never a crash of the server.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from starlette.responses import JSONResponse
 
 from rearank.api import rank_scores
 from rearank.errors import RearankError
-from rearank.server.app import Outcome, RerankService, ServerError, error_body
+from rearank.server.app import Outcome, RerankService
+from rearank.server.contract import Count, Document, QueryText, ServerError, error_body, invalid, one_line
 from rearank.types import Candidate
 
 #: Where the streamable HTTP transport answers.
@@ -116,26 +118,38 @@ async def _ranked(service: RerankService, query: str, candidates: tuple[Candidat
 
 
 def _checked(service: RerankService, query: str, documents: list[str]) -> tuple[Candidate, ...]:
-    if not query.strip():
-        raise ToolError("query is empty: give the question or search text to rank the documents for")
     try:
-        return service.candidates(query, documents)
+        return service.candidates(query, [Document(text=text) for text in documents])
     except ServerError as err:
-        raise ToolError(err.message.removeprefix("invalid request: ")) from None
+        raise ToolError(err.message) from None
+
+
+class _Contracted(MCPServer):
+    """The SDK's server with its argument errors in the contract's one line (not pydantic's multi-line dump)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """Call tool ``name``; arguments that fail its schema are a tool error of one line."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as err:
+            if type(err) is ToolError and isinstance(err.__cause__, ValidationError):
+                raise ToolError(f"Error executing tool {name}: {invalid(one_line(err.__cause__)).message}") \
+                    from err.__cause__
+            raise
 
 
 def create_mcp(service: RerankService, searcher: Searcher | None = None) -> MCPServer:
     """The MCP server over ``service``: ``rerank``, and ``search_and_rerank`` when a ``searcher`` is given."""
     method = service.reranker.method.name
-    mcp = MCPServer("rearank", instructions=f"LLM reranking ({method}) with model {service.model_name!r}. "
+    mcp = _Contracted("rearank", instructions=f"LLM reranking ({method}) with model {service.model_name!r}. "
                     + ("Use search_and_rerank to find passages in the served corpus; " if searcher else "")
                     + "use rerank to order documents you already have by relevance to a query.")
 
     @mcp.tool(description="Rank documents by relevance to a query with an LLM reranker. Returns results best "
               "first: index (the document's position in `documents`) and relevance_score (falls with rank).")
-    async def rerank(query: Annotated[str, Field(description="the query or question")],
+    async def rerank(query: Annotated[QueryText, Field(description="the query or question")],
                      documents: Annotated[list[str], Field(description="the texts to rank")],
-                     top_n: Annotated[int | None, Field(ge=1, description="return only the best N")] = None,
+                     top_n: Annotated[Count | None, Field(description="return only the best N")] = None,
                      ) -> RerankOutput:
         outcome = await _ranked(service, query, _checked(service, query, documents))
         hits = [Hit(index=i, relevance_score=s) for i, s in zip(outcome.order, rank_scores(len(outcome.order)))]
@@ -146,10 +160,10 @@ def create_mcp(service: RerankService, searcher: Searcher | None = None) -> MCPS
 
     @mcp.tool(description=f"Search the served corpus with BM25 (top {searcher.depth}) and rerank the hits with "
               "an LLM reranker. Returns the best k passages: docid, title, text, relevance_score, bm25_score.")
-    async def search_and_rerank(query: Annotated[str, Field(description="the search query or question")],
-                                k: Annotated[int, Field(ge=1, description="passages to return")] = 10,
+    async def search_and_rerank(query: Annotated[QueryText, Field(description="the search query or question")],
+                                k: Annotated[Count, Field(description="passages to return")] = 10,
                                 ) -> SearchOutput:
-        _checked(service, query, ["-"])
+        _checked(service, query, ["-"])  # the query's limit, before the search
         hits = await searcher.search(query)
         if not hits:
             return SearchOutput(results=[], status="ok", message="BM25 found no passage (no query term matches)")
