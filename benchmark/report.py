@@ -90,9 +90,8 @@ def build_report(suites: Sequence[SuiteResult], figures: dict[str, Any] | None =
     out += [_describe(s) for s in suites]
     if any(s.config.get("max_queries") for s in suites):
         out += ["", "> Query subsets: figures on the first N queries are not comparable to the paper's."]
-    for table in TABLES:
-        if not any(d in table.columns for d in requested):
-            continue
+    shown = [table for table in TABLES if any(d in table.columns for d in requested)]
+    for table in shown:
         rows = ours + paper_rows(figures, table)
         out += ["", f"## {table.title}", "", comparison_table(rows, table.columns, table.averages, table.decimals)]
     others = [d for d in dict.fromkeys(requested) if not any(d in t.columns for t in TABLES)]
@@ -106,8 +105,8 @@ def build_report(suites: Sequence[SuiteResult], figures: dict[str, Any] | None =
     if any(s.datasets for s in suites):
         out += ["", "## Efficiency", "", efficiency_table(suites), "", "## All measures (x 100)", "",
                 measures_table(suites)]
-    out += ["", "## Published figures", "", f"Source: {figures['citation']}.", ""]
-    out += [f"- `{k}`: {v}" for k, v in figures.get("sources", {}).items()]
+    out += ["", "## Published figures", "", f"The rows marked (paper) are from: {figures['citation']}.", ""]
+    out += [f"- {figures['sources'][table.key]}" for table in shown if table.key in figures.get("sources", {})]
     out += [f"- {note}" for note in figures.get("notes", [])]
     return "\n".join(out) + "\n"
 

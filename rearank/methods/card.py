@@ -80,7 +80,8 @@ class Published:
     (``em``, ``f1``, ``judge``, ...); ``scale``: the factor that makes a value a percentage (1: the paper prints
     percentages; 100: fractions); ``rows`` (:class:`PublishedRow`) print in their order, those of the run's sets;
     ``label``: a row's first cell, formatted with ``paper``, ``system`` and ``source``; ``notes``: what follows a
-    measure's value (the judge model)."""
+    measure's value (the judge model); ``citation``: the paper cited in full (authors, title, arXiv id, table),
+    printed under the rows."""
 
     paper: str
     measures: tuple[str, ...]
@@ -88,6 +89,7 @@ class Published:
     label: str = "{paper}, {source}: {system}"
     scale: float = 1
     notes: Mapping[str, str] = field(default_factory=dict)
+    citation: str = ""
 
     def __post_init__(self) -> None:
         for row in self.rows:

@@ -27,7 +27,7 @@ from rearank.measures.answers import answer_recall, exact_match, hit, support_re
 from rearank.measures.significance import paired_t_p, randomization_p
 from rearank.methods.card import Card, Published, card
 from rearank.rag.config import DEFAULT_PUBLISHED
-from rearank.rag.readers import Reader, ReaderOutput, reader_card
+from rearank.rag.readers import RULE_READERS, Reader, ReaderOutput, reader_card
 from rearank.rag.selectors import Selector, selector_card
 from rearank.types import Passage, QAItem
 
@@ -250,6 +250,22 @@ def published_rows(published: Published, columns: Sequence[str], sources: Sequen
     return out
 
 
+def comparability(published: Published, config: dict[str, Any]) -> list[str]:
+    """What the table's published rows are (the full citation) and what of them compares with ours."""
+    reader = config.get("reader", "oracle")
+    if reader in RULE_READERS:
+        what = (f"Not comparable: our rows read with the {reader} reader, a rule that gives a gold answer when the "
+                "passages it reads hold one, so their EM and F1 measure whether the answer was retrieved (an upper "
+                f"bound for any reader), while the {published.paper}'s figures are a language model's answers. "
+                "Compare our runs with each other (answer recall, Hit); compare with the paper only a run with an "
+                "LLM reader.")
+    else:
+        what = (f"Comparable in kind only: our rows read with {config.get('reader_model') or reader} on this sample, "
+                f"the {published.paper}'s with its own reader model, corpus, first stage and full test sets; compare "
+                "the gaps between rows (what a reranker or selector adds), not the values.")
+    return ["", *([f"Published rows: {published.citation}."] if published.citation else []), what]
+
+
 def markdown_table(metrics: dict[str, Any], config: dict[str, Any], sources: Sequence[str] = ()) -> str:
     """Our figures (x100, on this sample), then the published figures of the paper the run follows
     (:func:`published_for`; each a different setting from ours: see docs/rag.md)."""
@@ -275,7 +291,8 @@ def markdown_table(metrics: dict[str, Any], config: dict[str, Any], sources: Seq
     published = published_for(metrics, config)
     if published is not None:
         judge = ("judge",) if judge_column and "judge" in published.measures else ()
-        rows += published_rows(published, (*measures, *judge), sources, k_column=reading is None)
+        theirs = published_rows(published, (*measures, *judge), sources, k_column=reading is None)
+        rows += theirs + (comparability(published, config) if theirs else [])
     if metrics.get("selector_statuses"):
         rows += ["", "selector outputs: " + ", ".join(f"{k} {v}" for k, v in metrics["selector_statuses"].items())]
     return "\n".join(rows)

@@ -21,6 +21,18 @@ BARRAG = [f"| BAR-RAG paper (Table 1, average EM of 7 QA sets, Qwen2.5-7B): {nam
           for name, em in (("RAG", "26.90"), ("RAG + reranker", "28.00"), ("RAG SFT", "31.80"),
                             ("BAR-RAG iteration 1", "37.20"), ("BAR-RAG iteration 2", "38.80"),
                             ("BAR-RAG iteration 3", "39.10"))]
+ORACLE_READ = ("Not comparable: our rows read with the oracle reader, a rule that gives a gold answer when the passages "
+               "it reads hold one, so their EM and F1 measure whether the answer was retrieved (an upper bound for "
+               "any reader), while the {paper}'s figures are a language model's answers. Compare our runs with each "
+               "other (answer recall, Hit); compare with the paper only a run with an LLM reader.")
+
+
+def cited(name: str, reader_note: str = ORACLE_READ) -> list[str]:
+    """The lines under the published rows of card ``name``: the full citation, then what compares."""
+    published = card(name).published
+    return ["", f"Published rows: {published.citation}.", reader_note.format(paper=published.paper)]
+
+
 ARENA_HEADER = [("| run | EM | F1 | Hit | format ok | relevance exact | relevance overlap | relevance precision | "
                  "relevance recall | LLM judge |"), "| --- |" + " --- |" * 9]
 ARENA_OURS = "| a (ours, on this sample, n=3) | 10.00 | 20.00 | 30.00 | 40.00 | 50.00 | 60.00 | 70.00 | 80.00 |"
@@ -44,7 +56,8 @@ def lines(metrics, config, sources):
 
 def test_a_default_run_on_hotpotqa_prints_rrpos_table_1():
     assert lines(per_k([1, 3, 5]), {"label": "d", "selector": "none", "template": "plain"}, ["hotpotqa"]) == [
-        PER_K, RULE, *(f"| d (ours, on this sample, n=3) | {k}{OURS}" for k in (1, 3, 5)), *RRPO_HOTPOTQA]
+        PER_K, RULE, *(f"| d (ours, on this sample, n=3) | {k}{OURS}" for k in (1, 3, 5)), *RRPO_HOTPOTQA,
+        *cited("pointwise")]
 
 
 def test_a_pointwise_run_prints_rrpos_table_1_for_each_of_its_sources_with_the_papers_k():
@@ -53,7 +66,7 @@ def test_a_pointwise_run_prints_rrpos_table_1_for_each_of_its_sources_with_the_p
                      "| RRPO paper, ambignq: BM25 | 5 | 20.33 | 32.18 | | | | |",
                      "| RRPO paper, ambignq: BM25 + gte reranker | 5 | 35.51 | 48.55 | | | | |",
                      "| RRPO paper, ambignq: BM25 + gte reranker + RRPO | 5 | 36.56 | 49.67 | | | | |",
-                     *RRPO_HOTPOTQA]
+                     *RRPO_HOTPOTQA, *cited("pointwise")]
 
 
 def test_a_run_on_a_set_rrpo_did_not_use_prints_none_of_its_rows():
@@ -64,19 +77,21 @@ def test_a_run_on_a_set_rrpo_did_not_use_prints_none_of_its_rows():
 def test_a_barrag_selector_run_prints_barrags_table_1_and_the_selector_outputs():
     metrics = per_k([5], selector_statuses={"ok": 2, "no_answer": 1})
     assert lines(metrics, {"label": "b", "selector": "barrag:sel", "template": "plain"}, ["hotpotqa"]) == [
-        PER_K, RULE, f"| b (ours, on this sample, n=3) | 5{OURS}", *BARRAG, "", "selector outputs: ok 2, no_answer 1"]
+        PER_K, RULE, f"| b (ours, on this sample, n=3) | 5{OURS}", *BARRAG, *cited("barrag-selector"), "",
+        "selector outputs: ok 2, no_answer 1"]
 
 
 def test_a_barrag_generator_run_prints_barrags_table_1_without_a_judge_cell():
     table = lines(per_k([5], judge=True), {"label": "g", "selector": "none", "template": "barrag_generator"},
                   ["hotpotqa"])
     assert table == [PER_K + " LLM judge |", RULE + " --- |", f"| g (ours, on this sample, n=3) | 5{OURS} 50.00 |",
-                     *BARRAG]
+                     *BARRAG, *cited("barrag-generator")]
 
 
 def test_a_per_k_run_passes_over_a_reading_card_for_its_selectors_figures_or_the_defaults():
     """ARENA's figures are of its one reading; a run read by each k with its template (no reading given) is not."""
-    for selector, expected in (("barrag:sel", BARRAG), ("none", RRPO_HOTPOTQA)):
+    for selector, expected in (("barrag:sel", [*BARRAG, *cited("barrag-selector")]),
+                               ("none", [*RRPO_HOTPOTQA, *cited("pointwise")])):
         assert lines(per_k([5]), {"label": "b", "selector": selector, "template": "arena"}, ["hotpotqa"]) == [
             PER_K, RULE, f"| b (ours, on this sample, n=3) | 5{OURS}", *expected]
 
@@ -85,7 +100,8 @@ def test_an_arena_run_prints_arenas_table_3_for_its_set():
     assert lines(arena(), {"label": "a", "selector": "none", "template": "arena"}, ["hotpotqa"]) == [
         *ARENA_HEADER, ARENA_OURS + "  |",
         "| ARENA paper (Table 3), ARENA-Qwen-7B, hotpotqa | 62.80 | 76.20 | | | | | | | 81.20 (GPT-4o) |",
-        "| ARENA paper (Table 3), Qwen2.5-7B, hotpotqa | 48.40 | 62.80 | | | | | | | 66.00 (GPT-4o) |"]
+        "| ARENA paper (Table 3), Qwen2.5-7B, hotpotqa | 48.40 | 62.80 | | | | | | | 66.00 (GPT-4o) |",
+        *cited("arena")]
 
 
 def test_a_judged_arena_run_over_two_sets_prints_each_systems_rows_in_the_sets_order():
@@ -94,7 +110,23 @@ def test_a_judged_arena_run_over_two_sets_prints_each_systems_rows_in_the_sets_o
         "| ARENA paper (Table 3), ARENA-Qwen-7B, 2wiki | 66.00 | 75.20 | | | | | | | 78.60 (GPT-4o) |",
         "| ARENA paper (Table 3), ARENA-Qwen-7B, hotpotqa | 62.80 | 76.20 | | | | | | | 81.20 (GPT-4o) |",
         "| ARENA paper (Table 3), Qwen2.5-7B, 2wiki | 33.40 | 42.40 | | | | | | | 41.20 (GPT-4o) |",
-        "| ARENA paper (Table 3), Qwen2.5-7B, hotpotqa | 48.40 | 62.80 | | | | | | | 66.00 (GPT-4o) |"]
+        "| ARENA paper (Table 3), Qwen2.5-7B, hotpotqa | 48.40 | 62.80 | | | | | | | 66.00 (GPT-4o) |",
+        *cited("arena")]
+
+
+def test_a_run_read_by_an_llm_says_its_figures_compare_in_kind_only():
+    config = {"label": "d", "selector": "none", "template": "plain", "reader": "hf", "reader_model": "Qwen/Qwen2.5-7B"}
+    assert lines(per_k([3]), config, ["hotpotqa"])[-1] == (
+        "Comparable in kind only: our rows read with Qwen/Qwen2.5-7B on this sample, the RRPO paper's with its own "
+        "reader model, corpus, first stage and full test sets; compare the gaps between rows (what a reranker or "
+        "selector adds), not the values.")
+
+
+@pytest.mark.parametrize(("name", "arxiv"), [("pointwise", "arXiv:2604.02091, Table 1"),
+                                             ("barrag-selector", "arXiv:2602.03689"),
+                                             ("arena", "arXiv:2505.13258v1")])
+def test_each_cards_figures_cite_their_paper(name, arxiv):
+    assert arxiv in card(name).published.citation
 
 
 def test_the_cards_hold_the_figures_and_the_selectors_name_their_cards():

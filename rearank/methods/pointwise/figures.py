@@ -6,6 +6,8 @@ from rearank.methods.card import Published, PublishedRow
 
 TABLE1 = Published(
     paper="RRPO paper", measures=("em", "f1"),
+    citation="Yuhang Wu, Xiangqing Shen, Fanfan Wang, et al. Optimizing RAG Rerankers with LLM Feedback via "
+             "Reinforcement Learning. arXiv:2604.02091, Table 1",
     rows=tuple(PublishedRow(system, source, k, values) for source, k, by_system in (
         ("ambignq", 5, (("BM25", (20.33, 32.18)), ("BM25 + gte reranker", (35.51, 48.55)),
                         ("BM25 + gte reranker + RRPO", (36.56, 49.67)))),
