@@ -13,10 +13,7 @@ seconds per window (CPU; compare within one run only).
 from __future__ import annotations
 
 import argparse
-import os
 import time
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from rearank.backends.base import SamplingSettings
 from rearank.backends.registry import make_backend

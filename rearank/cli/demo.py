@@ -11,14 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
-
-# Idle OpenMP threads must not spin: on a busy 2-core machine spinning made CPU inference ~8x slower.
-# Set before anything imports torch.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from rearank.cli import main as cli_main
 from rearank.methods.listwise.window import schedule

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from rearank import startup
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -59,6 +57,8 @@ def test_torch_imported_first_starts_spinning_and_the_first_model_load_says_so()
 
 
 def test_apply_sets_only_what_is_missing():
+    from rearank import startup
+
     environ = {"PATH": "/bin"}
     assert startup.apply(environ) == ["OMP_WAIT_POLICY"] and environ["OMP_WAIT_POLICY"] == "PASSIVE"
     environ = {"OMP_WAIT_POLICY": "active"}
