@@ -10,7 +10,7 @@ so both see the same load. Prints, for each, the spin count torch's OpenMP start
 and whether every process gave the same answer. The gap grows with the machine's load (other processes on its
 cores); on an idle machine it is small.
 
-    python bench/bench_cpu_threads.py [--trials 3] [--window 10] [--max-new-tokens 256]
+    python bench/bench_cpu_threads.py [--trials 3] [--window 10] [--max-new-tokens 128]
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3, help="processes per variant, alternating")
     parser.add_argument("--window", type=int, default=10, help="passages in the window")
-    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
     args = parser.parse_args()
     print(f"bench_cpu_threads: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start; one window "
           f"of {args.window} dl19 passages, embedded SmolLM2-135M (hf, greedy), max_new_tokens {args.max_new_tokens}, "
