@@ -16,7 +16,20 @@ import uvicorn
 from rearank.server import create_app
 from tests.unit.test_server_app_edges import EXPECTED, QUERY, TEXTS, service_of
 
-CALL_S = 0.5  # each backend call of the oracle takes this long: the request below is in flight for two of them
+CALL_S = 1.0  # each backend call of the oracle takes this long: the request below is in flight for two of them
+
+
+def refused(address: tuple[str, int], within_s: float = 10.0) -> bool:
+    """Whether a connection to ``address`` is refused within ``within_s`` (the server closes its listening socket on
+    its next tick, 0.1 s apart)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(address, timeout=1).close()
+        except ConnectionRefusedError:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def test_a_stopping_server_refuses_new_connections_and_answers_the_request_it_has():
@@ -42,7 +55,7 @@ def test_a_stopping_server_refuses_new_connections_and_answers_the_request_it_ha
             while service.feed.load == 0:  # the request reached the engine
                 time.sleep(0.01)
             server.should_exit = True  # what uvicorn's SIGINT/SIGTERM handler does
-            time.sleep(0.3)  # the server closes its listening socket on its next tick (0.1 s)
+            refused_while_ranking = refused(sock.getsockname()) and not pending.done()
             with pytest.raises(httpx.ConnectError):
                 httpx.post(url + "/v1/rerank", json={"query": QUERY, "documents": TEXTS}, timeout=5)
             finished = pending.result()
@@ -50,5 +63,6 @@ def test_a_stopping_server_refuses_new_connections_and_answers_the_request_it_ha
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+    assert refused_while_ranking
     assert finished.status_code == 200 and finished.json()["rearank"]["order"] == EXPECTED
     assert not thread.is_alive()
