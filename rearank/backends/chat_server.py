@@ -104,6 +104,11 @@ def chat_completion(generate: Generate, model_name: str, body: Any) -> tuple[int
         prompt, settings = _parse_request(body)
     except (ValueError, TypeError, KeyError) as err:
         return 400, error_body(f"bad request: {err}")
+    if "model" not in body:
+        return 400, error_body(f"bad request: 'model' is required; this server serves {model_name!r}")
+    if body.get("stream"):
+        return 400, error_body("bad request: streaming is not supported (each answer is one whole chat.completion); "
+                               "send \"stream\": false or leave it out")
     if body.get("model") != model_name:
         return 404, error_body(f"the model {body.get('model')!r} does not exist; this server serves {model_name!r}")
     n = body.get("n", 1)

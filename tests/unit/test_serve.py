@@ -60,3 +60,15 @@ def test_schema_and_errors(server):
     bad = httpx.post(f"{root}/chat/completions", json={"model": "rev", "messages": "hi"})
     assert bad.status_code == 400
     assert httpx.post(f"{root}/completions", json={}).status_code == 404
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"model": None}, "bad request: 'model' is required; this server serves 'rev'"),
+    ({"stream": True}, ('bad request: streaming is not supported (each answer is one whole chat.completion); send '
+                       '"stream": false or leave it out')),
+])
+def test_a_missing_model_or_a_stream_is_a_bad_request(server, change, message):
+    body = {key: value for key, value in {"model": "rev", "messages": [{"role": "user", "content": "xy"}],
+                                          **change}.items() if value is not None}
+    answer = httpx.post(f"{server.base_url}/chat/completions", json=body)
+    assert (answer.status_code, answer.json()) == (400, {"error": {"message": message}})
