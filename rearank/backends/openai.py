@@ -284,7 +284,8 @@ class OpenAIBackend(BackendBase):
             wait_hint = _retry_after(headers.get("retry-after"))
         log.warning("openai backend: request to %s failed (%s); the window keeps its input order", self.url, problem)
         return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason=ERROR,
-                          latency_s=time.perf_counter() - began, throttled=throttled)
+                          latency_s=time.perf_counter() - began, throttled=throttled,
+                          error=f"request to {self.url} failed ({problem})")
 
     def _post(self, payload: dict[str, Any]) -> tuple[int, Any, bytes]:
         """One attempt: status, headers and the whole body, within ``timeout_s`` in all and ``max_response_bytes``."""

@@ -92,7 +92,7 @@ def test_unwritable_traces_place_leaves_the_existing_run(dl19_env, tmp_path, cap
     out.write_text("q Q0 d 1 1.0 earlier\n")
     blocker = tmp_path / "file"
     blocker.write_text("")
-    code = main([*ARGS, "--output", str(out), "--traces", str(blocker / "traces.jsonl")])
+    code = main([*ARGS, "--output", str(out), "--traces", str(blocker / "traces.jsonl"), "--overwrite"])
     one_line_error(capsys, code, "cannot write")
     assert out.read_text() == "q Q0 d 1 1.0 earlier\n"
 
