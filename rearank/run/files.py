@@ -148,7 +148,7 @@ def _trace_lines(path: Path) -> dict[str | None, list[str]]:
 
 def check_resumable(run_path: PathLike, traces_path: PathLike | None, expected: Mapping[str, int] | None) -> None:
     """Refuse to resume a run whose files cannot be trusted: queries in ``run_path`` but its traces (the journal
-    the resume checks each query against) gone, or holding none of them (another run's file); or, when
+    the resume checks each query against) gone, or holding traces of none of them (another run's file); or, when
     ``expected`` (the input's qids) is given, queries in the run that the input no longer has (another
     ``--max-queries`` or input), whose counts would not match the input's."""
     run_file = Path(run_path)
@@ -164,7 +164,8 @@ def check_resumable(run_path: PathLike, traces_path: PathLike | None, expected: 
         if not traces.is_file():
             raise RearankError(f"--resume: {run_file} holds {queries} but their traces {traces} are gone, "
                                f"so the finished queries cannot be checked: restore the traces file, {start_again}")
-        if not set(blocks) & set(_trace_lines(traces)):
+        held = set(_trace_lines(traces)) - {None}
+        if held and not held & set(blocks):
             raise RearankError(f"--resume: the traces {traces} hold none of the {queries} of {run_file} "
                                f"(another run's file?): restore this run's traces, {start_again}")
     if expected is not None:

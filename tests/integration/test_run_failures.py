@@ -136,3 +136,44 @@ def test_a_resume_with_fewer_queries_than_the_run_is_refused(requests_file, tmp_
         assert rerank(requests_file, server.base_url, out, "--resume", "--max-queries", "1") == 2
         assert "holds 1 query the input does not have (first: 'q1'; another --max-queries" in last_error_line(capsys)
         assert rerank(requests_file, server.base_url, out, "--resume") == 0  # the same input still resumes
+
+
+@pytest.fixture
+def dl19_env(dl19, monkeypatch):
+    monkeypatch.setenv("REARANK_DATA", str(dl19.parents[1]))
+    return dl19
+
+
+def test_a_suite_that_ran_nothing_exits_2(dl19_env, tmp_path, capsys):
+    out = tmp_path / "suite"
+    code = main(["benchmark", "--suite", "dl19", "--backend", "oracle", "--max-queries", "2", "--no-progress",
+                 "--first-stage", str(tmp_path / "nonexist" / "{dataset}.trec"), "--output-dir", str(out)])
+    assert code == 2
+    assert last_error_line(capsys) == (f"rearank benchmark: error: no dataset ran (dl19: dataset 'dl19': "
+                                       f"--first-stage run {tmp_path / 'nonexist' / 'dl19.trec'} not found)")
+
+
+def test_a_suite_whose_calls_all_failed_exits_2_and_its_resume_reruns_the_dataset(dl19_env, tmp_path, capsys):
+    argv = ["benchmark", "--suite", "dl19", "--backend", "openai", "--model", "m", "-O", f"base_url={UNREACHABLE}",
+            "-O", "max_retries=0", "--max-queries", "1", "--top-k", "4", "--window", "3", "--step", "1",
+            "--no-progress", "--output-dir", str(tmp_path / "suite")]
+    assert main(argv) == 2
+    line = last_error_line(capsys)
+    assert line.startswith("rearank benchmark: error: dl19: all 2 model calls failed (first: request to "), line
+    assert main([*argv, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "done earlier, kept" not in err and "resume: 0 of 1 queries already in" in err
+
+
+def test_a_rag_evaluation_whose_reads_all_failed_exits_2_and_its_resume_reads_them_again(tmp_path, capsys):
+    from tests.conftest import require_pack
+
+    argv = ["rag", "eval", "--data", str(require_pack("qa") / "hotpotqa/dev_distractor.first103.json"),
+            "--limit", "2", "--k", "1,2", "--reader", "openai", "--reader-model", "m", "-R", f"base_url={UNREACHABLE}",
+            "-R", "max_retries=0", "--output-dir", str(tmp_path / "rag"), "--no-progress"]
+    assert main(argv) == 2
+    line = last_error_line(capsys)
+    assert line.startswith(f"rearank rag: error: all 4 reads failed (first: request to {UNREACHABLE}/chat/"), line
+    assert line.endswith("rerun with --resume to read them again")
+    assert main([*argv, "--resume"]) == 2
+    assert "resume: 0 of 2 questions already in" in capsys.readouterr().err
