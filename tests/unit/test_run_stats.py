@@ -15,7 +15,7 @@ from rearank.types import Query, Result, WindowTrace
 def trace(prompt, completion, status="ok", rnd=0, hit=False, error=""):
     return WindowTrace(qid="q", start=0, end=2, pass_index=0, prompt_tokens=prompt, completion_tokens=completion,
                        raw_output="", permutation=(0, 1), status=status, latency_s=0.0, think_budget_hit=hit, round=rnd,
-                       error=error)
+                       **({"error": error} if error else {}))
 
 
 @pytest.fixture
