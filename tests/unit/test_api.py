@@ -103,6 +103,18 @@ def test_bad_passages_are_named(passages, message):
         rr.rerank("q", passages)
 
 
+@pytest.mark.parametrize(("query", "passages", "message"), [
+    ("q", None, "^passages must be a list of strings, \\(docid, text\\) pairs or Candidates, not NoneType$"),
+    (None, ["a", "b"], "^query 0: the query must be a text \\(str\\), got NoneType$"),
+    (3, ["a"], "^query 0: the query must be a text \\(str\\), got int$"),
+])
+def test_a_query_or_passages_of_the_wrong_kind_are_one_clear_value_error(query, passages, message):
+    # rerank("q", None) raised TypeError from len(); rerank(None, [...]) was accepted
+    with Reranker(backend="oracle", qrels=QRELS) as rr, pytest.raises(ValueError, match=message) as raised:
+        rr.rerank(query, passages, qid="0")
+    assert isinstance(raised.value, RearankError)
+
+
 def test_close_closes_the_backend():
     rr = Reranker("served-name", backend="openai", base_url="http://127.0.0.1:9/v1", max_retries=0)
     with rr:
