@@ -37,8 +37,9 @@ from rearank.prompts import (
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace
 
-#: The sliding windows' default stride (a ``tdpart`` run takes no other).
-SLIDING_STEP = 10
+#: The sliding windows' default stride (a ``tdpart`` run takes no other), and ``tdpart``'s default pivot and budget
+#: (a sliding run takes no other).
+SLIDING_STEP, TDPART_PIVOT, TDPART_BUDGET = 10, 10, 100
 #: ``strategy`` options: sliding windows back to front, or top-down partitioning.
 STRATEGIES = ("sliding", "tdpart")
 
@@ -104,8 +105,8 @@ class Listwise:
     tokenizer: Tokenizer | None = None
     reasoning: bool | str | None = None
     strategy: str = "sliding"
-    pivot: int = 10
-    budget: int = 100
+    pivot: int = TDPART_PIVOT
+    budget: int = TDPART_BUDGET
     name: ClassVar[str] = "listwise"
     #: Command-line flags of the options not shared with other methods (argparse keywords; see rearank.flags).
     FLAGS: ClassVar[dict[str, Any]] = {
@@ -137,6 +138,9 @@ class Listwise:
         if self.strategy == "tdpart" and self.step != SLIDING_STEP:
             raise RearankError(f"step ({self.step}) is for the sliding strategy; tdpart's windows follow from "
                                "window, pivot and budget")
+        if self.strategy == "sliding" and (self.pivot, self.budget) != (TDPART_PIVOT, TDPART_BUDGET):
+            raise RearankError(f"pivot ({self.pivot}) and budget ({self.budget}) are for the tdpart strategy; the "
+                               "sliding windows follow from window, step and passes")
         if self.strategy == "sliding" and self.step > self.window:
             raise RearankError(f"step ({self.step}) must not exceed window ({self.window}), "
                                "or some passages are never compared")
