@@ -41,6 +41,7 @@ from rearank.io.trec import read_run
 from rearank.measures.ir import evaluate
 from rearank.run import job
 from rearank.run.config import RunConfig, resume_settings
+from rearank.run.stats import plural
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -150,7 +151,7 @@ class SuiteRunner:
             self.config["failed"][name] = failure
         first = "BM25" if first_stage == pack.run else first_stage.name
         return (f"{name}: nDCG@10 {first} {bm25.aggregate['ndcg_cut_10']:.4f} -> {rerank.aggregate['ndcg_cut_10']:.4f} "
-                f"on {len(judged)} queries; {stats.summary()}")
+                f"on {plural(len(judged), 'query', 'queries')}; {stats.summary()}")
 
     def close(self) -> None:
         """Release the backend built for the suite."""

@@ -28,6 +28,7 @@ from rearank.io.outputs import reads, writes
 from rearank.run import job
 from rearank.run.config import RunConfig, resume_settings
 from rearank.run.job import ALL_CANDIDATES
+from rearank.run.stats import plural
 from rearank.types import Request
 
 
@@ -184,5 +185,5 @@ def _report_ndcg(requests: list[Request], qrels: dict[str, dict[str, int]], outp
         print("nDCG@10: no input query has judgments in the qrels", file=sys.stderr)
         return {}
     b, a = scores["before"], scores["after"]
-    print(f"nDCG@10 on {scores['queries']} judged queries: before {b:.4f} -> after {a:.4f} ({a - b:+.4f})")
+    print(f"nDCG@10 on {plural(scores['queries'], 'judged query', 'judged queries')}: before {b:.4f} -> after {a:.4f} ({a - b:+.4f})")
     return scores

@@ -73,8 +73,8 @@ def dl19_env(dl19, monkeypatch):
 
 
 @pytest.mark.parametrize(("path", "flags"), list(cases()))
-def test_a_bad_value_is_refused_in_one_line_before_any_file_is_written(path, flags, dl19_env, tmp_path,
-                                                                       monkeypatch, capsys):
+def test_a_bad_value_is_refused_in_one_line_before_any_file_is_written(path, flags, tmp_path, monkeypatch, capsys,
+                                                                       request):
     if flags[-1] in ("device=cuda", "device=mps"):
         import torch
 
@@ -85,6 +85,8 @@ def test_a_bad_value_is_refused_in_one_line_before_any_file_is_written(path, fla
         raise AssertionError(f"serve {flags} reached the model and the socket")
 
     monkeypatch.setattr(serve_cli, "build_service", too_far)
+    if real_inputs(path, tmp_path) is not None:
+        request.getfixturevalue("dl19_env")
     monkeypatch.chdir(tmp_path)
     parser = dict(commands(build_parser()))[path]
     argv = real_inputs(path, tmp_path) or command_line(path, parser, {}, tmp_path)
