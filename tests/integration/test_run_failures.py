@@ -6,6 +6,7 @@ resume refuses traces that are gone or another run's, and an input with fewer qu
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -46,7 +47,7 @@ def last_error_line(capsys) -> str:
     return err.strip().splitlines()[-1]
 
 
-def test_a_run_whose_every_call_failed_exits_2_naming_the_cause(requests_file, tmp_path, capsys):
+def test_a_run_whose_every_call_failed_exits_2_naming_the_cause(requests_file, tmp_path, capsys, caplog):
     out = tmp_path / "run.trec"
     assert rerank(requests_file, UNREACHABLE, out) == 2
     captured = capsys.readouterr()
@@ -54,6 +55,8 @@ def test_a_run_whose_every_call_failed_exits_2_naming_the_cause(requests_file, t
     assert line.startswith(f"rearank rerank: error: all {WINDOWS} model calls failed (first: request to "
                            f"{UNREACHABLE}/chat/completions failed (connection error"), line
     assert line.endswith("rerun with --resume to retry them") and "Traceback" not in captured.err
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "Connection refused" in warned[0].getMessage()  # the cause warned about once
     assert f"; {WINDOWS} of {WINDOWS} model calls failed" in captured.out  # the summary line
     stats = stats_of(out)
     assert stats["failed_calls"] == stats["status_counts"]["error"] == WINDOWS
