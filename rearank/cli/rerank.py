@@ -185,5 +185,6 @@ def _report_ndcg(requests: list[Request], qrels: dict[str, dict[str, int]], outp
         print("nDCG@10: no input query has judgments in the qrels", file=sys.stderr)
         return {}
     b, a = scores["before"], scores["after"]
-    print(f"nDCG@10 on {plural(scores['queries'], 'judged query', 'judged queries')}: before {b:.4f} -> after {a:.4f} ({a - b:+.4f})")
+    judged = plural(scores["queries"], "judged query", "judged queries")
+    print(f"nDCG@10 on {judged}: before {b:.4f} -> after {a:.4f} ({a - b:+.4f})")
     return scores

@@ -171,10 +171,10 @@ def check_resumable(run_path: PathLike, traces_path: PathLike | None, expected: 
     if expected is not None:
         extra = [qid for qid in blocks if qid not in expected]
         if extra:
-            raise RearankError(f"--resume: {run_file} holds {plural(len(extra), 'query', 'queries')} the input does "
-                               f"not have (first: "
-                               f"{extra[0]!r}; another --max-queries or input?): resume with the input and "
-                               "--max-queries of the run (or more queries), or write to another --output")
+            held_only = plural(len(extra), "query", "queries")
+            raise RearankError(f"--resume: {run_file} holds {held_only} the input does not have (first: {extra[0]!r}; "
+                               "another --max-queries or input?): resume with the input and --max-queries of the run "
+                               "(or more queries), or write to another --output")
 
 
 class RunWriter:
