@@ -178,6 +178,22 @@ def _register_rrpo_train(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_rrpo_train)
 
 
+def _check_reader_options(config: RagConfig) -> None:
+    """``--max-new-tokens``, and an LLM reader's model and ``-R`` options checked against its backend (kinds, ranges,
+    a device this machine has), before a question is read or a file written (each server of a ``base_url`` list)."""
+    from rearank.backends.registry import backend_class
+
+    if config.max_new_tokens < 1:  # whatever the reader: a bad value is refused, not ignored
+        raise RearankError(f"--max-new-tokens must be at least 1, got {config.max_new_tokens}")
+    if config.reader in RULE_READERS:
+        return
+    options = dict(config.reader_options)
+    urls = options.get("base_url")
+    for one in ([{**options, "base_url": url} for url in urls] if isinstance(urls, (list, tuple)) and urls
+                else [options]):
+        backend_class(config.reader, config.reader_model, **one)
+
+
 def _make_reader(name: str, model: str | None, options: dict[str, Any], template: str, max_new_tokens: int,
                  batch_size: int, cache_path: Path | None) -> Any:
     from rearank.backends.base import SamplingSettings
@@ -235,6 +251,7 @@ def evaluate(config: RagConfig, fail_share: float = 1.0) -> int:
     from rearank.rag.evaluate import RagEvaluation, first_reader_error
     from rearank.rag.selectors import make_selector
 
+    _check_reader_options(config)
     config.check_resume()
     items = load_qa(config.data, config.format, config.limit)
     if not items:

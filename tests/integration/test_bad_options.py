@@ -2,8 +2,8 @@
 (a number below its range or not a number, an empty or spaced run tag, a device this machine lacks, a flag of
 another method or strategy) and asserts one line on stderr, no traceback and no file created.
 
-``rerank`` and ``benchmark`` get real inputs (the dl19 pack, the oracle backend), so a value checked late would
-leave files behind; ``serve`` stops where it would build the service; the other commands get absent inputs, so
+``rerank``, ``benchmark`` and ``rag eval`` get real inputs (the dl19 pack or HotpotQA questions, the oracles), so a
+value checked late would leave files behind; ``serve`` stops where it would build the service; the other commands get absent inputs, so
 the walk asserts they create nothing (no lock file either) and print no traceback.
 """
 
@@ -15,7 +15,10 @@ import pytest
 
 from rearank.cli import build_parser, main
 from rearank.cli import serve as serve_cli
+from tests.conftest import require_pack
 from tests.parsers import command_line, commands, shown
+
+QA = "hotpotqa/dev_distractor.first103.json"
 
 #: Options for which a negative number is a fine value.
 ANY_NUMBER = {"seed"}
@@ -29,7 +32,8 @@ BAD_PAIRS = {("rerank",): [["--strategy", "tdpart", "--step", "3"], ["--group-si
                            *(["--backend", "hf", "-O", device] for device in DEVICES),
                            ["--method", "pointwise", "--backend", "scorer", "-O", "device=cuda:99"]],
              ("benchmark",): [["--backend", "hf", "-O", "device=cuda"], ["--step", "3", "--strategy", "tdpart"]],
-             ("serve",): [["--mcp", "http", "--port", "70000"], ["--mcp", "http", "--port", "-1"]]}
+             ("serve",): [["--mcp", "http", "--port", "70000"], ["--mcp", "http", "--port", "-1"]],
+             ("rag", "eval"): [["--reader", "hf", "-R", "device=cuda:99"], ["--reader", "hf", "-R", "device=bogus"]]}
 
 
 def bad_values(action: argparse.Action) -> list[str]:
@@ -50,6 +54,9 @@ def real_inputs(path: tuple[str, ...], tmp) -> list[str] | None:
     if path == ("benchmark",):
         return ["benchmark", "--suite", "dl19", "--backend", "oracle", "--max-queries", "1", "--no-progress",
                 "--output-dir", str(tmp / "out")]
+    if path == ("rag", "eval"):
+        return ["rag", "eval", "--data", str(require_pack("qa") / QA), "--limit", "1", "--k", "1", "--reader",
+                "oracle", "--no-progress", "--output-dir", str(tmp / "out")]
     return None
 
 
@@ -85,7 +92,7 @@ def test_a_bad_value_is_refused_in_one_line_before_any_file_is_written(path, fla
         raise AssertionError(f"serve {flags} reached the model and the socket")
 
     monkeypatch.setattr(serve_cli, "build_service", too_far)
-    if real_inputs(path, tmp_path) is not None:
+    if path in (("rerank",), ("benchmark",)):
         request.getfixturevalue("dl19_env")
     monkeypatch.chdir(tmp_path)
     parser = dict(commands(build_parser()))[path]
@@ -113,7 +120,8 @@ def test_the_walk_meets_the_options_of_the_issue():
 
 def test_the_real_inputs_run_when_no_value_is_bad(dl19_env, tmp_path, capsys):
     """The command lines the walk starts from are good: without a bad value they run and write their outputs."""
-    for path in (("rerank",), ("benchmark",)):
+    for path in (("rerank",), ("benchmark",), ("rag", "eval")):
         assert main(real_inputs(path, tmp_path / path[0])) == 0, capsys.readouterr().err
     assert (tmp_path / "rerank" / "out" / "run.trec").is_file()
     assert (tmp_path / "benchmark" / "out" / "dl19" / "run.trec").is_file()
+    assert (tmp_path / "rag" / "out" / "items.jsonl").is_file()
