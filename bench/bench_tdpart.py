@@ -93,6 +93,11 @@ def print_pair(label: str, rows: dict[str, dict[str, float]]) -> None:
           f"nDCG@10 {s['ndcg']:.4f} -> {t['ndcg']:.4f} ({t['ndcg'] - s['ndcg']:+.4f})")
 
 
+def tdpart_options(args: argparse.Namespace, strategy: str) -> dict[str, int]:
+    """``--pivot`` and ``--budget`` for a tdpart run (a sliding run refuses them)."""
+    return {"pivot": args.pivot, "budget": args.budget} if strategy == "tdpart" else {}
+
+
 def oracle_part(args: argparse.Namespace) -> None:
     print(f"== oracle and noisy oracle, BM25 top-100, window 20 (sliding step 10; tdpart pivot {args.pivot}, "
           f"budget {args.budget}); sliding -> tdpart")
@@ -103,7 +108,7 @@ def oracle_part(args: argparse.Namespace) -> None:
             rows = {}
             for strategy in STRATEGIES:
                 backend = OracleBackend(qrels) if noise == 0 else NoisyOracle(qrels, noise)
-                method = Listwise(strategy=strategy, pivot=args.pivot, budget=args.budget)
+                method = Listwise(strategy=strategy, **tdpart_options(args, strategy))
                 rows[strategy] = figures(Engine(backend, method).rerank(requests, progress=False), qrels)
             print_pair("oracle" if noise == 0 else f"noisy oracle ({noise:.0%} of a window swapped)", rows)
         rows = {}
@@ -173,7 +178,7 @@ def embedded_part(args: argparse.Namespace) -> None:
     for strategy in STRATEGIES:  # one model load per strategy
         reranker = Reranker("embedded", backend="hf", prompt="rankgpt", max_new_tokens=args.embedded_tokens,
                             top_k=args.embedded_depth, passage_budget=args.embedded_budget, strategy=strategy,
-                            pivot=args.pivot, budget=args.budget)
+                            **tdpart_options(args, strategy))
         for name, (requests, qrels) in data.items():
             started = time.perf_counter()
             rankings = reranker.rerank_many(requests)

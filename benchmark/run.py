@@ -4,7 +4,9 @@
 --output-dir results/NAME/`` (the same parser as ``rearank benchmark``). Per dataset it writes the reranked run, the
 window traces, metrics JSON (reranked and BM25, aggregate and per query) and efficiency stats; then the
 suite report (markdown tables beside the paper's rows) and a bar chart. A dataset whose pack is missing is
-skipped with a line in the report. ``--resume`` keeps finished datasets and continues a partial one per query.
+skipped with a line in the report. ``--resume`` keeps finished datasets and continues a partial one per query (a
+dataset with failed model calls is not finished: its failed queries are retried). A suite that ran no dataset, or
+one in which a dataset's model calls failed (all of them, or ``--fail-share`` of them), exits with an error.
 """
 
 from __future__ import annotations
@@ -33,12 +35,13 @@ from benchmark.suites import SUITES, expand
 from rearank.backends.base import Backend
 from rearank.data import packs
 from rearank.errors import MissingDataError, RearankError
-from rearank.flags import add_method_arguments, add_model_arguments, run_config
+from rearank.flags import add_method_arguments, add_model_arguments, add_run_outcome_arguments, run_config
 from rearank.io.outputs import check_flags, exclusive, reads, writes
 from rearank.io.trec import read_run
 from rearank.measures.ir import evaluate
 from rearank.run import job
 from rearank.run.config import RunConfig, resume_settings
+from rearank.run.stats import plural
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "setting); the tables' first-stage column is then this run"))
     parser.add_argument("--resume", action="store_true", help="keep finished datasets and queries in --output-dir")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_run_outcome_arguments(parser)
     add_model_arguments(parser)
     add_method_arguments(parser)
     add_ablation_arguments(parser)
@@ -99,9 +103,9 @@ class SuiteRunner:
     """Runs one dataset after another into a result folder, building the LLM backend once, on first need."""
 
     def __init__(self, run: RunConfig, config: dict[str, Any], out: Path, resume: bool = False,
-                 progress: bool = True) -> None:
+                 progress: bool = True, fail_share: float = 1.0) -> None:
         self.run, self.config, self.out = run, config, out
-        self.resume, self.progress = resume, progress
+        self.resume, self.progress, self.fail_share = resume, progress, fail_share
         self.method = run.ranking_method
         self._backend: Backend | None = None
 
@@ -142,9 +146,12 @@ class SuiteRunner:
             "rerank": {"aggregate": rerank.aggregate, "per_query": rerank.per_query},
             "bm25": {"aggregate": bm25.aggregate, "per_query": bm25.per_query},
         })
+        failure = stats.failure(self.fail_share)
+        if failure:
+            self.config["failed"][name] = failure
         first = "BM25" if first_stage == pack.run else first_stage.name
         return (f"{name}: nDCG@10 {first} {bm25.aggregate['ndcg_cut_10']:.4f} -> {rerank.aggregate['ndcg_cut_10']:.4f} "
-                f"on {len(judged)} queries; {stats.summary()}")
+                f"on {plural(len(judged), 'query', 'queries')}; {stats.summary()}")
 
     def close(self) -> None:
         """Release the backend built for the suite."""
@@ -159,17 +166,19 @@ class SuiteRunner:
 def run_suite(args: argparse.Namespace) -> SuiteResult:
     """Run the suite of ``args`` into ``args.out`` and write its report; return the loaded results."""
     run = run_config(args)  # bad settings or templates fail before any data or model is loaded
+    run.check_backend()
     config = settings_of(args, run)
     out: Path = args.out
     with exclusive(out):  # one process writes a result folder at a time
-        return _run_suite(SuiteRunner(run, config, out, resume=args.resume, progress=not args.no_progress))
+        return _run_suite(SuiteRunner(run, config, out, resume=args.resume, progress=not args.no_progress,
+                                      fail_share=getattr(args, "fail_share", 1.0)))
 
 
 def _run_suite(runner: SuiteRunner) -> SuiteResult:
     config, out = runner.config, runner.out
     _prepare(out, config, runner.resume)
     out.mkdir(parents=True, exist_ok=True)
-    config["skipped"] = {}
+    config["skipped"], config["failed"] = {}, {}
     write_json(out / SUITE_FILE, config)
     try:
         _run_datasets(runner)
@@ -183,7 +192,7 @@ def _run_suite(runner: SuiteRunner) -> SuiteResult:
 def _run_datasets(runner: SuiteRunner) -> None:
     config, out = runner.config, runner.out
     for name in config["datasets"]:
-        if runner.resume and (out / name / METRICS_FILE).is_file():
+        if runner.resume and (out / name / METRICS_FILE).is_file() and not _failed_calls(out / name / STATS_FILE):
             print(f"{name}: done earlier, kept ({out / name / METRICS_FILE})", file=sys.stderr)
             continue
         try:
@@ -192,6 +201,26 @@ def _run_datasets(runner: SuiteRunner) -> None:
             config["skipped"][name] = str(err)
             print(f"{name}: skipped: {err}", file=sys.stderr)
         write_json(out / SUITE_FILE, config)
+
+
+def _failed_calls(stats: Path) -> int:
+    """The failed model calls a dataset's stats record (a dataset with some is rerun on resume)."""
+    try:
+        return int(read_json(stats).get("failed_calls", 0))
+    except (OSError, RearankError, TypeError, ValueError, AttributeError):
+        return 0
+
+
+def check_outcome(suite: SuiteResult) -> None:
+    """Raise a one-line error when the suite ran no dataset, or a dataset's model calls failed (``--fail-share``)."""
+    failed = dict(suite.config.get("failed", {}))
+    if failed:
+        name, why = next(iter(failed.items()))
+        more = f" (and {len(failed) - 1} more datasets)" if len(failed) > 1 else ""
+        raise RearankError(f"{name}: {why}{more}")
+    if not suite.datasets:
+        reasons = "; ".join(f"{d}: {why}" for d, why in suite.skipped.items()) or "no dataset asked for"
+        raise RearankError(f"no dataset ran ({reasons})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -203,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     suite = run_suite(args)
     print(f"report: {suite.path / REPORT_FILE}\n{len(suite.datasets)} datasets done, {len(suite.skipped)} skipped")
+    check_outcome(suite)
     return 0
 
 

@@ -199,6 +199,9 @@ def run(args: argparse.Namespace) -> int:
         requests = load_requests(dataset=args.dataset, run=args.run, topics=args.topics, docs=args.docs,
                                  top_k=args.top_k, skip_missing=args.skip_missing)
         qrels = load_qrels(args.qrels or args.dataset)
+    if not requests:
+        raise RearankError(f"{args.run or args.dataset}: the run is empty (no query to sample from); give a run "
+                           "with queries")
     name = args.dataset or Path(args.run).name.split(".")[0]
     config = SynthConfig(
         samples_per_query=args.samples_per_query, set_size=args.set_size, seed=args.seed,

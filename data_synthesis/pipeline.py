@@ -152,6 +152,8 @@ def synthesize(
     repeated = [qid for qid, n in seen_qids.items() if n > 1]
     if repeated:
         raise RearankError(f"{len(repeated)} query ids occur more than once in the input (first: {repeated[0]})")
+    if not requests:
+        raise RearankError("the run is empty: no query to sample from")
     if not any(qrels.get(r.query.qid) for r in requests):
         raise RearankError(
             f"none of the {len(requests)} queries has judgments in the qrels ({len(qrels)} judged queries); "

@@ -23,7 +23,7 @@ from rearank.backends.base import ERROR, Backend, SamplingSettings
 from rearank.backends.registry import BACKENDS, backend_class
 from rearank.data import packs
 from rearank.engine import Engine
-from rearank.errors import RearankError
+from rearank.errors import InputError, RearankError
 from rearank.io.outputs import check_outputs
 from rearank.methods import METHODS, method_options
 from rearank.run import job
@@ -89,8 +89,9 @@ def to_candidates(passages: Sequence[Passage]) -> tuple[Candidate, ...]:
 
     Strings and pairs get the first-stage score ``n - position``, so the input order is the first-stage order.
     """
-    if isinstance(passages, (str, bytes)):
-        raise RearankError("passages must be a list of strings, (docid, text) pairs or Candidates, not one string")
+    if isinstance(passages, (str, bytes)) or not (hasattr(passages, "__len__") and hasattr(passages, "__iter__")):
+        got = "one string" if isinstance(passages, (str, bytes)) else type(passages).__name__
+        raise InputError(f"passages must be a list of strings, (docid, text) pairs or Candidates, not {got}")
     n = len(passages)
     out = []
     for i, p in enumerate(passages):
@@ -101,8 +102,8 @@ def to_candidates(passages: Sequence[Passage]) -> tuple[Candidate, ...]:
         elif isinstance(p, tuple) and len(p) == 2 and all(isinstance(x, str) for x in p):
             out.append(Candidate(p[0], float(n - i), p[1]))
         else:
-            raise RearankError(f"passage {i}: expected a string, a (docid, text) pair or a Candidate, "
-                               f"got {type(p).__name__}")
+            raise InputError(f"passage {i}: expected a string, a (docid, text) pair or a Candidate, "
+                             f"got {type(p).__name__}")
     seen: set[str] = set()
     for c in out:
         if c.docid in seen:
@@ -116,9 +117,11 @@ def to_request(item: QueryInput, qid: str) -> Request:
     if isinstance(item, Request):
         to_candidates(item.candidates)  # unique docids
         return item
-    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+    if isinstance(item, tuple) and len(item) == 2:
+        if not isinstance(item[0], str):
+            raise InputError(f"query {qid}: the query must be a text (str), got {type(item[0]).__name__}")
         return Request(Query(qid, item[0]), to_candidates(item[1]))
-    raise RearankError(f"query {qid}: expected a Request or a (query text, passages) pair, got {type(item).__name__}")
+    raise InputError(f"query {qid}: expected a Request or a (query text, passages) pair, got {type(item).__name__}")
 
 
 def ranking_of(request: Request, result: Result) -> Ranking:
@@ -206,8 +209,9 @@ class Reranker:
         self.backend: Backend = self.engine.backend
 
     def rerank(self, query: str, passages: Sequence[Passage], *, qid: str = "0") -> Ranking:
-        """Rerank one query's passages; ``qid`` names the query (for the oracle's qrels and the traces)."""
-        return self.rerank_many([Request(Query(qid, query), to_candidates(passages))])[0]
+        """Rerank one query's passages; ``qid`` names the query (for the oracle's qrels and the traces). A query that
+        is no text, or passages that are no list, raise :class:`~rearank.errors.InputError` (a ``ValueError``)."""
+        return self.rerank_many([to_request((query, passages), qid)])[0]
 
     def rerank_many(self, queries: Iterable[QueryInput],
                     on_result: Callable[[Ranking], None] | None = None) -> list[Ranking]:

@@ -15,5 +15,10 @@ class FormatError(RearankError, ValueError):
         self.line = line
 
 
+class InputError(RearankError, ValueError):
+    """A value handed to the Python face that is not of the kind it takes (a query that is no text, passages that
+    are no list)."""
+
+
 class MissingDataError(RearankError, FileNotFoundError):
     """A dataset pack, file or document that is not there; the message says how to get it."""

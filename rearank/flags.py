@@ -19,6 +19,7 @@ from rearank.backends.options import parse_pairs
 from rearank.backends.registry import rerank_backends
 from rearank.engine import check_batch_size
 from rearank.errors import RearankError
+from rearank.io.files import id_problem
 from rearank.io.outputs import reads
 from rearank.methods import METHODS, method_options, option_default
 from rearank.methods.groupwise.presets import preset
@@ -30,6 +31,8 @@ from rearank.run.config import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS, 
 _PRESET_KEYS = ("prompt", "temperature", "top_p", "max_new_tokens", "group_size", "fusion_weight", "fusion",
                 "shuffle_all")
 _DEFAULTS: dict[str, Any] = {}
+#: Each method's own flags (those of options no other method shares): dest -> (method, parser default).
+_OWN_FLAGS: dict[str, tuple[str, Any]] = {}
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,6 +109,7 @@ def _add_own_flags(parser: argparse.ArgumentParser, method: str, declared: set[s
             continue
         kwargs = dict(described.get(option) or {})
         kwargs.setdefault("default", default)
+        _OWN_FLAGS[option] = (method, kwargs["default"])
         if isinstance(kwargs["default"], bool):
             kwargs.setdefault("action", "store_false" if kwargs["default"] else "store_true")
         elif "choices" not in kwargs and kwargs["default"] is not None:
@@ -149,6 +153,35 @@ def add_engine_argument(parser: argparse.ArgumentParser) -> None:
 
 
 
+def run_tag(value: str) -> str:
+    """``--tag``: the last column of a TREC run, so no whitespace and not empty (argparse type)."""
+    problem = id_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(f"run tag {value!r} {problem}; a tag is one word (e.g. rearank-7b)")
+    return value
+
+
+def fail_share(value: str) -> float:
+    """``--fail-share``: a share in [0, 1] (argparse type)."""
+    try:
+        share = float(value)
+    except ValueError:
+        share = math.nan
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1] (1: only when every model call failed; "
+                                         f"0: any failure), got {value!r}")
+    return share
+
+
+def add_run_outcome_arguments(group: Any) -> None:
+    """``--fail-share``: when failed model calls make the command exit with an error (``rerank``, ``benchmark``,
+    ``rag eval``)."""
+    group.add_argument("--fail-share", type=fail_share, default=1.0, metavar="SHARE",
+                       help="exit with an error naming the first failure when at least this share of the model calls "
+                       "failed (and one did): 1 (default) only when every call failed, 0 on any failure; failed "
+                       "calls are counted in the summary and the stats either way, and --resume retries them")
+
+
 def check_sampling_args(args: argparse.Namespace) -> None:
     """One-line errors for sampling flags out of range."""
     for name in ("max_queries", "max_new_tokens"):
@@ -167,12 +200,23 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     loads); an option left unset (None) takes the method's default."""
     check_sampling_args(args)
     apply_defaults(args)
+    check_method_flags(args)
     sampling = SamplingSettings(max_new_tokens=max_new_tokens_for(args), temperature=args.temperature,
                                 top_p=args.top_p, seed=args.seed)
     return RunConfig(backend=args.backend, model=args.model, method=args.method,
                      options={key: getattr(args, key) for key in method_options(args.method)},
                      backend_options=backend_options(args.backend_option), sampling=sampling,
                      batch_size=args.batch_size)
+
+
+def check_method_flags(args: argparse.Namespace) -> None:
+    """Refuse a flag of another method than ``--method`` set away from its default (``--group-size`` with
+    listwise): it would be ignored without a word."""
+    own = set(method_options(args.method))
+    for dest, (method, default) in _OWN_FLAGS.items():
+        if dest not in own and getattr(args, dest, default) != default:
+            raise RearankError(f"--{dest.replace('_', '-')} is an option of --method {method}, which this run does "
+                               f"not use (--method {args.method}): drop it, or add --method {method}")
 
 
 def backend_options(pairs: list[str]) -> dict[str, Any]:

@@ -45,7 +45,8 @@ class WindowTrace:
     """What happened in one window: span, tokens, raw output, parsed permutation, status, latency; the reasoning's
     tokens and whether the backend closed it at the think budget (``-O max_think_tokens``), when known; the
     query's sequential ``round`` it belongs to (the windows of one round were sent together: a sliding window is
-    a round of its own) and its ``partition``, its place in the round (listwise ``tdpart``)."""
+    a round of its own) and its ``partition``, its place in the round (listwise ``tdpart``); a window whose model
+    call failed (``status="error"``) says why in ``error``."""
 
     qid: str
     start: int
@@ -61,6 +62,7 @@ class WindowTrace:
     think_budget_hit: bool = False
     round: int = 0
     partition: int = 0
+    error: str = ""
 
 
 @dataclass(frozen=True)

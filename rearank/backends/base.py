@@ -73,7 +73,8 @@ class Generation:
     """One output: text, token counts, why it stopped (one of :data:`FINISH_REASONS`), latency, how many
     times the server answered "too busy" (429/503) before this answer (``throttled``), and, when the backend
     followed the prompt's answer grammar, the tokens of the reasoning (``think_tokens``) and whether the backend
-    closed it at ``max_think_tokens`` (``think_budget_hit``)."""
+    closed it at ``max_think_tokens`` (``think_budget_hit``); a failed call (``finish_reason="error"``) says why in
+    ``error`` (one line, e.g. ``request to URL failed (connection refused)``)."""
 
     text: str
     prompt_tokens: int
@@ -83,6 +84,7 @@ class Generation:
     throttled: int = 0
     think_tokens: int | None = None
     think_budget_hit: bool = False
+    error: str = ""
 
 
 @runtime_checkable

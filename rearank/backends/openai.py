@@ -4,8 +4,9 @@ The engine drives it one window per call from many threads (``calls = "concurren
 windows in flight (``auto``: the engine finds the count); a list of prompts in one call runs in a pool of
 ``concurrency`` workers (8 for ``auto``). Each request always sends ``max_tokens``, has a
 timeout, and is retried with exponential backoff on 429, 408, 5xx, timeouts and connection errors. A
-window whose request still fails comes back as ``Generation(text="", finish_reason="error")``: the
-driver keeps the input order for it and counts it, so a run always finishes.
+window whose request still fails comes back as ``Generation(text="", finish_reason="error", error=...)``: the
+driver keeps the input order for it and counts it, so a run always finishes (and says in the end how many failed,
+and why the first did); each cause is warned about once, its repeats logged at info level.
 
 The API key is read from the environment only and never logged: every message that could carry
 server text is scrubbed of it first.
@@ -150,6 +151,7 @@ class OpenAIBackend(BackendBase):
         self.throttles, self.held_at_429, self._held = 0, None, deque(maxlen=8)
         self._active = self._retrying = 0  # requests in progress; of them, waiting to retry
         self._lock = threading.Lock()
+        self._warned: set[str] = set()  # the causes of failed windows already warned about (the rest: info)
         self.model = model
         self.url = chat_completions_url(base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
         self.concurrency = concurrency
@@ -282,9 +284,14 @@ class OpenAIBackend(BackendBase):
                     self._held.append(self._active - self._retrying - 1)  # the others, less those waiting to retry
                     self.held_at_429 = sorted(self._held)[min(1, len(self._held) - 1)]
             wait_hint = _retry_after(headers.get("retry-after"))
-        log.warning("openai backend: request to %s failed (%s); the window keeps its input order", self.url, problem)
+        with self._lock:
+            first = problem not in self._warned
+            self._warned.add(problem)
+        log.log(logging.WARNING if first else logging.INFO,  # one warning a cause: the run's summary counts them all
+                "openai backend: request to %s failed (%s); the window keeps its input order", self.url, problem)
         return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason=ERROR,
-                          latency_s=time.perf_counter() - began, throttled=throttled)
+                          latency_s=time.perf_counter() - began, throttled=throttled,
+                          error=f"request to {self.url} failed ({problem})")
 
     def _post(self, payload: dict[str, Any]) -> tuple[int, Any, bytes]:
         """One attempt: status, headers and the whole body, within ``timeout_s`` in all and ``max_response_bytes``."""

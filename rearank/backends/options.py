@@ -15,8 +15,9 @@ from typing import Any
 from rearank.errors import RearankError
 from rearank.io.files import parse_yaml
 
-#: ``count``: a whole number or ``auto`` (the engine finds it: ``-O concurrency=auto``).
-KINDS = ("int", "float", "bool", "str", "mapping", "count")
+#: ``count``: a whole number or ``auto`` (the engine finds it: ``-O concurrency=auto``); ``device``: a torch device
+#: this machine has (``cpu``, ``cuda``, ``cuda:N``, ``mps``).
+KINDS = ("int", "float", "bool", "str", "mapping", "count", "device")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class Option:
             return value
         if self.kind == "count" and value == "auto":
             return value
+        if self.kind == "device":
+            return check_device(value, where)
         if self.kind == "bool":
             if not isinstance(value, bool):
                 raise RearankError(f"{where}: expected true or false, got {_kind(value)}")
@@ -65,6 +68,30 @@ class Option:
         if self.maximum is not None:
             parts.append(f"<= {self.maximum:g}")
         return " and ".join(parts)
+
+
+def check_device(value: Any, where: str) -> str:
+    """``value`` if it names a torch device this machine has (``cpu``, ``cuda``, ``cuda:N``, ``mps``), else a
+    one-line :class:`RearankError` starting with ``where`` (checked before a model loads or a file is written)."""
+    name, _, index = str(value).partition(":")
+    if not isinstance(value, str) or name not in ("cpu", "cuda", "mps") or (index and not index.isdigit()) \
+            or (index and name != "cuda"):
+        raise RearankError(f"{where}: expected cpu, cuda, cuda:N or mps, got {_kind(value)}")
+    if name == "cpu":
+        return value
+    import torch
+
+    if name == "mps":
+        available = torch.backends.mps.is_available()
+        count = 1
+    else:
+        available = torch.cuda.is_available()
+        count = torch.cuda.device_count() if available else 0
+    if not available or (index and int(index) >= count):
+        have = f"{count} CUDA device(s)" if name == "cuda" and available else f"no {name.upper()} device"
+        raise RearankError(f"{where}: this machine has {have} (as torch sees it); use -O device=cpu, or run where "
+                           f"{value} is")
+    return value
 
 
 def _kind(value: Any) -> str:

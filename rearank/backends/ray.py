@@ -88,7 +88,8 @@ def vllm_generation(row: Mapping[str, Any], max_tokens: int) -> Generation:
     a completion that used the whole budget stopped on the token limit (``length``).
     """
     if row.get("__inference_error__"):
-        return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason=ERROR)
+        error = " ".join(str(row["__inference_error__"]).split())[:300]
+        return Generation(text="", prompt_tokens=0, completion_tokens=0, finish_reason=ERROR, error=error)
     completion = int(row.get("num_generated_tokens") or 0)
     return Generation(text=str(row.get("generated_text") or ""), prompt_tokens=int(row.get("num_input_tokens") or 0),
                       completion_tokens=completion, finish_reason=LENGTH if completion >= max_tokens else STOP,

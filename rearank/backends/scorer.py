@@ -158,7 +158,7 @@ class ScorerBackend(BackendBase):
 
     name = "scorer"
     FOR_METHODS = ("pointwise",)
-    OPTIONS = (Option("kind", "str"), Option("device", "str"), Option("num_layers", "int", minimum=1),
+    OPTIONS = (Option("kind", "str"), Option("device", "device"), Option("num_layers", "int", minimum=1),
                Option("max_passage_tokens", "int", minimum=1), Option("batch_size", "int", minimum=1),
                Option("trust_remote_code", "bool", nullable=False))
 

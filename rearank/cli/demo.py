@@ -43,7 +43,7 @@ def demo_args(out: Path, args: argparse.Namespace, constrain: str) -> list[str]:
         # (a padded lock-step batch is slower there), so hf gets micro-batches of 1
         "--batch-size", str(args.queries), "--backend-option", "batch_size=1",
         "--backend-option", f"constrain={constrain}", "--backend-option", f"max_think_tokens={args.max_think_tokens}",
-        "--output", str(out / "run.trec"), "--no-progress",
+        "--output", str(out / "run.trec"), "--overwrite", "--no-progress",  # a demo run again replaces its runs
     ]
 
 

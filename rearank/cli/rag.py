@@ -15,7 +15,7 @@ from rearank.cli.rag_barrag import register_barrag
 from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_settings
 from rearank.cli.rerank import _HelpFormatter
 from rearank.errors import RearankError
-from rearank.flags import backend_options
+from rearank.flags import add_run_outcome_arguments, backend_options
 from rearank.io.outputs import reads, writes
 from rearank.methods.templates import RAG, names
 from rearank.rag.config import QA_FORMATS, STYLES, RagConfig, parse_ks
@@ -91,7 +91,9 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     sc.add_argument("--style", default="squad", choices=STYLES, help="answer normalisation")
     writes(sc.add_argument("--output-dir", type=Path, required=True, metavar="DIR", help="output folder"))
     sc.add_argument("--label", help="run name in the table (default: selector + reader)")
-    sc.add_argument("--resume", action="store_true", help="keep the questions already in DIR/items.jsonl")
+    sc.add_argument("--resume", action="store_true", help="keep the questions already in DIR/items.jsonl (those with "
+                    "a failed read are read again)")
+    add_run_outcome_arguments(sc)
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_eval)
 
@@ -176,6 +178,22 @@ def _register_rrpo_train(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_rrpo_train)
 
 
+def _check_reader_options(config: RagConfig) -> None:
+    """``--max-new-tokens``, and an LLM reader's model and ``-R`` options checked against its backend (kinds, ranges,
+    a device this machine has), before a question is read or a file written (each server of a ``base_url`` list)."""
+    from rearank.backends.registry import backend_class
+
+    if config.max_new_tokens < 1:  # whatever the reader: a bad value is refused, not ignored
+        raise RearankError(f"--max-new-tokens must be at least 1, got {config.max_new_tokens}")
+    if config.reader in RULE_READERS:
+        return
+    options = dict(config.reader_options)
+    urls = options.get("base_url")
+    for one in ([{**options, "base_url": url} for url in urls] if isinstance(urls, (list, tuple)) and urls
+                else [options]):
+        backend_class(config.reader, config.reader_model, **one)
+
+
 def _make_reader(name: str, model: str | None, options: dict[str, Any], template: str, max_new_tokens: int,
                  batch_size: int, cache_path: Path | None) -> Any:
     from rearank.backends.base import SamplingSettings
@@ -222,15 +240,18 @@ def rag_config(args: argparse.Namespace) -> RagConfig:
 
 def run_eval(args: argparse.Namespace) -> int:
     """Run ``rearank rag eval``."""
-    return evaluate(rag_config(args))
+    return evaluate(rag_config(args), args.fail_share)
 
 
-def evaluate(config: RagConfig) -> int:
-    """Run ``rag eval`` with ``config``: load the questions, retrieve, select, read, score; print the table."""
+def evaluate(config: RagConfig, fail_share: float = 1.0) -> int:
+    """Run ``rag eval`` with ``config``: load the questions, retrieve, select, read, score; print the table. A run in
+    which at least ``fail_share`` of the reads failed (and one did) ends with a one-line error naming the first
+    cause."""
     from rearank.io.qa import load_qa
-    from rearank.rag.evaluate import RagEvaluation
+    from rearank.rag.evaluate import RagEvaluation, first_reader_error
     from rearank.rag.selectors import make_selector
 
+    _check_reader_options(config)
     config.check_resume()
     items = load_qa(config.data, config.format, config.limit)
     if not items:
@@ -267,6 +288,12 @@ def evaluate(config: RagConfig) -> int:
     failed = sum(m["reader_failed"] for m in metrics["k"].values())
     print(f"reader calls: {getattr(reader, 'generated', 'n/a')}; failed reads (scored as wrong): {failed}; "
           f"items: {evaluation.items_path}; metrics: {config.output_dir / 'metrics.json'}")
+    total = metrics["questions"] * len(metrics["k"])
+    if failed and failed >= fail_share * total:
+        which = f"all {total}" if failed == total else f"{failed} of {total}"
+        cause = first_reader_error(evaluation.records.values()) or "the reader gave no reason"
+        raise RearankError(f"{which} reads failed (first: {cause}); they were scored as wrong: fix the cause and "
+                           "rerun with --resume to read them again")
     return 0
 
 

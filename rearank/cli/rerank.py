@@ -1,7 +1,10 @@
 """``rearank rerank``: rerank a first-stage run with a listwise reasoning LLM (or another method with ``--method``).
 
 Finished queries are appended to the run and traces files as they complete, so an interrupted run is a
-valid partial run; ``--resume`` continues it. With qrels, nDCG@10 is printed before and after.
+valid partial run; ``--resume`` continues it (and retries the queries with a failed model call); an existing run
+is replaced only with ``--overwrite``. Every flag is checked before a file is written. With qrels, nDCG@10 is
+printed before and after. A run in which the model calls failed (all of them, or ``--fail-share`` of them) exits
+with an error naming the first cause.
 """
 
 from __future__ import annotations
@@ -13,11 +16,19 @@ from typing import Any
 
 from rearank.engine import Engine
 from rearank.errors import RearankError
-from rearank.flags import add_engine_argument, add_method_arguments, add_model_arguments, run_config
+from rearank.flags import (
+    add_engine_argument,
+    add_method_arguments,
+    add_model_arguments,
+    add_run_outcome_arguments,
+    run_config,
+    run_tag,
+)
 from rearank.io.outputs import reads, writes
 from rearank.run import job
 from rearank.run.config import RunConfig, resume_settings
 from rearank.run.job import ALL_CANDIDATES
+from rearank.run.stats import plural
 from rearank.types import Request
 
 
@@ -61,8 +72,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out = p.add_argument_group("output")
     writes(out.add_argument("--output", "-o", type=Path, required=True, help="TREC run to write"))
     writes(out.add_argument("--traces", type=Path, help="per-window traces JSONL (default: <output>.traces.jsonl)"))
-    out.add_argument("--tag", default="rearank", help="run tag (last column)")
-    out.add_argument("--resume", action="store_true", help="keep the queries already complete in --output")
+    out.add_argument("--tag", type=run_tag, default="rearank", help="run tag (last column; one word)")
+    again = out.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true", help="keep the queries already complete in --output and "
+                       "rerank the rest (and those with a failed model call)")
+    again.add_argument("--overwrite", action="store_true", help="replace a run already in --output (without it, "
+                       "or --resume, an existing run is refused)")
+    add_run_outcome_arguments(out)
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -73,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
 
     _check_args(args)
     config = run_config(args)  # bad settings or templates fail before any data or model is loaded
+    if args.engine == "local":  # (Ray hands -O options to its engine replicas too)
+        config.check_backend()
     if args.requests is not None:
         requests = packs.read_request_file(args.requests, max_queries=args.max_queries)
     else:
@@ -96,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         return config.engine(config.make_backend(qrels))
 
     stats, extra = job.rerank_to_files(requests, make_reranker, output=args.output, traces=args.traces,
-                                       resume=args.resume, tag=args.tag, progress=not args.no_progress,
+                                       resume=args.resume, overwrite=args.overwrite, tag=args.tag,
+                                       progress=not args.no_progress,
                                        config=record, windows=windows, inputs=_inputs(args, packs))
     traces, stats_path = job.output_paths(args.output, args.traces)
     print(f"reranked {stats.summary()}")
@@ -104,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
         extra["ndcg_cut_10"] = _report_ndcg(requests, qrels, args.output)
     stats.write(stats_path, extra=extra)
     print(f"run: {args.output}\ntraces: {traces}\nstats: {stats_path}")
+    failure = stats.failure(args.fail_share)
+    if failure:
+        raise RearankError(failure)
     return 0
 
 
@@ -163,5 +185,6 @@ def _report_ndcg(requests: list[Request], qrels: dict[str, dict[str, int]], outp
         print("nDCG@10: no input query has judgments in the qrels", file=sys.stderr)
         return {}
     b, a = scores["before"], scores["after"]
-    print(f"nDCG@10 on {scores['queries']} judged queries: before {b:.4f} -> after {a:.4f} ({a - b:+.4f})")
+    judged = plural(scores["queries"], "judged query", "judged queries")
+    print(f"nDCG@10 on {judged}: before {b:.4f} -> after {a:.4f} ({a - b:+.4f})")
     return scores

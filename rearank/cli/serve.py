@@ -81,8 +81,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 LIMIT_FLAGS = ("max_documents", "max_document_chars", "max_query_chars", "max_body_bytes")
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Every flag of ``serve`` checked in one place, before a socket, a model or a corpus is opened."""
+    if not 0 <= args.port <= 65535:
+        raise RearankError(f"--port must be between 0 (one the OS picks) and 65535, got {args.port}")
+    if args.fd is not None and args.fd < 0:
+        raise RearankError(f"--fd must be an open file descriptor (0 or more), got {args.fd}")
+    for name in ("queue_size", *LIMIT_FLAGS, "search_depth"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise RearankError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.mcp and args.search_depth > args.max_documents:
+        raise RearankError(f"--search-depth {args.search_depth} is over --max-documents {args.max_documents}")
+    if args.fusion_weight is not None and not 0 <= args.fusion_weight <= 1:
+        raise RearankError(f"--fusion-weight must be between 0 and 1, got {args.fusion_weight}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Build the reranker and serve it (HTTP routes, or MCP tools with ``--mcp``) until interrupted."""
+    check_args(args)
     try:
         import uvicorn
 
@@ -134,9 +150,7 @@ def build_service(args: argparse.Namespace) -> RerankService:
         key = os.environ.get(args.api_key_env, "")
         if not key:
             raise RearankError(f"environment variable {args.api_key_env} (the API key) is not set or empty")
-    for name in ("queue_size", *LIMIT_FLAGS):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise RearankError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    check_args(args)
     options = backend_options(args.option)
     judge = None
     if args.backend == "oracle":
@@ -199,10 +213,6 @@ def _searcher(args: argparse.Namespace) -> object | None:
     """The BM25 searcher of ``search_and_rerank``: over ``--corpus``, else the ``--dataset`` pack's docs."""
     from rearank.server.mcp_server import Searcher
 
-    if args.search_depth < 1:
-        raise RearankError(f"--search-depth must be at least 1, got {args.search_depth}")
-    if args.search_depth > args.max_documents:
-        raise RearankError(f"--search-depth {args.search_depth} is over --max-documents {args.max_documents}")
     corpus = args.corpus or (str(packs.resolve(args.dataset).docs) if args.dataset else None)
     return Searcher.open(corpus, args.search_depth) if corpus else None
 

@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     shown = {d for qid in run for d in run[qid][:args.top]} | {
         d for qid in run for d in (first_stage or {}).get(qid, [])[:args.top]}
     docs = packs.load_docs(docs_path, shown) if docs_path else {}
+    _check_matches(run_path, run, (topics_path, topics), (docs_path, docs), shown, args.dataset)
     qrels = packs.load_qrels(qrels_path) if qrels_path else None
     plots = sorted({p.resolve() for folder in plot_dirs for p in Path(folder).glob("*.png")}, key=lambda p: p.name)
     view = ViewInput(run=run, traces=traces, first_stage=first_stage, first_stage_label=label, topics=topics,
@@ -109,6 +110,20 @@ def _locate(args: argparse.Namespace) -> tuple[Path, Path | None, Path, list[Pat
         raise MissingDataError(f"run file not found: {args.run}")
     default = args.run.with_name(args.run.name + ".traces.jsonl")
     return args.run, args.traces or default, args.run.with_name(args.run.name + ".stats.json"), list(args.plots)
+
+
+def _check_matches(run_path: Path, run: dict[str, list[str]], topics: tuple[Path | None, dict],
+                   docs: tuple[Path | None, dict], shown: set[str], dataset: str | None) -> None:
+    """Refuse topics that hold none of the run's queries, or docs none of the passages shown: the run was made
+    from another dataset, and the page would show empty queries and no passage."""
+    source = f"--dataset {dataset}" if dataset else "the given files"
+    (topics_path, texts), (docs_path, passages) = topics, docs
+    if topics_path is not None and not texts.keys() & run.keys():
+        raise RearankError(f"{run_path}: none of its {len(run)} queries (first: {next(iter(run))!r}) is in "
+                           f"{topics_path} ({source}); pass the dataset or --topics the run was made from")
+    if docs_path is not None and shown and not passages:
+        raise RearankError(f"{run_path}: none of the passages it ranks is in {docs_path} ({source}); pass the "
+                           "dataset or --docs the run was made from")
 
 
 def _stats(path: Path) -> dict[str, Any]:

@@ -79,7 +79,10 @@ class Journal:
 
     def add(self, qid: str, index: int, generation: Generation) -> None:
         """Append one generation and flush it."""
-        line = json.dumps({"qid": qid, "index": index, **asdict(generation)}, ensure_ascii=False) + "\n"
+        record = {"qid": qid, "index": index, **asdict(generation)}
+        if not generation.error:
+            del record["error"]  # only a failed call says why (the engine journals none)
+        line = json.dumps(record, ensure_ascii=False) + "\n"
         with self._lock:
             self.entries[(qid, index)] = generation
             self._handle.write(line)

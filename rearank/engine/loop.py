@@ -25,9 +25,10 @@ holds :attr:`Engine.lock` during each, so a caller sharing the backend outside t
 route, :meth:`Engine.call`) generates between the engine's own calls.
 
 A :class:`rearank.engine.journal.Journal` makes a run resumable window by window: every answer is appended as
-it arrives, an answer already in the journal is replayed instead of sent, and the journal is deleted when the
-run completes. A backend that hands a batch's answers back as they come (``stream``, e.g. Ray,
-:mod:`rearank.backends.ray`) has each one journaled as it arrives, so a kill mid-batch loses none of them.
+it arrives (a failed call is not: a resume sends it again), an answer already in the journal is replayed instead
+of sent, and the journal is deleted when the run completes. A backend that hands a batch's answers back as they
+come (``stream``, e.g. Ray, :mod:`rearank.backends.ray`) has each one journaled as it arrives, so a kill mid-batch
+loses none of them.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from rearank.backends.base import AUTO, BATCH, CONCURRENT, Backend, Generation, Prompt, SamplingSettings
+from rearank.backends.base import AUTO, BATCH, CONCURRENT, ERROR, Backend, Generation, Prompt, SamplingSettings
 from rearank.engine.concurrency import InFlightLimit, Ticket, parse_concurrency
 from rearank.engine.journal import Journal
 from rearank.errors import RearankError
@@ -343,7 +344,7 @@ class Engine:
             for row, generation in answers:
                 task = tasks[todo[row]]
                 out[todo[row]] = generation
-                if self.journal is not None:
+                if self.journal is not None and generation.finish_reason != ERROR:  # a failed call is retried
                     self.journal.add(task.prompt.qid, task.index, generation)
         missing = [tasks[i] for i in todo if out[i] is None]
         if missing:

@@ -14,6 +14,7 @@ from rearank.io.files import (
     collect_by_query,
     iter_data_lines,
     iter_json_lines,
+    warn_repeats,
 )
 
 QRELS_HEADER = "query-id\tcorpus-id\tscore"
@@ -41,19 +42,26 @@ def _iter_records(path: PathLike, keys: tuple[str, ...]) -> Iterator[tuple[str, 
 
 
 def read_corpus(path: PathLike, ids: Collection[str] | None = None) -> dict[str, tuple[str, str]]:
-    """Read a BEIR ``corpus.jsonl`` into ``docid -> (title, text)``; ``ids`` keeps only those docids."""
+    """Read a BEIR ``corpus.jsonl`` into ``docid -> (title, text)``; ``ids`` keeps only those docids (a repeated
+    docid keeps its first record, with one warning counting the repeats)."""
     corpus: dict[str, tuple[str, str]] = {}
+    repeats = 0
     for docid, (title, text) in _iter_records(path, ("title", "text")):
-        if (ids is None or docid in ids) and docid not in corpus:
-            corpus[docid] = (title, text)
+        if ids is None or docid in ids:
+            repeats += docid in corpus
+            corpus.setdefault(docid, (title, text))
+    warn_repeats(path, repeats, "docids")
     return corpus
 
 
 def read_queries(path: PathLike) -> dict[str, str]:
-    """Read a BEIR ``queries.jsonl`` into ``qid -> text`` (a repeated qid keeps its first text)."""
+    """Read a BEIR ``queries.jsonl`` into ``qid -> text`` (a repeated qid keeps its first text, with one warning)."""
     queries: dict[str, str] = {}
+    repeats = 0
     for qid, (text,) in _iter_records(path, ("text",)):
+        repeats += qid in queries
         queries.setdefault(qid, text)
+    warn_repeats(path, repeats, "qids")
     return queries
 
 

@@ -278,6 +278,12 @@ def id_problem(text: str) -> str | None:
     return None
 
 
+def warn_repeats(path: PathLike, repeats: int, what: str) -> None:
+    """One warning for the ``repeats`` ids of ``path`` seen again and ignored (the first of each was kept)."""
+    if repeats:
+        log.warning("%s: %d repeated %s ignored (the first of each was kept)", path, repeats, what)
+
+
 def check_id(value: object, what: str, path: PathLike) -> str:
     """Return ``value`` as a string fit for an id column of the file ``path``, or raise a one-line RearankError."""
     text = str(value)

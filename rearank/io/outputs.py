@@ -118,26 +118,57 @@ def guard_commands(parser: argparse.ArgumentParser, inherited: tuple[argparse.Ac
 
 
 def lock_path(path: PathLike) -> Path:
-    """The lock file that guards ``path``: ``.<name>.lock`` beside it (left in place; it holds no data)."""
+    """The lock file that guards ``path``: ``.<name>.lock`` beside it while a process writes ``path``."""
     target = Path(path)
     return target.with_name(f".{target.name}.lock")
 
 
+#: How many times :func:`exclusive` opens the lock file again when the one it locked was removed meanwhile.
+_LOCK_TRIES = 10
+
+
 @contextlib.contextmanager
 def exclusive(path: PathLike) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (a file or a folder) for the block; refuse if another process holds it."""
+    """Hold an exclusive lock on ``path`` (a file or a folder) for the block; refuse if another process holds it.
+
+    The lock file is removed when the block ends (by its holder, while it still holds it), so none is left beside a
+    finished output; a process that locked a file just removed finds it is no longer the one at the path and tries
+    again, so two processes never both hold the lock."""
     lock = lock_path(path)
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as err:
-        raise RearankError(f"{path}: cannot write here ({err.strerror or err})") from None
-    try:
+    for _ in range(_LOCK_TRIES):
+        fd = _open_lock(path, lock)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            os.close(fd)
             raise RearankError(f"{path}: another process is writing it (lock {lock} is held); wait for it to "
                                "finish or choose another output") from None
+        if _is_at(fd, lock):
+            break
+        os.close(fd)  # the holder before us removed it after we opened it: lock the file now at the path
+    else:
+        raise RearankError(f"{path}: could not take the lock {lock} (other processes keep replacing it)")
+    try:
         yield
     finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()
         os.close(fd)  # closing releases the lock
+
+
+def _open_lock(path: PathLike, lock: Path) -> int:
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise RearankError(f"{path}: cannot write here ({err.strerror or err})") from None
+
+
+def _is_at(fd: int, lock: Path) -> bool:
+    """Whether the open file ``fd`` is still the file at ``lock`` (not removed or replaced)."""
+    try:
+        here = os.stat(lock)
+    except OSError:
+        return False
+    mine = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino)

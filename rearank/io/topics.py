@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rearank.io.files import PathLike, atomic_write, check_tsv_key, iter_tsv_pairs, log, one_line
+from rearank.io.files import PathLike, atomic_write, check_tsv_key, iter_tsv_pairs, one_line, warn_repeats
 
 
 def read_topics(path: PathLike) -> dict[str, str]:
@@ -16,8 +16,7 @@ def read_topics(path: PathLike) -> dict[str, str]:
             repeats += 1
             continue
         topics[qid] = text
-    if repeats:
-        log.warning("%s: %d repeated qids ignored (the first of each was kept)", path, repeats)
+    warn_repeats(path, repeats, "qids")
     return topics
 
 

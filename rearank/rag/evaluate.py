@@ -63,9 +63,22 @@ def item_record(item: QAItem, ranking: Sequence[Passage], ks: Sequence[int],
             "answer_recall": answer_recall([p.text for p in top], item.answers, k),
             "support_recall": support_recall(pids, item.supporting),
             "support_all": float(bool(item.supporting) and item.supporting <= set(pids)),
-            **({"reader_failed": True} if outputs[k].failed else {}),
+            **failed_read(outputs[k]),
         }
     return {**_base_record(item, ranking), "k": per_k}
+
+
+def failed_read(output: ReaderOutput) -> dict[str, Any]:
+    """What a record says of a read the reader failed (nothing for a read that did not fail)."""
+    if not output.failed:
+        return {}
+    return {"reader_failed": True, **({"reader_error": output.error} if output.error else {})}
+
+
+def first_reader_error(records: Iterable[dict]) -> str:
+    """The cause of the first failed read of ``records`` ("" when none says)."""
+    return next((row.get("reader_error", "") for r in records for row in r["k"].values()
+                 if row.get("reader_failed")), "")
 
 
 def shown(reader: Card, item: QAItem, ranking: Sequence[Passage]) -> tuple[Passage, ...]:
@@ -79,7 +92,7 @@ def reading_record(reader: Card, item: QAItem, ranking: Sequence[Passage], outpu
     scores = reader.reading.score(item, view, output.response, reader.reading.style)
     return {**_base_record(item, ranking),
             "k": {reader.name: {"shown": [p.pid for p in view], "response": output.response,
-                                **scores, **({"reader_failed": True} if output.failed else {})}}}
+                                **scores, **failed_read(output)}}}
 
 
 def measures_of(key: str) -> tuple[str, ...]:
@@ -114,7 +127,8 @@ def aggregate(records: Iterable[dict], keys: Sequence[int | str]) -> dict[str, A
 
 
 class RagEvaluation:
-    """One ``rag eval`` run into ``output`` (a folder)."""
+    """One ``rag eval`` run into ``output`` (a folder); a resume keeps its finished questions (those with a failed
+    read are read again)."""
 
     def __init__(self, output: Path, config: dict[str, Any], resume: bool = False) -> None:
         self.output = Path(output)
@@ -132,6 +146,8 @@ class RagEvaluation:
         elif self.items_path.is_file() and self.items_path.stat().st_size and not resume:
             raise RearankError(f"{self.items_path} exists; pass --resume to continue it or choose another --output-dir")
         self.records = read_records(self.items_path, repair=True) if resume else {}
+        for qid in [q for q, r in self.records.items() if any(row.get("reader_failed") for row in r["k"].values())]:
+            del self.records[qid]  # a question with a failed read is read again
         if not resume and self.items_path.is_file():
             self.items_path.unlink()
         with atomic_write(config_path) as handle:

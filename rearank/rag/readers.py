@@ -46,6 +46,7 @@ class ReaderOutput:
     response: str
     answer: str
     failed: bool = False  # the backend gave no answer (server error, timeout, malformed reply): scored as wrong
+    error: str = ""  # why it failed (the backend's one line)
 
 
 class Reader(Protocol):
@@ -113,7 +114,7 @@ class LLMReader:
         generations = generate(self.backend, [self.prompt(item, passages) for item, passages in batch],
                                self.settings, self.batch_size)
         parse = self.card.parse
-        return [ReaderOutput("", parse(""), failed=True) if g.finish_reason == "error"
+        return [ReaderOutput("", parse(""), failed=True, error=g.error) if g.finish_reason == "error"
                 else ReaderOutput(g.text, parse(g.text)) for g in generations]
 
 

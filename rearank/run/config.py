@@ -107,6 +107,11 @@ class RunConfig:
             options["qrels"] = qrels
         return options
 
+    def check_backend(self) -> None:
+        """Check the model and the backend options against the backend (kinds, ranges, a device this machine has)
+        without loading anything: what a command does before it writes a file."""
+        registry.backend_class(self.backend, self.model, **self.backend_kwargs({}))
+
     def make_backend(self, qrels: Mapping[str, Mapping[str, int]] | None = None) -> Backend:
         """Build the backend (loads the model); the oracle judges by ``qrels``."""
         return registry.make_backend(self.backend, self.model, **self.backend_kwargs(qrels))

@@ -1,9 +1,11 @@
 """Incremental output of a reranking run: TREC run lines and window traces, one whole query at a time.
 
 Each finished query is appended and flushed (its traces first, then its run lines), so an interrupted
-run leaves every finished query on disk. On resume, :func:`recover` keeps only the queries whose run
-lines are complete and well formed and whose traces are all there, rewrites both files with them, and
-reports their qids so the caller skips them.
+run leaves every finished query on disk. On resume, :func:`check_resumable` first refuses files it cannot trust
+(traces gone or another run's, a run holding queries the input no longer has); :func:`recover` then keeps only
+the queries whose run lines are complete and well formed and whose traces are all there and answered (a window
+whose model call failed makes its query unfinished), rewrites both files with them, and reports their qids so the
+caller skips them.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
+from rearank.backends.base import ERROR
 from rearank.errors import FormatError, RearankError
 from rearank.io.files import PathLike, atomic_write, is_gzip, open_input
 from rearank.io.trec import append_run
+from rearank.run.stats import plural
 from rearank.types import Result, WindowTrace
 
 log = logging.getLogger("rearank.run.files")
@@ -33,9 +37,11 @@ def ranked_pairs(result: Result) -> list[tuple[str, float]]:
 
 
 def trace_record(trace: WindowTrace) -> dict:
-    """A window trace as a JSON object (one line of the traces file)."""
+    """A window trace as a JSON object (one line of the traces file; ``error`` only on a failed window)."""
     record = asdict(trace)
     record["permutation"] = list(trace.permutation)
+    if not trace.error:
+        del record["error"]  # only a failed window says why
     return record
 
 
@@ -95,8 +101,9 @@ def recover(run_path: PathLike, traces_path: PathLike | None, expected: Mapping[
     """Keep only the complete queries of an interrupted run and return their qids.
 
     A query is complete when all its run lines are well formed (the last one ends with a newline), it has
-    exactly ``expected[qid]`` lines if ``expected`` knows its qid, and -- when ``expected_traces`` knows it --
-    the traces file holds exactly ``expected_traces[qid]`` well-formed traces for it. Incomplete queries are
+    exactly ``expected[qid]`` lines if ``expected`` knows its qid, -- when ``expected_traces`` knows it --
+    the traces file holds exactly ``expected_traces[qid]`` well-formed traces for it, and none of its traces is a
+    failed model call (status ``error``). Incomplete queries are
     removed from the run and their traces from the traces file (both rewritten atomically), so they are
     reranked again.
     """
@@ -108,6 +115,12 @@ def recover(run_path: PathLike, traces_path: PathLike | None, expected: Mapping[
     traces = _trace_lines(Path(traces_path)) if traces_path is not None and Path(traces_path).is_file() else {}
     if expected_traces is not None and traces_path is not None:
         done = {qid for qid in done if len(traces.get(qid, ())) == expected_traces.get(qid, len(traces.get(qid, ())))}
+    failed = {qid for qid, lines in traces.items() if qid is not None
+              and any(getattr(_trace(line), "status", None) == ERROR for line in lines)}
+    if failed & done:
+        log.warning("%s: %d queries have windows whose model call failed, they will be reranked: %s",
+                    run_file, len(failed & done), ", ".join(sorted(failed & done)[:10]))
+        done -= failed
     dropped = set(blocks) - done
     if dropped:
         log.warning("%s: %d incomplete queries dropped, they will be reranked: %s",
@@ -133,11 +146,42 @@ def _trace_lines(path: Path) -> dict[str | None, list[str]]:
     return by_qid
 
 
+def check_resumable(run_path: PathLike, traces_path: PathLike | None, expected: Mapping[str, int] | None) -> None:
+    """Refuse to resume a run whose files cannot be trusted: queries in ``run_path`` but its traces (the journal
+    the resume checks each query against) gone, or holding traces of none of them (another run's file); or, when
+    ``expected`` (the input's qids) is given, queries in the run that the input no longer has (another
+    ``--max-queries`` or input), whose counts would not match the input's."""
+    run_file = Path(run_path)
+    if not run_file.is_file():
+        return
+    blocks, _ = _run_blocks(run_file)
+    if not blocks:
+        return
+    queries = plural(len(blocks), "query", "queries")
+    start_again = "or start the run again (rearank rerank --overwrite; resume=False in Python)"
+    if traces_path is not None:
+        traces = Path(traces_path)
+        if not traces.is_file():
+            raise RearankError(f"--resume: {run_file} holds {queries} but their traces {traces} are gone, "
+                               f"so the finished queries cannot be checked: restore the traces file, {start_again}")
+        held = set(_trace_lines(traces)) - {None}
+        if held and not held & set(blocks):
+            raise RearankError(f"--resume: the traces {traces} hold none of the {queries} of {run_file} "
+                               f"(another run's file?): restore this run's traces, {start_again}")
+    if expected is not None:
+        extra = [qid for qid in blocks if qid not in expected]
+        if extra:
+            held_only = plural(len(extra), "query", "queries")
+            raise RearankError(f"--resume: {run_file} holds {held_only} the input does not have (first: {extra[0]!r}; "
+                               "another --max-queries or input?): resume with the input and --max-queries of the run "
+                               "(or more queries), or write to another --output")
+
+
 class RunWriter:
     """Append finished queries to a TREC run (and a traces JSONL), flushing after each query.
 
-    ``resume=True`` keeps the complete queries already in the files (see :func:`recover`) and lists
-    them in :attr:`done`; otherwise both files are started afresh.
+    ``resume=True`` keeps the complete queries already in the files (see :func:`check_resumable` and
+    :func:`recover`) and lists them in :attr:`done`; otherwise both files are started afresh.
     """
 
     def __init__(
@@ -155,6 +199,8 @@ class RunWriter:
                 raise RearankError(f"{path}: incremental output cannot be gzip; write plain text and compress it after")
         self.tag = tag
         self._handles: list[IO[str]] = []
+        if resume:
+            check_resumable(run_path, traces_path, expected)
         paths = [Path(p) for p in (run_path, traces_path) if p is not None]
         for path in paths:  # fail on an unwritable place before anything is truncated or rewritten
             self._open(path, "a").close()

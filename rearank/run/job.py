@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rearank.errors import RearankError
+from rearank.io.files import check_id
 from rearank.io.outputs import check_outputs, exclusive
 from rearank.io.trec import read_run
 from rearank.measures.ir import evaluate
@@ -59,6 +60,7 @@ def rerank_to_files(
     traces: Path | None = None,
     stats: Path | None = None,
     resume: bool = False,
+    overwrite: bool = True,
     tag: str = "rearank",
     progress: bool = True,
     extra: dict[str, Any] | None = None,
@@ -72,14 +74,21 @@ def rerank_to_files(
     closed afterwards unless ``own_ranker`` is False (the caller keeps using it). The outputs
     must not be one of ``inputs`` (name -> path) or each other, and one process writes them at a time. ``config``
     (the run's settings) is recorded in the stats before any work; a ``resume`` with other settings is refused.
-    ``windows`` (qid -> traces a finished query has) lets a resume rerun queries whose traces were cut. After a
+    ``windows`` (qid -> traces a finished query has) lets a resume rerun queries whose traces were cut. Without
+    ``resume``, a run already in ``output`` (or its traces) is replaced only if ``overwrite``. After a
     resume the stats count the earlier queries and their wall time too, as an uninterrupted run's would.
     """
     output = Path(output)
     if output.is_dir():
         raise RearankError(f"output {output} is a folder; give a file name")
+    check_id(tag, "run tag", output)  # before any file is written
     traces, stats_path = output_paths(output, traces, stats)
     check_outputs(inputs or {}, {"--output": output, "--traces": traces, "the stats file": stats_path})
+    if not (resume or overwrite):
+        earlier = [path for path in (output, traces) if path.is_file() and path.stat().st_size]
+        if earlier:
+            raise RearankError(f"{earlier[0]} already holds a run; pass --resume to continue it, --overwrite to "
+                               "replace it, or choose another --output")
     with exclusive(output):
         if resume and config is not None:
             check_resume_settings(output, stats_path, config)

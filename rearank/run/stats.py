@@ -1,5 +1,6 @@
-"""Run statistics of a reranking run: LLM calls, sequential rounds, tokens, parse statuses, wall time; written as
-JSON."""
+"""Run statistics of a reranking run: LLM calls (windows), sequential rounds, tokens, parse statuses, failed calls
+and the first one's cause, wall time; written as JSON. :meth:`RunStats.failure` says when failed calls make the run
+a failure (``--fail-share``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from rearank.backends.base import ERROR
 from rearank.io.files import PathLike, atomic_write
 from rearank.methods.listwise.answer import STATUSES
 from rearank.types import Result, WindowTrace
@@ -26,6 +28,7 @@ class RunStats:
     completion_tokens: int = 0
     statuses: Counter = field(default_factory=Counter)
     think_budget_hits: int = 0
+    first_error: str = ""
     started: float = field(default_factory=time.perf_counter)
     earlier_s: float = 0.0
 
@@ -49,6 +52,22 @@ class RunStats:
             self.completion_tokens += trace.completion_tokens
             self.statuses[trace.status] += 1
             self.think_budget_hits += trace.think_budget_hit
+            if trace.status == ERROR and not self.first_error:
+                self.first_error = trace.error or "the backend gave no reason"
+
+    @property
+    def failed(self) -> int:
+        """Windows whose model call failed (they kept their input order; ``--resume`` retries their queries)."""
+        return self.statuses.get(ERROR, 0)
+
+    def failure(self, share: float = 1.0) -> str | None:
+        """One line naming the cause when at least ``share`` of the calls failed (and one did: ``share=1`` is a
+        run whose every call failed, ``0`` any failure); None otherwise."""
+        if not self.failed or self.failed < share * self.calls:
+            return None
+        which = f"all {self.calls}" if self.failed == self.calls else f"{self.failed} of {self.calls}"
+        return (f"{which} model calls failed (first: {self.first_error}); their windows kept the input order: fix "
+                "the cause and rerun with --resume to retry them")
 
     def to_dict(self) -> dict:
         """The figures as a JSON-ready dict (every parse status listed, zero when unseen)."""
@@ -67,21 +86,26 @@ class RunStats:
             "completion_tokens_per_query": self.completion_tokens / per_query,
             "status_counts": {s: self.statuses.get(s, 0) for s in (*STATUSES, *sorted(set(self.statuses) - known))},
             "think_budget_hits": self.think_budget_hits,
+            "failed_calls": self.failed,
+            "first_error": self.first_error,
             "wall_time_s": wall,
             "queries_per_s": self.queries / wall if wall > 0 else 0.0,
             "completion_tokens_per_s": self.completion_tokens / wall if wall > 0 else 0.0,
         }
 
     def summary(self) -> str:
-        """One line for the terminal."""
+        """One line for the terminal: the windows each query needed in how many sequential rounds (the windows of
+        many queries share a backend call when batched), and the failed calls."""
         d = self.to_dict()
-        bad = {s: n for s, n in d["status_counts"].items() if s != "ok" and n}
+        bad = {s: n for s, n in d["status_counts"].items() if s not in ("ok", ERROR) and n}
+        failed = f"; {self.failed} of {self.calls} model calls failed" if self.failed else ""
         return (
-            f"{d['queries']} queries, {d['calls']} LLM calls in {d['rounds']} sequential rounds, "
+            f"{plural(d['queries'], 'query', 'queries')}, {plural(d['calls'], 'window')} "
+            f"({d['calls_per_query']:.1f} per query in {d['rounds_per_query']:.1f} sequential rounds), "
             f"{d['prompt_tokens']} prompt + "
             f"{d['completion_tokens']} completion tokens, {d['wall_time_s']:.1f}s "
             f"({d['queries_per_s']:.3f} queries/s); parse: {d['status_counts'].get('ok', 0)} ok"
-            + "".join(f", {n} {s}" for s, n in bad.items())
+            + "".join(f", {n} {s}" for s, n in bad.items()) + failed
         )
 
     def write(self, path: PathLike, extra: dict | None = None) -> None:
@@ -89,3 +113,9 @@ class RunStats:
         with atomic_write(path) as handle:
             json.dump({**self.to_dict(), **(extra or {})}, handle, indent=2)
             handle.write("\n")
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 query``, ``2 queries``: ``n`` and the noun that agrees with it."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+

@@ -41,12 +41,14 @@ def test_first_stage_run_replaces_bm25(tmp_path, monkeypatch):
 
 
 def test_missing_first_stage_run_skips_the_dataset_naming_the_file(tmp_path, monkeypatch, capsys):
-    """Like a missing pack: the dataset is skipped with a line naming the run file, the others go on."""
+    """Like a missing pack: the dataset is skipped with a line naming the run file, the others go on (a suite that
+    ran none exits 2)."""
     pack = require_pack("beir/scifact")
     monkeypatch.setenv("REARANK_DATA", str(pack.parents[1]))
     code = suite_run.main(["--suite", "beir-scifact", "--backend", "oracle", "--max-queries", "2",
                            "--first-stage", str(tmp_path / "{dataset}.trec"), "--output-dir", str(tmp_path / "o"),
                            "--no-progress"])
     captured = capsys.readouterr()
-    assert code == 0 and "0 datasets done, 1 skipped" in captured.out
+    assert code == 2 and "0 datasets done, 1 skipped" in captured.out
+    assert "benchmark.run: error: no dataset ran (beir-scifact: " in captured.err
     assert f"--first-stage run {tmp_path / 'beir-scifact.trec'} not found" in captured.err

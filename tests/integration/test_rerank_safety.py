@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections import Counter
 
 import pytest
 
 from rearank.cli import main
+from rearank.errors import RearankError
 from rearank.io.outputs import exclusive
 
 ARGS = ["rerank", "--dataset", "dl19", "--backend", "oracle", "--max-queries", "6", "--batch-size", "2",
@@ -92,7 +94,7 @@ def test_unwritable_traces_place_leaves_the_existing_run(dl19_env, tmp_path, cap
     out.write_text("q Q0 d 1 1.0 earlier\n")
     blocker = tmp_path / "file"
     blocker.write_text("")
-    code = main([*ARGS, "--output", str(out), "--traces", str(blocker / "traces.jsonl")])
+    code = main([*ARGS, "--output", str(out), "--traces", str(blocker / "traces.jsonl"), "--overwrite"])
     one_line_error(capsys, code, "cannot write")
     assert out.read_text() == "q Q0 d 1 1.0 earlier\n"
 
@@ -145,3 +147,34 @@ def test_folder_as_run_says_folder(dl19_env, tmp_path, capsys):
     code = main(["rerank", "--run", str(tmp_path), "--topics", str(dl19_env / "topics.tsv"), "--docs",
                  str(dl19_env / "docs.tsv"), "--backend", "oracle", "--output", str(tmp_path / "o.trec")])
     one_line_error(capsys, code, "is a folder, expected a file")
+
+
+def test_no_lock_file_is_left_beside_a_finished_run_and_the_lock_still_excludes(dl19_env, tmp_path):
+    # a .run.trec.lock was left beside every finished run
+    out = tmp_path / "run.trec"
+    assert main([*ARGS, "--output", str(out)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.trec", "run.trec.stats.json", "run.trec.traces.jsonl"]
+    lock = tmp_path / ".run.trec.lock"
+    with exclusive(out):
+        assert lock.is_file()
+        with pytest.raises(RearankError, match="another process is writing it"), exclusive(out):
+            pass
+    assert not lock.exists()
+
+
+def test_a_writer_that_opened_the_lock_before_its_holder_removed_it_does_not_share_the_lock(tmp_path, monkeypatch):
+    """Removing the lock file at the end must not let two writers hold it: B opened the old file just before A
+    removed it, and locks it after C took the new one at the path; B must find its file is no longer the lock."""
+    from rearank.io import outputs
+
+    out = tmp_path / "run.trec"
+    with exclusive(out):  # A
+        stale = os.open(tmp_path / ".run.trec.lock", os.O_RDWR)  # B got this far before A finished
+    opened = [stale]
+    real_open = outputs._open_lock
+    monkeypatch.setattr(outputs, "_open_lock", lambda path, lock: opened.pop() if opened else real_open(path, lock))
+    # C holds the lock file now at the path; B is refused
+    with exclusive(out), pytest.raises(RearankError, match="another process is writing it"), exclusive(out):
+        pass
+    with exclusive(out):  # and once C is done, B's next try gets it
+        pass

@@ -28,6 +28,7 @@ DOCS = "d1\tpassage one\nd2\tpassage two\nd3\tpassage three\n"
 QRELS = "q1 0 d3 2\nq1 0 d1 0\nq2 0 d3 1\n"
 #: Another server the face may be pointed at (never called: the refusal comes first).
 OPENAI = {"backend": "openai", "model": "served", "base_url": "http://127.0.0.1:9/v1"}
+SERVED = {"--backend": "openai", "--model": "served", "-O": f"base_url={OPENAI['base_url']}"}
 
 # key: (the rerank command line's change, the face's change: (Reranker keywords, rerank_run keywords),
 #       the benchmark's change). In a change, a flag's value None drops the flag, True gives it without a value,
@@ -42,7 +43,8 @@ CHANGES: dict[str, tuple] = {
     "tag": ({"--tag": "other"}, ({}, {"tag": "other"}), None),
     "backend": ({"--backend": "hf"}, (OPENAI, {}), {"--backend": "hf"}),
     "model": ({"--model": "embedded", "--backend": "hf"}, (OPENAI, {}), {"--model": "embedded", "--backend": "hf"}),
-    "backend_options": ({"-O": "concurrency=2"}, (OPENAI, {}), {"-O": "concurrency=2"}),
+    # (the oracle takes no -O option: one is refused before the resume is looked at, so another backend's)
+    "backend_options": (SERVED, (OPENAI, {}), SERVED),
     "method": ({"--method": "groupwise"}, ({"method": "groupwise"}, {}), {"--method": "groupwise"}),
     "prompt": ({"--template": "rankgpt"}, ({"prompt": "rankgpt"}, {}), {"--template": "rankgpt"}),
     "top_k": ({"--top-k": "2"}, ({"top_k": 2}, {}), {"--top-k": "2"}),

@@ -72,6 +72,9 @@ def test_windows_of_many_queries_share_backend_calls():
     ({"top_p": 0}, "top_p must be in (0, 1]"),
     ({"max_new_tokens": 0}, "max_new_tokens must be an integer of at least 1"),
     ({"prompt": "nope"}, "prompt template 'nope': not a builtin"),
+    ({"device": "bogus"}, "backend option device='bogus' (hf): expected cpu, cuda, cuda:N or mps, got str 'bogus'"),
+    ({"device": "cuda:99"}, "backend option device='cuda:99' (hf): this machine has "),
+    ({"device": "mps:0"}, "expected cpu, cuda, cuda:N or mps"),
 ])
 def test_bad_settings_fail_before_a_model_loads(options, message):
     options = {"backend": "hf", **options}
@@ -101,6 +104,18 @@ def test_oracle_needs_qrels_and_only_the_oracle_takes_them():
 def test_bad_passages_are_named(passages, message):
     with Reranker(backend="oracle", qrels=QRELS) as rr, pytest.raises(RearankError, match=message):
         rr.rerank("q", passages)
+
+
+@pytest.mark.parametrize(("query", "passages", "message"), [
+    ("q", None, "^passages must be a list of strings, \\(docid, text\\) pairs or Candidates, not NoneType$"),
+    (None, ["a", "b"], "^query 0: the query must be a text \\(str\\), got NoneType$"),
+    (3, ["a"], "^query 0: the query must be a text \\(str\\), got int$"),
+])
+def test_a_query_or_passages_of_the_wrong_kind_are_one_clear_value_error(query, passages, message):
+    # rerank("q", None) raised TypeError from len(); rerank(None, [...]) was accepted
+    with Reranker(backend="oracle", qrels=QRELS) as rr, pytest.raises(ValueError, match=message) as raised:
+        rr.rerank(query, passages, qid="0")
+    assert isinstance(raised.value, RearankError)
 
 
 def test_close_closes_the_backend():

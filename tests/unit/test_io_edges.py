@@ -50,6 +50,26 @@ def test_duplicate_warnings_name_the_file_and_what_was_repeated(tmp_path: Path, 
     assert f"{qrels}: 1 duplicate (qid, docid) judgments ignored" in caplog.text
 
 
+def test_repeated_docids_of_a_docs_tsv_or_a_beir_corpus_warn_as_topics_do(tmp_path: Path, caplog) -> None:
+    # a docs TSV or a BM25 corpus with a docid twice passed without a word while runs, qrels and topics warned
+    from rearank.data.packs import load_docs, load_topics
+
+    docs, corpus, queries = tmp_path / "docs.tsv", tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl"
+    docs.write_text("a\tfirst\nb\tother\na\tsecond\n")
+    corpus.write_text("".join(f'{{"_id": "{i}", "title": "", "text": "{t}"}}\n' for i, t in
+                              (("a", "first"), ("a", "second"), ("a", "third"))))
+    queries.write_text('{"_id": "q", "text": "one"}\n{"_id": "q", "text": "two"}\n')
+    with caplog.at_level(logging.WARNING, logger="rearank.io"):
+        assert load_docs(docs)["a"] == ("", "first")
+        assert load_docs(corpus)["a"] == ("", "first")
+        assert load_docs(docs, {"b"}) == {"b": ("", "other")}  # a repeat of a docid not kept is not read
+        assert load_topics(queries) == {"q": "one"}
+    assert len(caplog.records) == 3
+    assert f"{docs}: 1 repeated docids ignored (the first of each was kept)" in caplog.text
+    assert f"{corpus}: 2 repeated docids ignored (the first of each was kept)" in caplog.text
+    assert f"{queries}: 1 repeated qids ignored (the first of each was kept)" in caplog.text
+
+
 @pytest.mark.parametrize(("args", "what", "bad"), [
     ({"qid": "q 1"}, "qid", "q 1"), ({"tag": "my tag"}, "run tag", "my tag"),
     ({"ranked": [("d 1", 1.0)]}, "docid", "d 1"),

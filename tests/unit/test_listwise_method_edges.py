@@ -22,6 +22,13 @@ from tests.methods import CharTokenizer, request
     ({"strategy": "tdpart", "pivot": 20}, "pivot (20) must be below window (20): the pivot is a rank of the top window"),
     ({"strategy": "tdpart", "budget": 9},
      "budget (9) must be at least pivot (10): a level keeps the passages above the pivot"),
+    # each strategy's settings refused by the other, as passes was (--step 3 with tdpart was ignored silently)
+    ({"strategy": "tdpart", "step": 3},
+     "step (3) is for the sliding strategy; tdpart's windows follow from window, pivot and budget"),
+    ({"pivot": 5}, ("pivot (5) and budget (100) are for the tdpart strategy; the sliding windows follow from "
+                    "window, step and passes")),
+    ({"budget": 20}, ("pivot (10) and budget (20) are for the tdpart strategy; the sliding windows follow from "
+                      "window, step and passes")),
 ])
 def test_listwise_settings_refused_with_their_message(kwargs, message):
     with pytest.raises(RearankError) as err:

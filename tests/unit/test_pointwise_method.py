@@ -51,7 +51,7 @@ def test_unscored_passages_follow_the_scored_ones_in_first_stage_order():
     backend = Scripted(["garbage", None, "1", "0.5"])
     result = Engine(backend, Pointwise()).rerank([request(4)], progress=False)[0]
     assert [c.docid for c in result.candidates] == ["d2", "d3", "d0", "d1"]
-    assert [t.status for t in result.traces] == [NO_SCORE, NO_SCORE, OK, OK]
+    assert [t.status for t in result.traces] == [NO_SCORE, ERROR, OK, OK]  # a failed call is an error, not a no-score
     every_failed = Engine(Scripted([None] * 3), Pointwise()).rerank([request(3)], progress=False)[0]
     assert [c.docid for c in every_failed.candidates] == ["d0", "d1", "d2"]
 

@@ -65,9 +65,11 @@ def test_each_answer_leaves_its_exact_trace():
 def test_a_failed_generation_scores_nothing_whatever_its_text():
     method = Pointwise()
     state, tasks = method.start(request(2))
-    method.apply(state, tasks[0], Generation("9", 4, 1, finish_reason=ERROR))
+    method.apply(state, tasks[0], Generation("9", 4, 1, finish_reason=ERROR, error="HTTP 500"))
     method.apply(state, tasks[1], Generation("1", 4, 1))
-    assert state.scores == [None, 1.0] and state.traces[0].status == NO_SCORE and state.traces[0].raw_output == "9"
+    assert state.scores == [None, 1.0] and state.traces[0].raw_output == "9"
+    assert (state.traces[0].status, state.traces[0].error) == (ERROR, "HTTP 500")  # counted as a failed call
+    assert (state.traces[1].status, state.traces[1].error) == (OK, "")
     assert [c.docid for c in method.result(state).candidates] == ["d1", "d0"]
 
 

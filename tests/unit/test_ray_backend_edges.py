@@ -235,7 +235,7 @@ def test_a_vllm_row_becomes_a_generation():
     assert ray_backend.vllm_generation({"row": 1}, 8) == Generation(text="", prompt_tokens=0, completion_tokens=0,
                                                                     finish_reason="stop", latency_s=0.0)
     assert ray_backend.vllm_generation({**row, "__inference_error__": "EngineDeadError"}, 8) == Generation(
-        text="", prompt_tokens=0, completion_tokens=0, finish_reason=ERROR)
+        text="", prompt_tokens=0, completion_tokens=0, finish_reason=ERROR, error="EngineDeadError")
 
 
 def test_the_processor_splits_options_between_ray_and_the_engine(fake_ray, tmp_path):

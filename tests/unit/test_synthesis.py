@@ -349,3 +349,20 @@ def test_nothing_kept_is_a_clear_error_and_writes_nothing(tmp_path):
     with pytest.raises(RearankError, match="no set was kept.*no_relevant 5"):
         synthesize(requests, qrels, tmp_path, SynthConfig(samples_per_query=5, set_size=5), progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_run_is_named_empty(tmp_path, capsys):
+    # synth on an empty run said "none of the 0 queries has judgments"
+    with pytest.raises(RearankError, match="^the run is empty: no query to sample from$"):
+        synthesize([], {"q": {"d": 1}}, tmp_path / "out", progress=False)
+    run, topics, docs, qrels = (tmp_path / name for name in ("run.trec", "topics.tsv", "docs.tsv", "qrels.txt"))
+    run.write_text("")
+    topics.write_text("q\tquery\n")
+    docs.write_text("d\tpassage\n")
+    qrels.write_text("q 0 d 1\n")
+    code = main(["synth", "--run", str(run), "--topics", str(topics), "--docs", str(docs), "--qrels", str(qrels),
+                 "--output-dir", str(tmp_path / "out")])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (f"rearank synth: error: {run}: the run is empty (no query to sample "
+                                               "from); give a run with queries")
+    assert not (tmp_path / "out").exists()

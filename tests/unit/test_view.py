@@ -90,3 +90,23 @@ def test_cli_view_writes_the_page_and_refuses_to_overwrite_an_input(tmp_path, ca
     assert "bad.jsonl:1: not a window trace" in capsys.readouterr().err
     assert main(["view", str(tmp_path / "absent.trec")]) == 2
     assert "run file not found" in capsys.readouterr().err
+
+
+def test_cli_view_refuses_a_dataset_the_run_was_not_made_from(tmp_path, capsys):
+    # `rearank view RUN --dataset OTHER` wrote a page of empty queries and no passages, rc 0
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 b 1 2 t\nq1 Q0 a 2 1 t\n")
+    topics, docs = tmp_path / "topics.tsv", tmp_path / "docs.tsv"
+    topics.write_text("other\tanother dataset's query\n")
+    docs.write_text("x\tanother dataset's passage\n")
+    assert main(["view", str(run), "--topics", str(topics), "--docs", str(docs)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"rearank view: error: {run}: none of its 1 queries (first: 'q1') is in {topics} (the "
+                           "given files); pass the dataset or --topics the run was made from")
+    topics.write_text("q1\tthe run's query\n")
+    assert main(["view", str(run), "--topics", str(topics), "--docs", str(docs)]) == 2
+    assert "none of the passages it ranks is in" in capsys.readouterr().err
+    assert not (tmp_path / "run.trec.html").exists()
+    docs.write_text("a\tthe run's passage\n")
+    assert main(["view", str(run), "--topics", str(topics), "--docs", str(docs)]) == 0
+    assert (tmp_path / "run.trec.html").is_file()

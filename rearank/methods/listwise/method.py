@@ -37,6 +37,9 @@ from rearank.prompts import (
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace
 
+#: The sliding windows' default stride (a ``tdpart`` run takes no other), and ``tdpart``'s default pivot and budget
+#: (a sliding run takes no other).
+SLIDING_STEP, TDPART_PIVOT, TDPART_BUDGET = 10, 10, 100
 #: ``strategy`` options: sliding windows back to front, or top-down partitioning.
 STRATEGIES = ("sliding", "tdpart")
 
@@ -95,15 +98,15 @@ class Listwise:
 
     template: str | Path | PromptTemplate = "rearank"
     window: int = 20
-    step: int = 10
+    step: int = SLIDING_STEP
     passes: int = 1
     top_k: int = 100
     passage_budget: BudgetLike = None
     tokenizer: Tokenizer | None = None
     reasoning: bool | str | None = None
     strategy: str = "sliding"
-    pivot: int = 10
-    budget: int = 100
+    pivot: int = TDPART_PIVOT
+    budget: int = TDPART_BUDGET
     name: ClassVar[str] = "listwise"
     #: Command-line flags of the options not shared with other methods (argparse keywords; see rearank.flags).
     FLAGS: ClassVar[dict[str, Any]] = {
@@ -132,6 +135,12 @@ class Listwise:
                                "passages above the pivot")
         if self.strategy == "tdpart" and self.passes != 1:
             raise RearankError(f"passes ({self.passes}) is for the sliding strategy; tdpart ranks once")
+        if self.strategy == "tdpart" and self.step != SLIDING_STEP:
+            raise RearankError(f"step ({self.step}) is for the sliding strategy; tdpart's windows follow from "
+                               "window, pivot and budget")
+        if self.strategy == "sliding" and (self.pivot, self.budget) != (TDPART_PIVOT, TDPART_BUDGET):
+            raise RearankError(f"pivot ({self.pivot}) and budget ({self.budget}) are for the tdpart strategy; the "
+                               "sliding windows follow from window, step and passes")
         if self.strategy == "sliding" and self.step > self.window:
             raise RearankError(f"step ({self.step}) must not exceed window ({self.window}), "
                                "or some passages are never compared")
@@ -234,6 +243,7 @@ class Listwise:
             raw_output=generation.text, permutation=tuple(permutation), status=status,
             latency_s=generation.latency_s, think_tokens=generation.think_tokens,
             think_budget_hit=generation.think_budget_hit, round=round_index, partition=partition,
+            error=generation.error if status == ERROR else "",
         ))
         return tuple(permutation)
 

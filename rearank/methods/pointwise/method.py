@@ -91,13 +91,14 @@ class Pointwise:
 
     def apply(self, state: PointState, task: Task, generation: Generation) -> list[Task]:
         """Read the score of passage ``task.index``; nothing becomes ready (passages are independent)."""
-        score = None if generation.finish_reason == ERROR else parse_score(generation.text)
+        failed = generation.finish_reason == ERROR
+        score = None if failed else parse_score(generation.text)
         state.scores[task.index] = score
         state.traces[task.index] = WindowTrace(
             qid=state.request.query.qid, start=task.index, end=task.index + 1, pass_index=0,
             prompt_tokens=generation.prompt_tokens, completion_tokens=generation.completion_tokens,
-            raw_output=generation.text, permutation=(0,), status=OK if score is not None else NO_SCORE,
-            latency_s=generation.latency_s)
+            raw_output=generation.text, permutation=(0,), latency_s=generation.latency_s,
+            status=ERROR if failed else OK if score is not None else NO_SCORE, error=generation.error if failed else "")
         return []
 
     def result(self, state: PointState) -> Result:
