@@ -4,7 +4,7 @@
 The figures are the method cards' (:class:`rearank.methods.card.Checkpoint`), or those of a JSON file of the same
 shape::
 
-    {"name": "my-reranker", "model": "org/my-reranker", "source": "our run of 2026-01-05",
+    {"name": "my-reranker", "model": "org/my-reranker", "citation": "our run of 2026-01-05",
      "first_stage": null, "figures": {"dl19": 71.2, "dl20": [69.5, 70.4], "beir": 50.1}}
 
 (or ``{"checkpoints": [...]}`` with several). A figure is one value or a ``[low, high]`` band; its dataset is a pack
@@ -70,7 +70,7 @@ def _checkpoint(path: Path, index: int, entry: Any) -> Checkpoint:
         bands[dataset] = (float(band[0]), float(band[-1]))
     try:
         return Checkpoint(name=entry["name"], model=str(entry.get("model") or entry["name"]),
-                          source=str(entry.get("source") or path), first_stage=entry.get("first_stage"),
+                          citation=str(entry.get("citation") or path), first_stage=entry.get("first_stage"),
                           figures=figures(bands))
     except RearankError as err:
         raise FormatError(path, None, str(err)) from None
@@ -81,7 +81,7 @@ def _key(name: str) -> str:
     return Path(name.rstrip("/")).name.lower()
 
 
-def find(checkpoints: Sequence[Checkpoint], model: str | None, source: str) -> Checkpoint:
+def find(checkpoints: Sequence[Checkpoint], model: str | None, flag: str) -> Checkpoint:
     """The checkpoint named ``model`` (its name, its hub id, or a folder of that name); else a one-line error that
     lists the known ones."""
     if model:
@@ -90,7 +90,7 @@ def find(checkpoints: Sequence[Checkpoint], model: str | None, source: str) -> C
                 return checkpoint
     known = ", ".join(f"{c.name} ({c.model})" if c.model != c.name else c.name for c in checkpoints)
     what = f"model {model!r}" if model else "the suite's model (none recorded: the backend's default)"
-    raise RearankError(f"{source} has no figures for {what}; known: {known}; name one with --expect-model NAME")
+    raise RearankError(f"{flag} has no figures for {what}; known: {known}; name one with --expect-model NAME")
 
 
 def expected(spec: str, model: str | None) -> Checkpoint:
@@ -169,7 +169,7 @@ def _band(band: tuple[float, float] | None) -> str:
 def report(suite: SuiteResult, checkpoint: Checkpoint, lines: Sequence[Line], tolerance: float) -> str:
     """The check as printed: what was checked against what, the table, and the counts."""
     ours = suite.config.get("first_stage") or BM25
-    out = [(f"Reproduction check of {suite.path} against {checkpoint.name} ({checkpoint.source}), "
+    out = [(f"Reproduction check of {suite.path} against {checkpoint.name} ({checkpoint.citation}), "
             f"nDCG@10 x 100, tolerance ±{tolerance:g} points"),
            f"published over {checkpoint.first_stage or BM25}; this suite reranked {ours}"]
     if suite.config.get("max_queries"):

@@ -112,13 +112,14 @@ class Checkpoint:
     suite of it against.
 
     ``name``: how papers and tables name it; ``model``: its hub id (a suite whose recorded model is this id, or a
-    folder of this name, is matched to it); ``source``: the paper or log and its table; ``first_stage``: what the
+    folder of this name, is matched to it); ``citation``: where the figures are published, cited in full (authors,
+    title, arXiv id, table); ``first_stage``: what the
     figures rerank (None: the dataset packs' BM25 top 100, the suite's default; else the run to pass as
     ``--first-stage``); ``figures`` (:class:`Figure`), in the order they print."""
 
     name: str
     model: str
-    source: str
+    citation: str
     figures: tuple[Figure, ...]
     first_stage: str | None = None
 

@@ -4,6 +4,7 @@ published figures and against a figures file, through the CLI's ``--report-only`
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,8 @@ def test_a_suite_within_the_published_band_passes(tmp_path, capsys):
                             "Verdict": WITHIN}
     assert (rows["dl20"]["Published"], rows["dl20"]["Delta"], rows["dl20"]["Verdict"]) == ("70.00", "-0.80", WITHIN)
     assert (out / REPORT_FILE).is_file()  # --report-only rebuilt the report and ran nothing
-    assert "against Rearank-7B (Rearank (Zhang et al., arXiv:2505.20046), Tables 1 and 2)" in text
+    assert "against Rearank-7B (Le Zhang, Bo Wang, Xipeng Qiu, Siva Reddy, Aishwarya Agrawal. Rearank: " in text
+    assert "EMNLP 2025, arXiv:2505.20046, Tables 1 and 2)" in text
     assert "tolerance ±1 points" in text and text.rstrip().endswith("2 within")
 
 
@@ -119,7 +121,7 @@ def test_a_custom_figures_file(tmp_path, capsys):
     figures = tmp_path / "ours.json"
     figures.write_text(json.dumps({"checkpoints": [
         {"name": "baseline", "figures": {"dl19": 50.0}},
-        {"name": "mine", "model": "org/mine-7b", "source": "our run of 2026-01-05",
+        {"name": "mine", "model": "org/mine-7b", "citation": "our run of 2026-01-05",
          "figures": {"dl19": [60.0, 62.0], "dl20": 58.0, "trec-dl": 60.0}}]}))
     out = make_suite(tmp_path / "run", "/models/mine-7b", {"dl19": 62.5, "dl20": 56.5})
     code, rows, _ = expect(capsys, out, "--expect", str(figures))
@@ -176,4 +178,7 @@ def test_card_figures_are_the_papers_tables():
             for column, value in zip(columns, values, strict=True):
                 assert cards[f"GroupRank-{size}"][suite if column == "avg" else column] == value, column
     assert cards["ReasonRank-7B"]["bright"] == 35.74
+    for checkpoint in published():  # each cited in full: a paper by its arXiv id and table, or RankLLM's log
+        assert re.search(r"\. .+\. .*arXiv:\d{4}\.\d{5}, Tables? |github\.com/castorini/rank_llm/pull/\d+",
+                         checkpoint.citation), checkpoint.citation
     assert sum(v for d, v in cards["ReasonRank-7B"].items() if d != "bright") / 12 == pytest.approx(35.74, abs=0.005)

@@ -8,13 +8,14 @@ BRIGHT = ("bright-biology", "bright-earth-science", "bright-economics", "bright-
           "bright-theoremqa-questions", "bright-theoremqa-theorems", "bright")
 R2MED = ("r2med-biology", "r2med-bioinformatics", "r2med-medical-sciences", "r2med-medxpertqa-exam",
          "r2med-medqa-diag", "r2med-pmc-treatment", "r2med-pmc-clinical", "r2med-iiyi-clinical", "r2med")
-SOURCE = "GroupRank (Sun et al.), Tables I (BRIGHT) and II (R2MED)"
+CITATION = ("Duolin Sun, Meixiu Long, Dan Yang, et al. GroupRank: A Groupwise Reranking Paradigm Driven by "
+            "Reinforcement Learning. arXiv:2511.11653, Tables I (BRIGHT) and II (R2MED)")
 FIRST_STAGE = ("DIVER-Retriever-4B's top 100 (BRIGHT: retrieved with GPT-4-rewritten queries; R2MED: with the "
                "original queries)")
 
 
 def _checkpoint(size: str, bright: tuple[float, ...], r2med: tuple[float, ...]) -> Checkpoint:
-    return Checkpoint(name=f"GroupRank-{size}", model=f"AQ-MedAI/Diver-GroupRank-{size}", source=SOURCE,
+    return Checkpoint(name=f"GroupRank-{size}", model=f"AQ-MedAI/Diver-GroupRank-{size}", citation=CITATION,
                       first_stage=FIRST_STAGE, figures=figures(dict(zip(BRIGHT + R2MED, bright + r2med, strict=True))))
 
 

@@ -6,7 +6,8 @@ from rearank.methods.card import Checkpoint, figures
 
 REARANK_7B = Checkpoint(
     name="Rearank-7B", model="le723z/Rearank-7B",
-    source="Rearank (Zhang et al., arXiv:2505.20046), Tables 1 and 2",
+    citation="Le Zhang, Bo Wang, Xipeng Qiu, Siva Reddy, Aishwarya Agrawal. Rearank: Reasoning Re-ranking Agent via "
+             "Reinforcement Learning. EMNLP 2025, arXiv:2505.20046, Tables 1 and 2",
     figures=figures({
         "dl19": 74.16, "dl20": 70.00, "beir-trec-covid": 81.28, "beir-nfcorpus": 35.20,
         "beir-dbpedia-entity": 45.23, "beir-scifact": 75.02, "beir-signal1m": 36.00, "beir-trec-news": 51.88,
@@ -20,7 +21,8 @@ REARANK_7B = Checkpoint(
 
 REASONRANK_7B = Checkpoint(
     name="ReasonRank-7B", model="liuwenhan/reasonrank-7B",
-    source="ReasonRank (Liu et al., arXiv:2508.07050), Table 1",
+    citation="W. Liu, X. Ma, W. Sun, Y. Zhu, Y. Li, D. Yin, Z. Dou. ReasonRank: Empowering Passage Ranking with Strong "
+             "Reasoning Ability. arXiv:2508.07050, Table 1",
     first_stage="ReasonIR-8B's top 100, retrieved with BRIGHT's GPT-4 reasoning queries (reranked with the "
                 "original queries)",
     figures=figures({
@@ -33,8 +35,8 @@ REASONRANK_7B = Checkpoint(
 
 RANKZEPHYR_7B = Checkpoint(
     name="RankZephyr-7B", model="castorini/rank_zephyr_7b_v1_full",
-    source="RankLLM's reproduction range (castorini/rank_llm, https://github.com/castorini/rank_llm/pull/410), "
-           "with RankLLM's rank_zephyr template",
+    citation="RankLLM's reproduction range for RankZephyr on DL20, with its rank_zephyr template (castorini/rank_llm, "
+             "https://github.com/castorini/rank_llm/pull/410)",
     first_stage="SPLADE++ EnsembleDistil's top 100",
     figures=figures({"dl20": (81.44, 82.01)}),
 )
