@@ -5,6 +5,9 @@
 window traces, metrics JSON (reranked and BM25, aggregate and per query) and efficiency stats; then the
 suite report (markdown tables beside the paper's rows) and a bar chart. A dataset whose pack is missing is
 skipped with a line in the report. ``--resume`` keeps finished datasets and continues a partial one per query.
+``--expect published`` then checks the suite against the published nDCG@10 figures of its checkpoint (exit status 1
+when one is outside the band; docs/reproducibility.md); ``--report-only`` runs nothing and reports on (and checks)
+the finished suite in ``--output-dir``.
 """
 
 from __future__ import annotations
@@ -222,6 +225,7 @@ def _run_datasets(runner: SuiteRunner) -> None:
 
 def report_only(out: Path) -> SuiteResult:
     """Rebuild the report of the finished suite in ``out``; return it."""
+    load_suite(out)  # not a suite folder: say so before taking its lock
     with exclusive(out):
         suite = load_suite(out)
         write_report([suite], out / REPORT_FILE, out / PLOT_FILE)

@@ -160,6 +160,7 @@ def test_the_rearank_face_checks_and_refuses_bad_combinations(tmp_path, capsys):
     assert "--suite is required" in capsys.readouterr().err
     assert rearank_main(["benchmark", "--output-dir", str(tmp_path / "none"), "--report-only"]) == 2
     assert "not a suite result folder" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*none*"))  # refused before taking the folder's lock: nothing written
 
 
 def test_card_figures_are_the_papers_tables():
