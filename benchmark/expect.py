@@ -23,6 +23,7 @@ from typing import Any
 from benchmark.results import SuiteResult
 from benchmark.suites import SUITES
 from benchmark.tables import MISSING, fmt, markdown_table
+from rearank.data import packs
 from rearank.errors import FormatError, RearankError
 from rearank.methods.card import RANK, Checkpoint, cards, figures
 
@@ -64,6 +65,9 @@ def _checkpoint(path: Path, index: int, entry: Any) -> Checkpoint:
         raise FormatError(path, None, f'{where}: "figures" must map datasets to a value or a [low, high] band')
     bands = {}
     for dataset, value in values.items():
+        if dataset not in packs.REGISTRY and dataset not in SUITES:
+            raise FormatError(path, None, f"{where}: unknown dataset {dataset!r}; give a pack name (rearank data "
+                              f"list) or a suite ({', '.join(s for s in SUITES if s != 'all')})")
         band = value if isinstance(value, list) else [value]
         if not 1 <= len(band) <= 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in band):
             raise FormatError(path, None, f"{where}, {dataset}: {value!r} is not a number or a [low, high] band")

@@ -15,6 +15,7 @@ from benchmark.results import METRICS_FILE, REPORT_FILE, SUITE_FILE, load_suite,
 from benchmark.suites import SUITES
 from benchmark.tables import load_paper_figures
 from rearank.cli import main as rearank_main
+from rearank.data import packs
 from rearank.errors import RearankError
 from tests.unit.test_eval_report import parse_tables
 
@@ -138,6 +139,7 @@ def test_a_custom_figures_file(tmp_path, capsys):
     ("{bad", ":1: not valid JSON"),
     ('{"name": "x", "figures": {"dl19": "high"}}', "checkpoint 'x', dl19: 'high' is not a number"),
     ('{"name": "x", "figures": {"dl19": [3, 2]}}', "band 3.0-2.0 has its ends reversed"),
+    ('{"name": "x", "figures": {"dl-19": 70}}', "checkpoint 'x': unknown dataset 'dl-19'; give a pack name"),
     ('{"figures": {"dl19": 3}}', 'checkpoint 1: expected an object with a "name" string'),
     ("[]", 'expected an object with "name" and "figures"'),
 ])
@@ -180,6 +182,7 @@ def test_card_figures_are_the_papers_tables():
                 assert cards[f"GroupRank-{size}"][suite if column == "avg" else column] == value, column
     assert cards["ReasonRank-7B"]["bright"] == 35.74
     for checkpoint in published():  # each cited in full: a paper by its arXiv id and table, or RankLLM's log
+        assert all(f.dataset in packs.REGISTRY or f.dataset in SUITES for f in checkpoint.figures), checkpoint.name
         assert re.search(r"\. .+\. .*arXiv:\d{4}\.\d{5}, Tables? |github\.com/castorini/rank_llm/pull/\d+",
                          checkpoint.citation), checkpoint.citation
     assert sum(v for d, v in cards["ReasonRank-7B"].items() if d != "bright") / 12 == pytest.approx(35.74, abs=0.005)
