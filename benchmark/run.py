@@ -13,6 +13,7 @@ the finished suite in ``--output-dir``.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -241,8 +242,8 @@ def _expected(args: argparse.Namespace) -> Checkpoint | None:
         return None
     if getattr(args, "ablation", None):
         raise RearankError("--expect checks one suite; run the ablation's variants without it")
-    if args.tolerance < 0:
-        raise RearankError(f"--tolerance must be >= 0 points, got {args.tolerance:g}")
+    if not 0 <= args.tolerance < math.inf:
+        raise RearankError(f"--tolerance must be a number of points >= 0, got {args.tolerance:g}")
     model = args.expect_model
     if model is None:
         model = load_suite(args.out).config.get("model") if args.report_only else args.model

@@ -158,6 +158,10 @@ def test_the_rearank_face_checks_and_refuses_bad_combinations(tmp_path, capsys):
     assert rearank_main(["benchmark", "--expect-model", "Rearank-7B", "--output-dir", str(out),
                          "--report-only"]) == 2
     assert "give --expect published|FILE too" in capsys.readouterr().err
+    for tolerance in ("-1", "nan"):
+        assert rearank_main(["benchmark", "--expect", "published", "--output-dir", str(out), "--report-only",
+                             "--tolerance", tolerance]) == 2
+        assert "--tolerance must be a number of points >= 0" in capsys.readouterr().err
     assert rearank_main(["benchmark", "--output-dir", str(tmp_path / "new")]) == 2
     assert "--suite is required" in capsys.readouterr().err
     assert rearank_main(["benchmark", "--output-dir", str(tmp_path / "none"), "--report-only"]) == 2
