@@ -15,5 +15,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=suite_run.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    suite_run.add_arguments(parser)
+    suite_run.add_arguments(parser, checks=True)
     parser.set_defaults(func=suite_run.run)

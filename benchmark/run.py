@@ -7,16 +7,21 @@ suite report (markdown tables beside the paper's rows) and a bar chart. A datase
 skipped with a line in the report. ``--resume`` keeps finished datasets and continues a partial one per query (a
 dataset with failed model calls is not finished: its failed queries are retried). A suite that ran no dataset, or
 one in which a dataset's model calls failed (all of them, or ``--fail-share`` of them), exits with an error.
+``--expect published`` then checks the suite against the published nDCG@10 figures of its checkpoint (exit status 1
+when one is outside the band; docs/reproducibility.md); ``--report-only`` runs nothing and reports on (and checks)
+the finished suite in ``--output-dir``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from benchmark.ablation import add_ablation_arguments, run_ablation
+from benchmark.expect import DEFAULT_TOLERANCE, check, expected, outside, report
 from benchmark.report import write_report
 from benchmark.results import (
     METRICS_FILE,
@@ -39,16 +44,19 @@ from rearank.flags import add_method_arguments, add_model_arguments, add_run_out
 from rearank.io.outputs import check_flags, exclusive, reads, writes
 from rearank.io.trec import read_run
 from rearank.measures.ir import evaluate
+from rearank.methods.card import Checkpoint
 from rearank.run import job
 from rearank.run.config import RunConfig, resume_settings
 from rearank.run.stats import plural
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, checks: bool = False) -> None:
     """The suite runner's options (shared by ``python -m benchmark.run``, ``rearank benchmark`` and the analyses); the
-    model, sampling and method flags are ``rearank rerank``'s (:mod:`rearank.flags`)."""
-    parser.add_argument("--suite", required=True,
-                        help=f"{', '.join(SUITES)}, or a comma-separated list of suites and datasets (e.g. dl19,dl21)")
+    model, sampling and method flags are ``rearank rerank``'s (:mod:`rearank.flags`). ``checks``: also the
+    reproduction check's (``--expect``) and ``--report-only``, with which ``--suite`` is not needed."""
+    parser.add_argument("--suite", required=not checks,
+                        help=f"{', '.join(SUITES)}, or a comma-separated list of suites and datasets (e.g. dl19,dl21)"
+                        + ("; required unless --report-only" if checks else ""))
     writes(parser.add_argument("--output-dir", dest="out", type=Path, required=True,
                                help="result folder (one sub-folder per dataset)"))
     parser.add_argument("--label", help="name of this system in the tables (default: the model, else the backend)")
@@ -63,6 +71,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     add_method_arguments(parser)
     add_ablation_arguments(parser)
+    if checks:
+        _add_check_arguments(parser)
+
+
+def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("reproduction check (docs/reproducibility.md)")
+    reads(group.add_argument(
+        "--expect", metavar="published|FILE",
+        help="after the suite, compare each dataset's nDCG@10 with the published figures of its checkpoint (the "
+        "method cards', or a JSON FILE's): a table of measured, published, delta and verdict; exit status 1 when "
+        "one is outside the band"))
+    group.add_argument("--expect-model", metavar="NAME",
+                       help="the checkpoint to compare with (name or hub id, e.g. Rearank-7B); default: the suite's "
+                       "recorded --model")
+    group.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, metavar="POINTS",
+                       help="how far from a published figure (nDCG@10 x 100 points) is still within (default: "
+                       "%(default)s)")
+    group.add_argument("--report-only", action="store_true",
+                       help="run nothing: rebuild the report of the finished suite in --output-dir (and check it "
+                       "with --expect)")
 
 
 def settings_of(args: argparse.Namespace, run: RunConfig) -> dict[str, Any]:
@@ -165,6 +193,8 @@ class SuiteRunner:
 
 def run_suite(args: argparse.Namespace) -> SuiteResult:
     """Run the suite of ``args`` into ``args.out`` and write its report; return the loaded results."""
+    if not args.suite:
+        raise RearankError("--suite is required (or --report-only, to report on a finished suite)")
     run = run_config(args)  # bad settings or templates fail before any data or model is loaded
     run.check_backend()
     config = settings_of(args, run)
@@ -223,24 +253,60 @@ def check_outcome(suite: SuiteResult) -> None:
         raise RearankError(f"no dataset ran ({reasons})")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the suite (or, with ``--ablation``, each variant of it: :mod:`benchmark.ablation`) and print where the report
-    is."""
+def report_only(out: Path) -> SuiteResult:
+    """Rebuild the report of the finished suite in ``out``; return it."""
+    load_suite(out)  # not a suite folder: say so before taking its lock
+    with exclusive(out):
+        suite = load_suite(out)
+        write_report([suite], out / REPORT_FILE, out / PLOT_FILE)
+    return suite
+
+
+def _expected(args: argparse.Namespace) -> Checkpoint | None:
+    """The checkpoint ``--expect`` compares with, resolved before anything runs (a wrong name fails at once)."""
+    expect = getattr(args, "expect", None)
+    if not expect:
+        if getattr(args, "expect_model", None):
+            raise RearankError("--expect-model names the checkpoint of --expect; give --expect published|FILE too")
+        return None
     if getattr(args, "ablation", None):
+        raise RearankError("--expect checks one suite; run the ablation's variants without it")
+    if not 0 <= args.tolerance < math.inf:
+        raise RearankError(f"--tolerance must be a number of points >= 0, got {args.tolerance:g}")
+    model = args.expect_model
+    if model is None:
+        model = load_suite(args.out).config.get("model") if args.report_only else args.model
+    return expected(expect, model)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the suite (or, with ``--ablation``, each variant of it: :mod:`benchmark.ablation`; with ``--report-only``,
+    nothing) and print where the report is; with ``--expect``, check it against the published figures (exit status
+    1 when one is outside its band)."""
+    checkpoint = _expected(args)
+    if getattr(args, "report_only", False):
+        if getattr(args, "ablation", None) or args.resume:
+            raise RearankError("--report-only runs nothing: drop --ablation and --resume")
+        suite = report_only(args.out)
+    elif getattr(args, "ablation", None):
         text, paths = run_ablation(args, run_suite, _label)
         print(text + "\n" + "\n".join(f"wrote {p}" for p in paths))
         return 0
-    suite = run_suite(args)
+    else:
+        suite = run_suite(args)
     print(f"report: {suite.path / REPORT_FILE}\n{len(suite.datasets)} datasets done, {len(suite.skipped)} skipped")
+    if checkpoint is not None:
+        lines = check(suite, checkpoint, args.tolerance)
+        print(report(suite, checkpoint, lines, args.tolerance))
     check_outcome(suite)
-    return 0
+    return 1 if checkpoint is not None and outside(lines) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmark.run``: the same parser and implementation as ``rearank benchmark``."""
     parser = argparse.ArgumentParser(prog="python -m benchmark.run", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
-    add_arguments(parser)
+    add_arguments(parser, checks=True)
     args = parser.parse_args(argv)
     try:
         check_flags(parser._actions, args)

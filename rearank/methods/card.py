@@ -98,6 +98,46 @@ class Published:
                                    f"{len(self.measures)} measures {', '.join(self.measures)}")
 
 
+class Figure(NamedTuple):
+    """One published nDCG@10 x 100 of a checkpoint: ``dataset``, a dataset pack's name or a benchmark suite's
+    (``bright``: the mean over its datasets, as papers print it); ``low`` and ``high``, equal for a single figure,
+    the ends of a reference band as published (RankLLM's reproduction ranges)."""
+
+    dataset: str
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A released checkpoint's published figures, which ``rearank benchmark --expect published`` checks a finished
+    suite of it against.
+
+    ``name``: how papers and tables name it; ``model``: its hub id (a suite whose recorded model is this id, or a
+    folder of this name, is matched to it); ``citation``: where the figures are published, cited in full (authors,
+    title, arXiv id, table); ``first_stage``: what the
+    figures rerank (None: the dataset packs' BM25 top 100, the suite's default; else the run to pass as
+    ``--first-stage``); ``figures`` (:class:`Figure`), in the order they print."""
+
+    name: str
+    model: str
+    citation: str
+    figures: tuple[Figure, ...]
+    first_stage: str | None = None
+
+    def __post_init__(self) -> None:
+        for figure in self.figures:
+            if not figure.low <= figure.high:
+                raise RearankError(f"{self.name}, {figure.dataset}: band {figure.low}-{figure.high} has its ends "
+                                   "reversed")
+
+
+def figures(values: Mapping[str, float | tuple[float, float]]) -> tuple[Figure, ...]:
+    """:class:`Figure` s from ``{dataset: value}`` (a single figure) or ``{dataset: (low, high)}`` (a band)."""
+    return tuple(Figure(name, *(value if isinstance(value, tuple) else (value, value)))
+                 for name, value in values.items())
+
+
 @dataclass(frozen=True)
 class QARow:
     """What a card's ``rows`` builds one question's training row from: the item, its first stage (``[(passage,
@@ -134,6 +174,8 @@ class Card:
     read a selector's choices (``--evidence``); ``ability``: the rows' ``ability`` column. ``reading``: how
     ``rag eval`` reads and scores it when not by each ``--k`` (:class:`Reading`; None: by each ``--k``, EM/F1/Hit).
     ``published``: the paper's figures ``rag eval`` prints beside a run of it (:class:`Published`; None: none).
+    ``checkpoints``: the released checkpoints of the method whose published nDCG@10 figures ``rearank benchmark
+    --expect published`` checks a suite against (:class:`Checkpoint`).
     """
 
     name: str
@@ -154,6 +196,7 @@ class Card:
     ability: str = ""
     reading: Reading | None = None
     published: Published | None = None
+    checkpoints: tuple[Checkpoint, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

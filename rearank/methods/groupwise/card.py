@@ -4,6 +4,7 @@ from pathlib import Path
 
 from rearank.methods.card import RANK, Card, Examples
 from rearank.methods.groupwise.examples import groupwise
+from rearank.methods.groupwise.figures import GROUPRANK_7B, GROUPRANK_32B
 from rearank.methods.groupwise.oracle import oracle_answer
 from rearank.methods.groupwise.parser import scores_grammar
 
@@ -14,4 +15,5 @@ CARD = Card(
                "grouprank-released-answer": "grouprank-released-answer.yaml"},
     grammar=scores_grammar, reward=("pkg://rearank.methods.groupwise.reward", "compute_score"), oracle=oracle_answer,
     examples=Examples(groupwise, "labels"), synth="sets", ability="rerank",
+    checkpoints=(GROUPRANK_7B, GROUPRANK_32B),
 )

@@ -1,4 +1,5 @@
-"""The cards of listwise reranking (Rearank, RankGPT templates) and of ReasonRank's reward and rows beside it."""
+"""The cards of listwise reranking (Rearank, RankGPT templates) and of ReasonRank's reward and rows beside it, with
+their checkpoints' published figures."""
 
 from pathlib import Path
 
@@ -6,6 +7,7 @@ from rearank.grammar import id_list_answer
 from rearank.methods.card import RANK, Card, Examples
 from rearank.methods.listwise.answer import ideal_answer
 from rearank.methods.listwise.examples import expected_from_truth, from_truth, reasonrank
+from rearank.methods.listwise.figures import RANKZEPHYR_7B, REARANK_7B, REASONRANK_7B
 
 
 def _oracle(labels, top_grade: int = 1) -> str:
@@ -19,9 +21,10 @@ LISTWISE = Card(
     grammar=lambda n: id_list_answer(n, reasoning=True, tags=True),
     reward=("pkg://rearank.methods.listwise.reward", "compute_score"), oracle=_oracle,
     examples=Examples(from_truth, "ideal", expected_from_truth), synth="sets", ability="rerank",
+    checkpoints=(REARANK_7B, RANKZEPHYR_7B),
 )
 REASONRANK = Card(
     name="reasonrank", kind=RANK, folder=FOLDER, grammar=LISTWISE.grammar,
     reward=("pkg://rearank.methods.listwise.reasonrank", "compute_score"), oracle=_oracle,
-    examples=Examples(reasonrank, "best"), synth="teacher", ability="rerank",
+    examples=Examples(reasonrank, "best"), synth="teacher", ability="rerank", checkpoints=(REASONRANK_7B,),
 )
