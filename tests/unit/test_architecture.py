@@ -116,6 +116,17 @@ def test_no_method_folder_imports_another():
     assert borrowed == []
 
 
+def test_only_the_command_lines_import_the_cli():
+    """The packages beside rearank sit on the commands' layer, but take what they share from below it (the flags
+    of open retrieval live in ``rearank.rag.config``), not from ``rearank.cli``."""
+    known = modules()
+    inside = ("rearank.cli", "rearank.__main__")
+    borrowed = [f"{path.relative_to(ROOT)}:{line} imports {target}" for name, path in known.items()
+                if not name.startswith(inside)
+                for target, line in imports(path, known) if target.startswith("rearank.cli")]
+    assert borrowed == []
+
+
 def _is_backend(node: ast.ClassDef) -> bool:
     """A backend class: a ``BackendBase`` subclass, or a class with ``generate(self, prompts, settings)``."""
     bases = {b.id if isinstance(b, ast.Name) else b.attr for b in node.bases if isinstance(b, ast.Name | ast.Attribute)}
