@@ -148,7 +148,7 @@ def add_engine_argument(parser: argparse.ArgumentParser) -> None:
     rank = parser.add_argument_group("engine")
     rank.add_argument("--engine", choices=("local", "ray"), default="local",
                       help="local: this process; ray: each round of windows (all queries) as a Ray Dataset on "
-                      "the cluster at RAY_ADDRESS (vllm: Ray Data LLM engine replicas; -O concurrency=N, "
+                      "the cluster at RAY_ADDRESS (vllm: Ray Data LLM engine replicas; -O actors=N, "
                       "-O batch_size=N, other -O go to the engine), resumable by round")
 
 
