@@ -2,9 +2,12 @@
 (:func:`reasoning_switch`), the template variant it picks (:func:`reasoning_template`), and the answer part of a
 completion that may reason first (:func:`answer_span`).
 
-A method's ``reasoning`` setting is parsed here when the method is built; the template it then holds
+A value is parsed once, where it enters, by the one parser :func:`rearank.prompts.as_reasoning`: ``--reasoning``
+by the command line (:func:`rearank.flags.reasoning_switch`, into a bool), a keyword of the face or ``-O
+reasoning=`` here when the method is built. The template the method then holds
 (:attr:`rearank.prompts.PromptTemplate.reasoning`: the file's ``reasoning`` field, else whether its messages
-mention a reasoning tag) is the one source its prompts, answer grammar, parser and oracle answer read.
+mention a reasoning tag) is the one source its prompts, answer grammar, parser and oracle answer read; nothing
+derives it again from the template's text.
 """
 
 from __future__ import annotations
