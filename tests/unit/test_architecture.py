@@ -127,6 +127,14 @@ def test_only_the_command_lines_import_the_cli():
     assert borrowed == []
 
 
+def test_the_bench_scripts_import_no_recipe():
+    """``bench/`` (scripts, no package) measures rearank; what a script and a recipe check share lives in rearank."""
+    known = modules()
+    borrowed = [f"{path.relative_to(ROOT)}:{line} imports {target}" for path in sorted((ROOT / "bench").glob("*.py"))
+                for target, line in imports(path, known) if target.partition(".")[0] in ("recipes", "benchmark")]
+    assert borrowed == []
+
+
 def _is_backend(node: ast.ClassDef) -> bool:
     """A backend class: a ``BackendBase`` subclass, or a class with ``generate(self, prompts, settings)``."""
     bases = {b.id if isinstance(b, ast.Name) else b.attr for b in node.bases if isinstance(b, ast.Name | ast.Attribute)}
