@@ -22,7 +22,8 @@ NUMBERS = (int, float)
 
 @dataclass(frozen=True)
 class RankingTruth:
-    """A decoded ground truth: labels in presented order, their ideal DCG@10 and the presented order's nDCG@10."""
+    """A decoded ground truth: labels in presented order, their ideal DCG@10, the presented order's nDCG@10 and the
+    ideal DCG@10 of the query's judged pool (the labels' own when the truth gives no pool)."""
 
     labels: tuple[float, ...]
     idcg: float
