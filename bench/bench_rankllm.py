@@ -96,7 +96,7 @@ def check_messages(path: str, queries: list[tuple[str, list[Candidate]]]) -> Non
 
 
 def run_rearank(base_url: str, requests: list[Request], max_new_tokens: int) -> dict:
-    reranker = Reranker("embedded", backend="openai", base_url=base_url, prompt=str(TEMPLATE), top_k=100,
+    reranker = Reranker("embedded", backend="openai", base_url=base_url, template=str(TEMPLATE), top_k=100,
                         max_new_tokens=max_new_tokens, concurrency="auto")
     try:
         started = time.perf_counter()

@@ -176,7 +176,7 @@ def embedded_part(args: argparse.Namespace) -> None:
             for name in DATASETS}
     rows: dict[str, dict[str, dict[str, float]]] = {name: {} for name in DATASETS}
     for strategy in STRATEGIES:  # one model load per strategy
-        reranker = Reranker("embedded", backend="hf", prompt="rankgpt", max_new_tokens=args.embedded_tokens,
+        reranker = Reranker("embedded", backend="hf", template="rankgpt", max_new_tokens=args.embedded_tokens,
                             top_k=args.embedded_depth, passage_budget=args.embedded_budget, strategy=strategy,
                             **tdpart_options(args, strategy))
         for name, (requests, qrels) in data.items():

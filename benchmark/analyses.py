@@ -226,8 +226,8 @@ def reasoning_report(with_reasoning: SuiteResult, without: SuiteResult, label: s
                  + [fmt(row["averages"].get(g), 1) for g in GROUPS] for row in paper["rows"]]
     return "\n".join([
         f"# Reasoning on and off ({label})", "",
-        (f"nDCG@10 x 100 with the reasoning prompt (`{with_reasoning.config.get('prompt')}`, {with_reasoning.path}) and "
-        f"the zero-shot prompt (`{without.config.get('prompt')}`, {without.path})"
+        (f"nDCG@10 x 100 with the reasoning prompt (`{with_reasoning.config.get('template')}`, {with_reasoning.path}) and "
+        f"the zero-shot prompt (`{without.config.get('template')}`, {without.path})"
         + (", thinking switched on and off through the chat template (`enable_thinking`)." if switch else ".")), "",
         markdown_table(["Dataset", "Reasoning", "Zero-shot", "Delta"], body), "",
         *[f"- skipped `{d}`: {why}" for d, why in with_reasoning.skipped.items()], "",
@@ -250,7 +250,7 @@ def run_reasoning(args: argparse.Namespace) -> list[Path]:
     suites = {}
     for mode, prompt in PROMPTS.items():
         options = list(args.backend_option) + ([f"enable_thinking={THINKING[mode]}"] if switch else [])
-        sub = argparse.Namespace(**{**vars(args), "prompt": prompt, "out": args.out / mode,
+        sub = argparse.Namespace(**{**vars(args), "template": prompt, "out": args.out / mode,
                                     "label": f"{base} {mode}", "backend_option": options})
         suites[mode] = suite_run.run_suite(sub)
     text = reasoning_report(suites["reasoning"], suites["zero-shot"], base, switch)

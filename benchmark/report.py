@@ -36,7 +36,7 @@ def _describe(suite: SuiteResult) -> str:
     parts = [
         f"backend `{c.get('backend')}`",
         f"model `{c.get('model') or MISSING}`",
-        f"prompt `{c.get('prompt')}`",
+        f"template `{c.get('template')}`",
         f"window {c.get('window')}, step {c.get('step')}, passes {c.get('passes')}, top-{c.get('top_k')}",
         f"max new tokens {c.get('max_new_tokens')}",
     ]

@@ -7,10 +7,10 @@ import argparse
 import time
 from pathlib import Path
 
-from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_settings
 from rearank.errors import MissingDataError, RearankError
 from rearank.io.outputs import reads
 from rearank.methods.card import Card
+from rearank.rag.config import add_retrieval_arguments, retrieval_settings
 
 
 def add_qa_arguments(parser: argparse.ArgumentParser) -> None:

@@ -36,7 +36,6 @@ Passage = str | tuple[str, str] | Candidate
 QueryInput = Request | tuple[str, Sequence[Passage]]
 Qrels = Mapping[str, Mapping[str, int]]
 
-_SAMPLING = ("max_new_tokens", "temperature", "top_p", "seed")
 #: Engine settings the face takes (``in_flight``/``concurrency``: see :class:`rearank.engine.Engine`).
 _ENGINE = {"batch_size": 32, "in_flight": None}
 
@@ -140,9 +139,9 @@ class Reranker:
     ``method``: a key of :data:`rearank.methods.METHODS` (``listwise`` sliding windows, ``groupwise`` GroupRank
     scoring, ``pointwise`` scores: with ``backend="scorer"``, a saved RRPO scorer or a cross-encoder). Keyword
     options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), the engine's
-    (``batch_size``; ``in_flight``), the method's own (:func:`rearank.methods.method_options`: listwise ``prompt window step passes
+    (``batch_size``; ``in_flight``), the method's own (:func:`rearank.methods.method_options`: listwise ``template window step passes
     top_k passage_budget strategy pivot budget``, ``strategy="tdpart"`` for top-down partitioning; groupwise
-    ``prompt group_size group_step shuffles fusion_weight fallback top_k fusion shuffle_all passage_budget``;
+    ``template group_size group_step shuffles fusion_weight fallback top_k fusion shuffle_all passage_budget``;
     ``passage_budget`` None keeps the template's; every method's ``reasoning``: True / ``"on"`` reasons before
     answering, False / ``"off"`` answers at once, None does what the template asks); any other keyword goes to the
     backend
@@ -249,7 +248,7 @@ class Reranker:
         output = Path(output)
         traces = Path(traces) if traces is not None else None
         inputs = {"run": run, "topics": topics, "docs": docs, "qrels": None if isinstance(qrels, Mapping) else qrels,
-                  "the oracle's qrels": self.qrels_file, "prompt": self.config.options.get("prompt")}
+                  "the oracle's qrels": self.qrels_file, "template": self.config.options.get("template")}
         stats_file = job.output_paths(output, traces)[1]
         check_outputs(inputs, {"output": output, "traces": traces, "the stats file": stats_file})
         requests = packs.load_requests(run=run, topics=topics, docs=docs, top_k=job.ALL_CANDIDATES,

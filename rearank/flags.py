@@ -28,7 +28,7 @@ from rearank.prompts import as_reasoning
 from rearank.run.config import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS, RunConfig, default_max_new_tokens
 
 #: Settings a ``--preset`` may fill, and their parser defaults (a flag still at its default takes the preset's).
-_PRESET_KEYS = ("prompt", "temperature", "top_p", "max_new_tokens", "group_size", "fusion_weight", "fusion",
+_PRESET_KEYS = ("template", "temperature", "top_p", "max_new_tokens", "group_size", "fusion_weight", "fusion",
                 "shuffle_all")
 _DEFAULTS: dict[str, Any] = {}
 #: Each method's own flags (those of options no other method shares): dest -> (method, parser default).
@@ -53,8 +53,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--seed", type=int, default=0, help="sampling seed (and groupwise shuffle seed)")
 
 
-#: Options every LLM method may have, declared once here (``prompt`` is the template; ``seed`` is a model flag).
-_SHARED_OPTIONS = ("prompt", "top_k", "passage_budget", "seed", "reasoning")
+#: Options every LLM method may have, declared once here (``seed`` is a model flag).
+_SHARED_OPTIONS = ("template", "top_k", "passage_budget", "seed", "reasoning")
 
 
 def add_method_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +67,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                                "--backend scorer, the default for it: --model a saved RRPO scorer, a cross-encoder or "
                                "a causal LM; -O kind=, device=, num_layers=), or a method an installed package "
                                "registers (entry points rearank.methods)")
-    reads(rank.add_argument("--template", dest="prompt", metavar="NAME|FILE",
+    reads(rank.add_argument("--template", metavar="NAME|FILE",
                             help=f"ranking template ({', '.join(names(RANKING))}) or a YAML template file "
                             "(default: rearank; grouprank for --method groupwise)"))
     rank.add_argument("--top-k", type=int, default=100, help="rerank the first K candidates; the rest follow them")
@@ -148,7 +148,7 @@ def add_engine_argument(parser: argparse.ArgumentParser) -> None:
     rank = parser.add_argument_group("engine")
     rank.add_argument("--engine", choices=("local", "ray"), default="local",
                       help="local: this process; ray: each round of windows (all queries) as a Ray Dataset on "
-                      "the cluster at RAY_ADDRESS (vllm: Ray Data LLM engine replicas; -O concurrency=N, "
+                      "the cluster at RAY_ADDRESS (vllm: Ray Data LLM engine replicas; -O actors=N, "
                       "-O batch_size=N, other -O go to the engine), resumable by round")
 
 

@@ -84,7 +84,7 @@ def method_caps(name: str) -> MethodCaps:
     _state, ready = method.start(request)
     answer = ready[0].prompt.answer if ready else None
     options = method_options(name)
-    return MethodCaps(name=name, template=option_default(name, "prompt") if "prompt" in options else None,
+    return MethodCaps(name=name, template=option_default(name, "template") if "template" in options else None,
                       tasks=method.task_count(PROBE_DEPTH), ready=len(ready),
                       grammar=type(answer.body).__name__ if answer else None, think=answer.think if answer else None,
                       options=options)
@@ -171,7 +171,7 @@ def render() -> str:
         "",
         "## Methods",
         "",
-        (f"| method | default prompt | model calls a query ({PROBE_DEPTH} candidates) | ready at once "
+        (f"| method | default template | model calls a query ({PROBE_DEPTH} candidates) | ready at once "
         "| answer grammar | reasoning | options |"),
         "|---|---|---|---|---|---|---|",
     ]
@@ -185,7 +185,7 @@ def render() -> str:
         ("*ready at once*: the model calls a query has ready when it starts; fewer than all means its windows depend "
         "on earlier answers and run one round after another. *answer grammar*: what constrained answers enforce "
         "(none: the method's answers are not constrained). *reasoning*: the tags the think budget closes (with the "
-        "default prompt; `-O prompt=rankgpt` has none)."),
+        "default template; `-O template=rankgpt` has none)."),
         "",
         "## Method cards",
         "",

@@ -8,12 +8,16 @@ groups of each groupwise one. The round becomes a Ray Dataset with one row per w
 
 - ``vllm``: Ray Data LLM (:func:`ray.data.llm.build_processor` with a
   :class:`ray.data.llm.vLLMEngineProcessorConfig`): vLLM engine replicas over the cluster's GPUs, the
-  model's chat template applied by Ray. Options whose names are fields of the config (``concurrency``,
-  ``batch_size``, ``accelerator_type``, ``max_concurrent_batches``, ...) go to the config; every other
-  option goes to the engine (``engine_kwargs``: ``tensor_parallel_size``, ``max_model_len``, ...).
+  model's chat template applied by Ray. ``actors`` is the number of engine replicas (the config's
+  ``concurrency``); options whose names are other fields of the config (``batch_size``, ``accelerator_type``,
+  ``max_concurrent_batches``, ...) go to the config; every other option goes to the engine (``engine_kwargs``:
+  ``tensor_parallel_size``, ``max_model_len``, ...).
 - any other backend (``hf``, ``openai``, ``oracle``): :meth:`ray.data.Dataset.map_batches` over an actor
-  pool, each actor building the backend once (``concurrency``, ``num_cpus``, ``num_gpus``, ``batch_size``
-  are Ray's; the other options are the backend's).
+  pool, each actor building the backend once (``actors``: the pool's size, ``num_cpus``, ``num_gpus``,
+  ``batch_size`` are Ray's; the other options are the backend's, ``concurrency`` too: a backend's windows in
+  flight).
+
+``concurrency`` names windows in flight everywhere in rearank; the actors or replicas Ray Data runs are ``actors``.
 
 The engine on the driver (this process) gets the generations as they arrive (``stream``, journaled one by one),
 applies them and builds the next round, so dependent windows stay correct. Ray connects to ``RAY_ADDRESS`` when
@@ -35,8 +39,8 @@ from rearank.backends.registry import BACKENDS, make_backend
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar
 
-#: ``map_batches`` options taken from ``-O`` for the non-vLLM backends.
-MAP_OPTIONS = ("concurrency", "num_cpus", "num_gpus", "batch_size")
+#: ``map_batches`` options taken from ``-O`` for the non-vLLM backends (``actors``: the pool, :func:`actor_pool`).
+MAP_OPTIONS = ("actors", "num_cpus", "num_gpus", "batch_size")
 #: The engine's ``batch_size`` on Ray: every ready window in one call (a round); Ray splits it into blocks.
 ROUND = 2**31 - 1
 
@@ -52,15 +56,15 @@ def _ray() -> Any:
     return ray
 
 
-def actor_pool(concurrency: Any) -> Any:
+def actor_pool(actors: Any) -> Any:
     """A Ray Data actor pool: ``N`` actors, or ``[MIN, MAX]`` for an autoscaling pool."""
     import ray
 
-    if isinstance(concurrency, (list, tuple)) and len(concurrency) == 2:
-        return ray.data.ActorPoolStrategy(min_size=int(concurrency[0]), max_size=int(concurrency[1]))
-    if isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency >= 1:
-        return ray.data.ActorPoolStrategy(size=concurrency)
-    raise RearankError(f"-O concurrency must be a number of actors N >= 1 or [MIN, MAX], got {concurrency!r}")
+    if isinstance(actors, (list, tuple)) and len(actors) == 2:
+        return ray.data.ActorPoolStrategy(min_size=int(actors[0]), max_size=int(actors[1]))
+    if isinstance(actors, int) and not isinstance(actors, bool) and actors >= 1:
+        return ray.data.ActorPoolStrategy(size=actors)
+    raise RearankError(f"-O actors must be a number of actors N >= 1 or [MIN, MAX], got {actors!r}")
 
 
 def prompt_rows(items: Sequence[tuple[int, Prompt]]) -> list[dict[str, Any]]:
@@ -106,9 +110,14 @@ def vllm_processor(model: str | None, options: Mapping[str, Any], settings: Samp
     _ray()
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
-    fields = set(vLLMEngineProcessorConfig.model_fields) - {"model_source", "engine_kwargs"}
+    if "concurrency" in options:
+        raise RearankError("-O concurrency is a backend's windows in flight; the vLLM engine replicas of --engine ray "
+                           "are -O actors=N")
+    fields = set(vLLMEngineProcessorConfig.model_fields) - {"model_source", "engine_kwargs", "concurrency"}
     config = {k: v for k, v in options.items() if k in fields}
-    engine = {k: v for k, v in options.items() if k not in fields}
+    engine = {k: v for k, v in options.items() if k not in fields and k != "actors"}
+    if "actors" in options:
+        config["concurrency"] = options["actors"]  # Ray Data LLM's name for its engine replicas
     config.setdefault("batch_size", batch_size)
     config.setdefault("should_continue_on_error", True)  # a failed window keeps its order, as in the local path
     engine.setdefault("enable_prefix_caching", True)
@@ -197,7 +206,7 @@ class RayBackend(BackendBase):
         else:
             stage = {k: options.pop(k) for k in MAP_OPTIONS if k in options}
             stage.setdefault("batch_size", batch_size)
-            stage["compute"] = actor_pool(stage.pop("concurrency", 1))
+            stage["compute"] = actor_pool(stage.pop("actors", 1))
             self._actors = (backend, model, options, settings), stage
 
     def answer_format(self, method: Any) -> RayBackend:

@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _budget(value: str | None) -> str | None:
-    from rearank.methods.listwise import check_budget
+    from rearank.methods.base import check_budget
 
     check_budget(value)
     return value

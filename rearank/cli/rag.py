@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from rearank.cli.rag_barrag import register_barrag
-from rearank.cli.rag_retrieval import add_retrieval_arguments, retrieval_settings
 from rearank.cli.rerank import _HelpFormatter
 from rearank.errors import RearankError
 from rearank.flags import add_run_outcome_arguments, backend_options
 from rearank.io.outputs import reads, writes
 from rearank.methods.templates import RAG, names
-from rearank.rag.config import QA_FORMATS, STYLES, RagConfig, parse_ks
+from rearank.rag.config import QA_FORMATS, STYLES, RagConfig, add_retrieval_arguments, parse_ks, retrieval_settings
 from rearank.rag.readers import RULE_READERS, reader_names
 
 

@@ -44,7 +44,7 @@ def _add_filter(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--reader-samples", type=int, default=10, metavar="K", help="reader answers a selection (10)")
     p.add_argument("--selector-temperature", type=float, default=1.0, help="selector sampling temperature (1.0)")
     p.add_argument("--reader-temperature", type=float, default=0.7, help="reader sampling temperature (0.7)")
-    p.add_argument("--concurrency", type=int, default=8, metavar="N", help="questions in flight (8)")
+    p.add_argument("--questions-in-flight", type=int, default=8, metavar="N", help="questions judged at once (8)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_filter)
 
@@ -53,14 +53,14 @@ def _run_filter(args: argparse.Namespace) -> int:
     from rearank.errors import RearankError
     from rearank.rag.barrag.train_filter import FilterSettings, run_filter
 
-    for name in ("selector_samples", "reader_samples", "concurrency"):
+    for name in ("selector_samples", "reader_samples", "questions_in_flight"):
         if getattr(args, name) < 1:
             raise RearankError(f"--{name.replace('_', '-')} must be >= 1")
     settings = FilterSettings(
         selector_url=args.selector_url, selector_model=args.selector_model, reader_url=args.reader_url,
         reader_model=args.reader_model, selector_samples=args.selector_samples, reader_samples=args.reader_samples,
         selector_temperature=args.selector_temperature, reader_temperature=args.reader_temperature,
-        concurrency=args.concurrency,
+        questions_in_flight=args.questions_in_flight,
     )
     stats = run_filter(args.data, args.output_dir, settings, progress=not args.quiet)
     print(f"judged {stats['judged']} of {stats['questions']} questions; reasons {stats['reasons']}")

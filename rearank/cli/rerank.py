@@ -145,7 +145,7 @@ def _inputs(args: argparse.Namespace, packs: Any) -> dict[str, Path | str | None
     files = {f"the {args.dataset} pack's {name}": getattr(pack, name) for name in ("run", "topics", "docs", "qrels")
              if pack is not None}
     return {"--run": args.run, "--requests": args.requests, "--topics": args.topics, "--docs": args.docs,
-            "--qrels": args.qrels, "--template": args.prompt, **files}
+            "--qrels": args.qrels, "--template": args.template, **files}
 
 
 def _load_qrels(args: argparse.Namespace, packs: Any) -> dict[str, dict[str, int]] | None:

@@ -25,16 +25,14 @@ METHODS = Registry("rearank.methods", "method", {"listwise": lambda: Listwise, "
 
 
 def method_options(method: str) -> list[str]:
-    """The settings of ``method`` a user gives (by keyword to the face, as flags on the command line): its fields
-    but the tokenizer, the template under the name ``prompt``."""
-    names = [f.name for f in fields(METHODS.get_or_raise(method)) if f.name != "tokenizer"]
-    return ["prompt" if n == "template" else n for n in names]
+    """The settings of ``method`` a user gives (by keyword to the face, as flags on the command line, recorded in a
+    run's settings): its fields but the tokenizer, each under its field's name (``template``, ``top_k``, ...)."""
+    return [f.name for f in fields(METHODS.get_or_raise(method)) if f.name != "tokenizer"]
 
 
 def option_default(method: str, option: str) -> Any:
     """The default of ``option`` (a name of :func:`method_options`) of ``method``; None if it has none."""
-    name = "template" if option == "prompt" else option
-    field = next(f for f in fields(METHODS.get_or_raise(method)) if f.name == name)
+    field = next(f for f in fields(METHODS.get_or_raise(method)) if f.name == option)
     return None if field.default is MISSING else field.default
 
 

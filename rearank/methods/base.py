@@ -5,6 +5,10 @@ sent now; :meth:`Method.apply` hands one task's generation back and returns the 
 next window of a sliding schedule; nothing for independent groups, which were all ready at the start). The
 engine decides when and how tasks go to the backend (batches, or windows in flight), so a method's result must
 not depend on the order in which its ready tasks are answered.
+
+Beside the protocol, the setting checks every method shares (:func:`check_positive`, :func:`check_budget`; the
+reasoning switch is :mod:`rearank.methods.reasoning`'s). A method folder imports what it shares from these modules,
+never from another method's folder (``tests/unit/test_architecture.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rearank.backends.base import Generation, Prompt
+from rearank.errors import RearankError
+from rearank.prompts import BudgetLike, as_budget
 from rearank.types import Request, Result
 
 
@@ -55,3 +61,20 @@ class Method(Protocol):
         """The ideal answer for a prompt whose passages have these graded ``labels`` (presented order) on a
         scale topping at ``top_grade``: what the oracle backend answers."""
         ...
+
+
+def check_positive(**values: int) -> None:
+    """Raise :class:`RearankError` naming the first setting below its minimum (``window`` 2, the others 1)."""
+    for name, value in values.items():
+        low = 2 if name in ("window", "group_size") else 1
+        if value < low:
+            raise RearankError(f"{name} must be at least {low}, got {value}")
+
+
+def check_budget(passage_budget: BudgetLike) -> None:
+    """Raise :class:`RearankError` for a passage budget that does not parse (None: the template's)."""
+    try:
+        as_budget(passage_budget)
+    except ValueError as err:
+        raise RearankError(str(err)) from None
+

@@ -1,14 +1,15 @@
 """The typed configuration of ``rearank rag eval`` (:class:`RagConfig`) and of open retrieval
 (:class:`RetrievalSettings`, also used by the RAG modes of ``rearank synth``).
 
-The command line reads its flags into these once (:mod:`rearank.cli.rag`, :mod:`rearank.cli.rag_retrieval`) and
-hands them on, not the argparse namespace. Every setting is checked when built, before a question, corpus or
+The command line reads its flags into these once (:mod:`rearank.cli.rag`; the open-retrieval flags of ``rag eval``
+and of the RAG modes of ``rearank synth`` are declared here, :func:`add_retrieval_arguments`) and hands them on, not the argparse namespace. Every setting is checked when built, before a question, corpus or
 model loads; :meth:`RagConfig.record` is what the run folder's ``config.json`` holds, and a resume must match it
 (:meth:`RagConfig.check_resume`, then :class:`rearank.rag.evaluate.RagEvaluation` with the corpus fingerprint).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rearank.errors import RearankError
+from rearank.io.outputs import reads
 
 if TYPE_CHECKING:
     from rearank.methods.card import Card
@@ -61,6 +63,25 @@ class RetrievalSettings:
         record = {"corpus": self.corpus, "corpus_fingerprint": corpus.fingerprint, "depth": self.depth,
                   "candidates": str(self.candidates.resolve()) if self.candidates else None}
         return items, run, record
+
+
+def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--corpus``, ``--depth``, ``--candidates``: open retrieval (``rag eval`` and the RAG modes of ``synth``)."""
+    g = parser.add_argument_group(
+        "open retrieval", "Without --corpus each question's candidates are the paragraphs its file gives it. With "
+        "--corpus they are the BM25 top --depth of the whole corpus (Lucene, BEIR flat settings), gold paragraphs "
+        "matched to corpus passages so supporting recall still counts them.")
+    reads(g.add_argument("--corpus", metavar="CORPUS",
+                         help="BEIR corpus.jsonl, DPR psgs_w100.tsv, a Lucene index folder with stored documents, or a "
+                         "Pyserini prebuilt index name such as wikipedia-dpr-100w (downloaded on first use)"))
+    g.add_argument("--depth", type=int, default=100, metavar="N", help="candidates per question (default 100)")
+    reads(g.add_argument("--candidates", type=Path, metavar="RUN",
+                         help="a TREC run over the corpus ids (any first stage: dense, hybrid) instead of BM25"))
+
+
+def retrieval_settings(args: argparse.Namespace) -> RetrievalSettings:
+    """The open-retrieval settings of the parsed flags (checked)."""
+    return RetrievalSettings(corpus=args.corpus, depth=args.depth, candidates=args.candidates)
 
 
 def parse_ks(text: str) -> tuple[int, ...]:

@@ -29,7 +29,7 @@ EMBEDDED_MAX_NEW_TOKENS = 256
 #: its ``--engine ray`` round journal and ``rearank benchmark`` (``suite.json``); anything else (output paths,
 #: progress, the batch size, how many queries) may change between a run and its resume.
 RESUME_KEYS = ("dataset", "run", "requests", "topics", "docs", "skip_missing", "tag", "backend", "model",
-               "backend_options", "method", "prompt", "top_k", "passage_budget", "max_new_tokens",
+               "backend_options", "method", "template", "top_k", "passage_budget", "max_new_tokens",
                "temperature", "top_p", "seed", "reasoning")
 #: What a resumed ``rearank benchmark`` suite must also share: how many queries each dataset's metrics count,
 #: and the first stage they rerank.
@@ -62,7 +62,7 @@ def default_max_new_tokens(backend: str, model: str | None) -> int:
 @dataclass(frozen=True)
 class RunConfig:
     """What a run ranks with: ``backend`` and ``model`` (with ``backend_options``), the registered ``method`` and
-    its ``options`` (by their flag names: the template is ``prompt``; None takes the method's default), the
+    its ``options`` (by their field names; None takes the method's default), the
     ``sampling`` (greedy by default; :func:`default_max_new_tokens` gives the budget for a model) and the engine's
     ``batch_size``."""
 
@@ -90,8 +90,7 @@ class RunConfig:
     @cached_property
     def ranking_method(self) -> Method:
         """The method, built from the options given (checked by the method)."""
-        given = {("template" if key == "prompt" else key): value for key, value in self.options.items()
-                 if value is not None}
+        given = {key: value for key, value in self.options.items() if value is not None}
         try:
             return METHODS[self.method](**given)
         except TypeError as err:
@@ -122,7 +121,7 @@ class RunConfig:
 
     def record(self) -> dict[str, Any]:
         """The settings as recorded in stats and ``suite.json``: flat, the method under ``method``, its options under
-        their flag names (an option not given by its default)."""
+        their field names (an option not given by its default)."""
         options = {key: option_default(self.method, key) if self.options.get(key) is None else self.options[key]
                    for key in method_options(self.method)}
         if "reasoning" in options:  # what the method does (the template's own when not given), as a bool

@@ -1,1 +1,1 @@
-"""Test and benchmark helpers that ship with rearank (fake servers for measuring clients)."""
+"""Test and benchmark helpers that ship with rearank (fake servers for measuring clients, a free local port)."""

@@ -43,7 +43,8 @@ from typing import Protocol
 
 from rearank.errors import MissingDataError, RearankError
 from rearank.io.files import atomic_write, parse_json, read_text
-from recipes.checks.serving import free_port, stop, wait_until_answering
+from rearank.testing.ports import free_port
+from recipes.checks.serving import stop, wait_until_answering
 
 STATE_FILE = "loop_state.json"
 QA_FILES = ("qa/hotpotqa/train_distractor.sample100.json", "qa/musique/train_ans.sample100.json")

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from rearank.errors import RearankError
-from rearank.methods.listwise.reward import compute_score, parse_ground_truth
+from rearank.methods.listwise.reward import compute_score
+from rearank.methods.truth import parse_ground_truth
 from recipes import RECIPES_DIR
 from recipes.checks.completions import examples
 from recipes.checks.data import rl_data_dir

@@ -35,6 +35,7 @@ from typing import Any
 
 from rearank.errors import RearankError
 from rearank.methods.card import SELECTOR, card
+from rearank.testing.ports import free_port
 from recipes.checks.check import (
     _expect,
     advantage_groups,
@@ -49,7 +50,7 @@ from recipes.checks.check import (
 )
 from recipes.checks.completions import examples
 from recipes.checks.data import shared
-from recipes.checks.serving import free_port, reader_server
+from recipes.checks.serving import reader_server
 from recipes.checks.table import RAG_STAGES, Stage
 
 #: vLLM's allowed LoRA ranks (verl's fallback list when vLLM is not installed).

@@ -1,9 +1,9 @@
-"""Child-process servers of the checks: a free local port, waiting for a server to answer, the QA-oracle reader."""
+"""Child-process servers of the checks: waiting for a server to answer, stopping it, the QA-oracle reader (on a
+port of :func:`rearank.testing.ports.free_port`)."""
 
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -12,13 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rearank.errors import RearankError
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on now (for a child server to take)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from rearank.testing.ports import free_port
 
 
 def wait_until_answering(url: str, proc: subprocess.Popen, limit_s: float, poll_s: float,

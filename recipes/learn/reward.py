@@ -15,7 +15,7 @@ from typing import Any
 
 from rearank.measures.ndcg import dcg_at_k
 from rearank.methods.listwise.answer import parse_answer
-from rearank.methods.listwise.reward import K, parse_ground_truth
+from rearank.methods.truth import K, parse_ground_truth
 
 
 def compute_score(data_source: object, solution_str: object, ground_truth: object, extra_info: object = None,

@@ -48,7 +48,7 @@ def test_a_face_run_resumes_only_with_the_settings_it_recorded(dl19, tmp_path):
         rr.rerank_run(dl19 / "run.bm25.top100.trec", output=out, **inputs)
         assert rr.config.record()["window"] == 10
     recorded = json.loads(out.with_name(out.name + ".stats.json").read_text())["config"]
-    assert (recorded["method"], recorded["window"], recorded["step"], recorded["prompt"]) == ("listwise", 10, 5,
+    assert (recorded["method"], recorded["window"], recorded["step"], recorded["template"]) == ("listwise", 10, 5,
                                                                                           "rearank")
     with Reranker(backend="oracle", qrels=qrels) as rr, pytest.raises(RearankError, match="window: 10 -> 20"):
         rr.rerank_run(dl19 / "run.bm25.top100.trec", output=out, resume=True, **inputs)

@@ -186,8 +186,8 @@ def test_reasoning_analysis_runs_both_prompts(packs_env, tmp_path):
     out = tmp_path / "reasoning"
     assert analyses.main(["reasoning", "--suite", "dl19", "--backend", "oracle", "--max-queries", "2",
                           "--output-dir", str(out), "--no-progress"]) == 0
-    assert load_suite(out / "reasoning").config["prompt"] == "rearank"
-    assert load_suite(out / "zero-shot").config["prompt"] == "rankgpt"
+    assert load_suite(out / "reasoning").config["template"] == "rearank"
+    assert load_suite(out / "zero-shot").config["template"] == "rankgpt"
     text = (out / "reasoning.md").read_text()
     rows = {r["Dataset"]: r for r in parse_tables(text)[""]}
     assert float(rows["dl19"]["Reasoning"]) == pytest.approx(100 * load_suite(out / "reasoning").datasets["dl19"].score(),

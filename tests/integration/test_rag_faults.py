@@ -125,7 +125,7 @@ def selector_rows(tmp_path_factory):
 def barrag_filter(data: Path, out: Path, selector: FaultServer, reader: FaultServer) -> list[str]:
     return [sys.executable, "-m", "rearank", "rag", "barrag", "filter", "--data", str(data), "--output-dir", str(out),
             "--selector-url", selector.base_url, "--selector-model", "sel", "--reader-url", reader.base_url,
-            "--reader-model", "reader", "--selector-samples", "4", "--reader-samples", "3", "--concurrency", "2",
+            "--reader-model", "reader", "--selector-samples", "4", "--reader-samples", "3", "--questions-in-flight", "2",
             "--quiet"]
 
 

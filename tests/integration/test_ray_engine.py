@@ -75,7 +75,7 @@ def test_tdpart_oracle_run_equals_the_local_driver(local_ray, dl19_env, tmp_path
 def test_groupwise_oracle_run_equals_the_local_driver(local_ray, dl19_env, tmp_path):
     local, distributed = rerank_both(tmp_path, ["--dataset", "dl19", "--backend", "oracle", "--method",
                                                 "groupwise", "--max-queries", "2", "--top-k", "40",
-                                                "--group-size", "10"], ["-O", "concurrency=2"])
+                                                "--group-size", "10"], ["-O", "actors=2"])
     assert_same_outputs(local, distributed)
 
 
@@ -100,14 +100,14 @@ def test_embedded_model_through_map_batches_equals_the_local_driver(local_ray, d
 
 @pytest.mark.slow
 def test_vllm_rows_go_through_the_real_ray_data_llm_processor(local_ray, tmp_path):
-    options = {"concurrency": 2, "tensor_parallel_size": 1, "max_model_len": 8192, "accelerator_type": "H100"}
+    options = {"actors": 2, "tensor_parallel_size": 1, "max_model_len": 8192, "accelerator_type": "H100"}
     settings = SamplingSettings(max_new_tokens=512, temperature=0.0)
     processor = vllm_processor(str(tmp_path), options, settings, batch_size=16)
     config = processor.config
     assert (config.concurrency, config.batch_size, config.accelerator_type) == (2, 16, "H100")
     assert config.should_continue_on_error is True
     assert config.engine_kwargs["max_model_len"] == 8192 and config.engine_kwargs["enable_prefix_caching"] is True
-    assert "concurrency" not in config.engine_kwargs and "accelerator_type" not in config.engine_kwargs
+    assert "actors" not in config.engine_kwargs and "concurrency" not in config.engine_kwargs and "accelerator_type" not in config.engine_kwargs
     assert any("vLLMEngine" in name for name in processor.stages)
     row = {"row": 3, "qid": "q", "docids": ["a", "b"], "messages": [{"role": "user", "content": "x"}]}
     prepared = processor.preprocess(row)

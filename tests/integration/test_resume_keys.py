@@ -46,7 +46,7 @@ CHANGES: dict[str, tuple] = {
     # (the oracle takes no -O option: one is refused before the resume is looked at, so another backend's)
     "backend_options": (SERVED, (OPENAI, {}), SERVED),
     "method": ({"--method": "groupwise"}, ({"method": "groupwise"}, {}), {"--method": "groupwise"}),
-    "prompt": ({"--template": "rankgpt"}, ({"prompt": "rankgpt"}, {}), {"--template": "rankgpt"}),
+    "template": ({"--template": "rankgpt"}, ({"template": "rankgpt"}, {}), {"--template": "rankgpt"}),
     "top_k": ({"--top-k": "2"}, ({"top_k": 2}, {}), {"--top-k": "2"}),
     "passage_budget": ({"--passage-budget": "30c"}, ({"passage_budget": "30c"}, {}), {"--passage-budget": "30c"}),
     "max_new_tokens": ({"--max-new-tokens": "100"}, ({"max_new_tokens": 100}, {}), {"--max-new-tokens": "100"}),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rearank.methods.listwise.answer import answer_span, apply_permutation, ideal_answer, parse_answer
+from rearank.methods.listwise.answer import apply_permutation, ideal_answer, parse_answer
+from rearank.methods.reasoning import answer_span
 
 
 def test_an_unclosed_think_has_an_empty_truncated_answer():

@@ -71,7 +71,7 @@ def test_windows_of_many_queries_share_backend_calls():
     ({"temperature": -0.5}, "temperature must be at least 0"),
     ({"top_p": 0}, "top_p must be in (0, 1]"),
     ({"max_new_tokens": 0}, "max_new_tokens must be an integer of at least 1"),
-    ({"prompt": "nope"}, "prompt template 'nope': not a builtin"),
+    ({"template": "nope"}, "prompt template 'nope': not a builtin"),
     ({"device": "bogus"}, "backend option device='bogus' (hf): expected cpu, cuda, cuda:N or mps, got str 'bogus'"),
     ({"device": "cuda:99"}, "backend option device='cuda:99' (hf): this machine has "),
     ({"device": "mps:0"}, "expected cpu, cuda, cuda:N or mps"),

@@ -1,6 +1,6 @@
 """The layers of docs/architecture.md hold: no import runs from a lower layer to a higher one, and no cycle exists,
-even with every function-local import counted as if it were at the top of its module; every backend class lives
-in ``rearank/backends/``."""
+even with every function-local import counted as if it were at the top of its module; no method folder imports
+another; every backend class lives in ``rearank/backends/``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ PACKAGES = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.
 #: single-file root modules. A module may import from its own layer and the ones below. Every package outside
 #: rearank (benchmark suites, data synthesis, recipes) sits on top, beside the commands.
 LAYERS = (
-    ("base", ("types", "errors", "cache", "plugins")),
+    ("base", ("types", "errors", "cache", "plugins", "startup")),
     ("files and data", ("io", "data")),
     ("below the methods", ("measures", "qa", "prompts", "grammar")),
     ("backends", ("backends",)),
@@ -97,6 +97,42 @@ def test_the_import_graph_has_no_cycle():
         if name not in state:
             visit(name, [name])
     assert cycles == []
+
+
+def method_folder(module: str) -> str | None:
+    """The method folder of ``module`` (``listwise`` for ``rearank.methods.listwise.answer``), None outside one."""
+    parts = module.split(".")
+    folder = ROOT.joinpath(*parts[:3])
+    return parts[2] if parts[:2] == ["rearank", "methods"] and len(parts) > 2 and folder.is_dir() else None
+
+
+def test_no_method_folder_imports_another():
+    """What methods share lives beside them (``methods/base.py``, ``reasoning.py``, ``truth.py``) or below
+    (``measures/``), so a method's folder can be read, moved or left out on its own."""
+    known = modules()
+    borrowed = [f"{path.relative_to(ROOT)}:{line} imports {target}"
+                for name, path in known.items() if method_folder(name)
+                for target, line in imports(path, known) if method_folder(target) not in (None, method_folder(name))]
+    assert borrowed == []
+
+
+def test_only_the_command_lines_import_the_cli():
+    """The packages beside rearank sit on the commands' layer, but take what they share from below it (the flags
+    of open retrieval live in ``rearank.rag.config``), not from ``rearank.cli``."""
+    known = modules()
+    inside = ("rearank.cli", "rearank.__main__")
+    borrowed = [f"{path.relative_to(ROOT)}:{line} imports {target}" for name, path in known.items()
+                if not name.startswith(inside)
+                for target, line in imports(path, known) if target.startswith("rearank.cli")]
+    assert borrowed == []
+
+
+def test_the_bench_scripts_import_no_recipe():
+    """``bench/`` (scripts, no package) measures rearank; what a script and a recipe check share lives in rearank."""
+    known = modules()
+    borrowed = [f"{path.relative_to(ROOT)}:{line} imports {target}" for path in sorted((ROOT / "bench").glob("*.py"))
+                for target, line in imports(path, known) if target.partition(".")[0] in ("recipes", "benchmark")]
+    assert borrowed == []
 
 
 def _is_backend(node: ast.ClassDef) -> bool:

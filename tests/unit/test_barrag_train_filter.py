@@ -1,6 +1,6 @@
 """The BAR-RAG training filter (``rearank.rag.barrag.train_filter``) against a fake selector and reader: the
 settings each call carries, the accuracies of valid, out-of-range and unparseable selections, the log and stats
-of an interrupted run and its resumption, the concurrency bound, the progress bar and the refusals."""
+of an interrupted run and its resumption, the bound on questions in flight, the progress bar and the refusals."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ ANSWERS = {(1, 2): [TWO_CITES, ONE_CITE, WRONG], (1,): [CITES_1_3] * 3}
 #: tau 0.95: [1/3, 0, 0] (mean 1/9, variance 6/243: "mean"); tau 0.8: [2/3, 1, 0] (mean 5/9, variance 14/81: kept).
 SETTINGS = FilterSettings(SEL, "sel-model", READ, "read-model", selector_samples=3, reader_samples=3,
                           selector_temperature=0.9, reader_temperature=0.6, tau=0.95, selector_max_tokens=111,
-                          reader_max_tokens=222, concurrency=2, timeout_s=33.0, retries=1)
+                          reader_max_tokens=222, questions_in_flight=2, timeout_s=33.0, retries=1)
 
 
 def passages(ids):
@@ -166,7 +166,7 @@ def test_an_empty_training_file_is_written_back_empty(servers, tmp_path):
     assert pq.read_table(out / "train.parquet").schema == pq.read_table(source / "train.parquet").schema
 
 
-def test_at_most_concurrency_questions_are_in_flight(servers, tmp_path):
+def test_at_most_questions_in_flight_questions_are_judged_at_once(servers, tmp_path):
     source = data(tmp_path / "sel", [f"q{i}" for i in range(10)])
     run_filter(source, tmp_path / "out", FilterSettings(SEL, "s", READ, "r"), progress=False)
     assert servers.peak == 8

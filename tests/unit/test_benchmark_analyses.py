@@ -170,7 +170,7 @@ def test_the_passes_report():
 
 
 def finished(path, prompt, scores, skipped=None):
-    return SuiteResult(path, {"prompt": prompt}, {d: DatasetResult(d, metrics(s)) for d, s in scores.items()},
+    return SuiteResult(path, {"template": prompt}, {d: DatasetResult(d, metrics(s)) for d, s in scores.items()},
                        skipped or {})
 
 
@@ -289,8 +289,8 @@ def test_reasoning_command_runs_both_prompts_and_writes_the_comparison(tmp_path,
     runs = []
 
     def run_suite(args):
-        runs.append((args.prompt, args.out, args.label, args.backend_option))
-        return finished(args.out, args.prompt, {"dl19": 0.5})
+        runs.append((args.template, args.out, args.label, args.backend_option))
+        return finished(args.out, args.template, {"dl19": 0.5})
 
     monkeypatch.setattr(benchmark.run, "run_suite", run_suite)
     assert run_main(capsys, "reasoning", "--suite", "dl19", "--model", "qwen", "--backend", "openai", "--output-dir",

@@ -47,7 +47,7 @@ def make_suite(root: Path, datasets: list[str], done: list[str], seed: int, labe
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True)
     write_json(root / SUITE_FILE, {"datasets": datasets, "label": label, "backend": "oracle", "model": None,
-                                   "prompt": "rearank", "window": 20, "step": 10, "passes": 1, "top_k": 100,
+                                   "template": "rearank", "window": 20, "step": 10, "passes": 1, "top_k": 100,
                                    "max_new_tokens": 64, "skipped": skipped or {}})
     for name in done:
         (root / name).mkdir()

@@ -67,7 +67,7 @@ def test_preset_fills_settings_left_at_their_defaults():
     args = parser.parse_args(["rerank", "--dataset", "dl19", "--method", "groupwise", "--preset", "grouprank-released",
                               "--top-p", "0.5", "-o", "x.trec"])
     apply_defaults(args)
-    assert (args.prompt, args.temperature, args.max_new_tokens, args.fusion_weight, args.fusion, args.shuffle_all) == (
+    assert (args.template, args.temperature, args.max_new_tokens, args.fusion_weight, args.fusion, args.shuffle_all) == (
         "grouprank-released", 0.3, 8000, 0.6, "raw", True)
     assert args.top_p == 0.5  # given on the command line: kept
     listwise = parser.parse_args(["rerank", "--dataset", "dl19", "--preset", "grouprank-released", "-o", "x.trec"])

@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import entropy
 
+from rearank.measures.rbo import rbo
 from rearank.methods.groupwise.parser import format_scores, label_scores
-from rearank.methods.groupwise.rbo import rbo
 from rearank.methods.groupwise.reward import PARSE_STATUSES, PARTS, compute_score, group_reward_parts
 
 LABELS = [3, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]

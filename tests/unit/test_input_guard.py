@@ -134,7 +134,7 @@ def test_python_m_eval_run_refuses_its_input_as_output(tmp_path, capsys):
 
 
 # The Python face: every input argument of Reranker.rerank_run (and the oracle's own qrels file) as an output.
-API_INPUTS = ("run", "topics", "docs", "qrels", "oracle qrels", "prompt")
+API_INPUTS = ("run", "topics", "docs", "qrels", "oracle qrels", "template")
 API_OUTPUTS = ("output", "traces")
 
 
@@ -144,7 +144,7 @@ def face_files(tmp_path):
     qrels.write_text("q1 0 d1 1\nq1 0 d2 0\n")
     files = {"run": "q1 Q0 d1 1 2.0 bm25\nq1 Q0 d2 2 1.0 bm25\n", "topics": "q1\ta question\n",
              "docs": "d1\tone passage\nd2\tanother passage\n", "qrels": "q1 0 d1 1\n",
-             "prompt": (Path(__file__).parents[2] / "rearank" / "methods" / "listwise" / "rearank.yaml").read_text()}
+             "template": (Path(__file__).parents[2] / "rearank" / "methods" / "listwise" / "rearank.yaml").read_text()}
     paths = {}
     for name, text in files.items():
         paths[name] = tmp_path / f"{name}.in"
@@ -159,7 +159,7 @@ def test_the_python_face_refuses_an_output_that_is_one_of_its_inputs(given, outp
     from rearank import Reranker
 
     before = files_under(tmp_path)
-    options = {"prompt": str(face_files["prompt"])} if given == "prompt" else {}
+    options = {"template": str(face_files["template"])} if given == "template" else {}
     with Reranker(backend="oracle", qrels=face_files["oracle qrels"], **options) as rr:
         kwargs = {"run": face_files["run"], "topics": face_files["topics"], "docs": face_files["docs"],
                   "qrels": face_files["qrels"], "output": tmp_path / "out.trec"}

@@ -192,18 +192,18 @@ def test_without_ray_the_engine_says_how_to_install_it(monkeypatch):
     assert err.value.__suppress_context__
 
 
-@pytest.mark.parametrize(("concurrency", "pool"), [
+@pytest.mark.parametrize(("actors", "pool"), [
     (1, Pool(size=1)), (3, Pool(size=3)), ([2, 4], Pool(min_size=2, max_size=4)),
     ((1, "3"), Pool(min_size=1, max_size=3))])
-def test_actor_pools_are_fixed_or_autoscaling(fake_ray, concurrency, pool):
-    assert ray_backend.actor_pool(concurrency) == pool
+def test_actor_pools_are_fixed_or_autoscaling(fake_ray, actors, pool):
+    assert ray_backend.actor_pool(actors) == pool
 
 
-@pytest.mark.parametrize("concurrency", [0, -2, True, 2.0, "2", [1, 2, 3], [4]])
-def test_other_actor_pools_are_refused(fake_ray, concurrency):
+@pytest.mark.parametrize("actors", [0, -2, True, 2.0, "2", [1, 2, 3], [4]])
+def test_other_actor_pools_are_refused(fake_ray, actors):
     with pytest.raises(RearankError) as err:
-        ray_backend.actor_pool(concurrency)
-    assert str(err.value) == f"-O concurrency must be a number of actors N >= 1 or [MIN, MAX], got {concurrency!r}"
+        ray_backend.actor_pool(actors)
+    assert str(err.value) == f"-O actors must be a number of actors N >= 1 or [MIN, MAX], got {actors!r}"
 
 
 def test_a_rounds_rows_carry_what_the_actor_needs():
@@ -239,7 +239,7 @@ def test_a_vllm_row_becomes_a_generation():
 
 
 def test_the_processor_splits_options_between_ray_and_the_engine(fake_ray, tmp_path):
-    options = {"concurrency": 2, "accelerator_type": "H100", "max_model_len": 4096, "model_source": "x",
+    options = {"actors": 2, "accelerator_type": "H100", "max_model_len": 4096, "model_source": "x",
                "engine_kwargs": {"seed": 1}}  # the two fields it sets itself go to the engine like any other
     processor = ray_backend.vllm_processor(str(tmp_path), options, SamplingSettings(max_new_tokens=64), 16)
     assert processor.config.kwargs == {
@@ -255,6 +255,15 @@ def test_the_processor_splits_options_between_ray_and_the_engine(fake_ray, tmp_p
         "row": 3, "generated_text": "t", "num_input_tokens": 4, "num_generated_tokens": 2, "time_taken_llm": 1.5}
 
 
+def test_concurrency_stays_the_backends_windows_in_flight_and_actors_size_the_pool(fake_ray, tmp_path):
+    backend = ray_backend.RayBackend("pooled", "m", {"concurrency": 3}, SETTINGS, progress=False)
+    assert backend._actors == (("pooled", "m", {"concurrency": 3}, SETTINGS), {"batch_size": 32, "compute": Pool(size=1)})
+    with pytest.raises(RearankError) as err:
+        ray_backend.vllm_processor(str(tmp_path), {"concurrency": 2}, SETTINGS, 16)
+    assert str(err.value) == ("-O concurrency is a backend's windows in flight; the vLLM engine replicas of --engine "
+                              "ray are -O actors=N")
+
+
 def test_the_processor_keeps_options_given_and_loads_a_gguf_file(fake_ray, tmp_path):
     (tmp_path / "m.gguf").write_bytes(b"")
     options = {"batch_size": 4, "should_continue_on_error": False, "enable_prefix_caching": False}
@@ -264,7 +273,7 @@ def test_the_processor_keeps_options_given_and_loads_a_gguf_file(fake_ray, tmp_p
                                        "engine_kwargs": {"enable_prefix_caching": False}}
 
 
-@pytest.mark.parametrize(("options", "reason"), [({"concurrency": 0}, "concurrency must be at least 1"),
+@pytest.mark.parametrize(("options", "reason"), [({"actors": 0}, "concurrency must be at least 1"),
                                                  ({"batch_size": "8"}, "batch_size must be an integer")])
 def test_bad_ray_data_llm_options_are_refused(fake_ray, tmp_path, options, reason):
     with pytest.raises(RearankError) as err:
@@ -315,9 +324,9 @@ def test_an_actor_answers_for_the_bound_method_and_checks_the_count(fake_ray):
 
 
 def test_an_actor_pool_run_returns_generations_in_the_prompts_order(fake_ray):
-    options = {"concurrency": [1, 2], "num_cpus": 2, "batch_size": 2, "k": 1}
+    options = {"actors": [1, 2], "num_cpus": 2, "batch_size": 2, "k": 1}
     backend = ray_backend.RayBackend("pooled", "m", options, SETTINGS, progress=False)
-    assert options == {"concurrency": [1, 2], "num_cpus": 2, "batch_size": 2, "k": 1}  # the caller's are kept
+    assert options == {"actors": [1, 2], "num_cpus": 2, "batch_size": 2, "k": 1}  # the caller's are kept
     assert (backend.tokenizer, backend.data_llm, fake_ray.context.enable_progress_bars) == (None, False, False)
     bound = backend.answer_format("the method")
     assert (bound.method, backend.method) == ("the method", None)
@@ -348,7 +357,7 @@ def test_an_actor_pool_defaults_to_one_actor_and_batches_of_32(fake_ray):
 
 
 def test_a_ray_data_llm_run_uses_the_processor_and_the_backends_budget(fake_ray, tmp_path):
-    backend = ray_backend.RayBackend("llm", str(tmp_path), {"concurrency": 2, "max_model_len": 4096}, SETTINGS,
+    backend = ray_backend.RayBackend("llm", str(tmp_path), {"actors": 2, "max_model_len": 4096}, SETTINGS,
                                      batch_size=4)
     assert backend.data_llm is True and backend.tokenizer == f"tokenizer of {tmp_path}"
     assert backend.processor.config.kwargs == {

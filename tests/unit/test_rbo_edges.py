@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rearank.methods.groupwise.rbo import average_overlap, rbo
+from rearank.measures.rbo import average_overlap, rbo
 
 
 def test_rbo_by_hand_and_its_default_persistence():

@@ -4,6 +4,7 @@ method's answer-only variant, chosen by one option, recorded in the run's settin
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import httpx
 import pytest
@@ -77,6 +78,18 @@ def test_methods_record_what_their_template_asks():
     assert Listwise(reasoning="off").template.name == "rearank-answer"
     assert Groupwise(reasoning=False).template.name == "grouprank-answer"
     assert Pointwise().reasoning is False and Pointwise(reasoning="on").reasoning is True
+
+
+def test_the_listwise_grammar_reads_the_templates_reasoning_field_not_its_text(tmp_path):
+    """The template's ``reasoning`` is the one source: a file that sets it false keeps no reasoning block in the
+    grammar, though its words mention ``<think>``."""
+    text = (Path(__file__).parents[2] / "rearank" / "methods" / "listwise" / "rankgpt.yaml").read_text()
+    file = tmp_path / "terse.yaml"
+    file.write_text(text.replace("name: rankgpt", "name: terse\nreasoning: false").replace(
+        "and nothing else.", "and nothing else: no <think> block."))
+    method = Listwise(template=str(file))
+    assert method.reasoning is False and "<think>" in _texts(method.template)
+    assert method.answer_grammar(3).think is None
 
 
 def test_answer_only_grammars_have_no_reasoning_block():

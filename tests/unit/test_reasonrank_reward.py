@@ -10,7 +10,7 @@ import pytest
 import pytrec_eval
 import rbo
 
-from rearank.methods.groupwise.rbo import average_overlap
+from rearank.measures.rbo import average_overlap
 from rearank.methods.listwise.answer import format_answer
 from rearank.methods.listwise.reasonrank import compute_score, parse_truth, truth_record
 

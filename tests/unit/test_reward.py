@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rearank.methods.listwise.answer import format_answer
-from rearank.methods.listwise.reward import PARSE_STATUSES, RANK_REWARDS, compute_score, parse_ground_truth
+from rearank.methods.listwise.reward import PARSE_STATUSES, RANK_REWARDS, compute_score
+from rearank.methods.truth import parse_ground_truth
 
 PARTS = {"score", "ndcg", "init_ndcg", "ideal_ndcg", "r_rank", "format_tags", "format_answer", "parse_status"}
 BAD = float(PARSE_STATUSES.index("bad_ground_truth"))

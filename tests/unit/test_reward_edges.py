@@ -8,14 +8,15 @@ import math
 
 import pytest
 
+from rearank.methods import truth as decoding
 from rearank.methods.listwise import reward
 from rearank.methods.listwise.reward import (
     PARSE_STATUSES,
     compute_score,
-    parse_ground_truth,
     rank_reward_value,
     released_permutation,
 )
+from rearank.methods.truth import parse_ground_truth
 
 BAD = float(PARSE_STATUSES.index("bad_ground_truth"))
 LOG3 = math.log2(3)
@@ -25,7 +26,7 @@ LOG3 = math.log2(3)
 def decode_afresh():
     """Each test decodes its ground truths itself: the decoding cache would otherwise answer from whatever ran
     before in this process (mutmut's workers inherit one filled by the unmutated code)."""
-    reward._truth_from_json.cache_clear()
+    decoding._truth_from_json.cache_clear()
 
 
 @pytest.mark.parametrize("truth", ["5", '["1", 2]', '{"labels": [1, Infinity]}', "not json", '{"labels": true}'])

@@ -18,10 +18,10 @@ def test_defaults_build_rearank_listwise_and_record_flat():
     method = config.ranking_method
     assert isinstance(method, Listwise) and (method.window, method.step, method.top_k) == (20, 10, 100)
     record = config.record()
-    assert (record["method"], record["prompt"], record["window"], record["backend"]) == ("listwise", "rearank", 20,
+    assert (record["method"], record["template"], record["window"], record["backend"]) == ("listwise", "rearank", 20,
                                                                                        "oracle")
     assert record["max_new_tokens"] == SamplingSettings().max_new_tokens
-    assert set(resume_settings(record)) >= {"method", "prompt", "window", "step", "max_new_tokens"}
+    assert set(resume_settings(record)) >= {"method", "template", "window", "step", "max_new_tokens"}
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -67,7 +67,7 @@ def test_the_method_and_template_flags_reach_the_config():
     parser = build_parser()
     config = run_config(parser.parse_args(["rerank", "--dataset", "dl19", "--method", "groupwise", "--template",
                                            "grouprank-released", "-o", "x"]))
-    assert (config.method, config.options["prompt"]) == ("groupwise", "grouprank-released")
+    assert (config.method, config.options["template"]) == ("groupwise", "grouprank-released")
     assert config.record()["method"] == "groupwise" and "mode" not in config.record()
     with pytest.raises(SystemExit):
         parser.parse_args(["rerank", "--dataset", "dl19", "--mode", "pairwise", "-o", "x"])

@@ -15,7 +15,7 @@ SAMPLING = SamplingSettings(max_new_tokens=99, temperature=0.5, top_p=0.9, seed=
 
 
 def listwise():
-    return RunConfig(backend="oracle", model="m", method="listwise", options={"window": 8, "step": 4, "prompt": None},
+    return RunConfig(backend="oracle", model="m", method="listwise", options={"window": 8, "step": 4, "template": None},
                      backend_options={"x": 1}, sampling=SAMPLING, batch_size=4)
 
 
@@ -23,7 +23,7 @@ def test_the_record_holds_every_setting_under_its_name():
     # the options given, the others at the listwise defaults; reasoning not given: the rearank template reasons
     assert listwise().record() == {
         "backend": "oracle", "model": "m", "backend_options": {"x": 1}, "method": "listwise",
-        "prompt": "rearank", "window": 8, "step": 4, "passes": 1, "top_k": 100, "passage_budget": None,
+        "template": "rearank", "window": 8, "step": 4, "passes": 1, "top_k": 100, "passage_budget": None,
         "reasoning": True, "strategy": "sliding", "pivot": 10, "budget": 100,
         "max_new_tokens": 99, "temperature": 0.5, "top_p": 0.9, "seed": 7, "batch_size": 4}
 

@@ -47,7 +47,7 @@ def test_table4_analysis_switches_thinking_per_mode(monkeypatch, tmp_path):
     seen = {}
 
     def fake_run_suite(args):
-        seen[args.label] = (args.prompt, args.backend_option)
+        seen[args.label] = (args.template, args.backend_option)
         return object()
 
     monkeypatch.setattr(benchmark.run, "run_suite", fake_run_suite)

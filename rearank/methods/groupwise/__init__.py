@@ -3,7 +3,7 @@
 The method is :class:`Groupwise` (:mod:`.method`, ``rearank rerank --method groupwise``); beside it its answer
 format and training pieces: the parser (:mod:`.parser`), the oracle answer (:mod:`.oracle`), the prompt and SFT
 target (:mod:`.prompt`, templates ``grouprank.yaml`` and ``grouprank-released.yaml``), the paper's presets
-(:mod:`.presets`), the teacher labels (:mod:`.labels`), RBO (:mod:`.rbo`) and the verl reward (:mod:`.reward`;
+(:mod:`.presets`), the teacher labels (:mod:`.labels`) and the verl reward (:mod:`.reward`;
 recipes give verl ``pkg://rearank.methods.groupwise.reward``). See docs/grouprank.md.
 """
 

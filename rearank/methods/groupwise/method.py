@@ -21,12 +21,11 @@ from typing import Any, ClassVar
 
 from rearank.backends.base import ERROR, Generation, Prompt
 from rearank.errors import RearankError
-from rearank.methods.base import Task
+from rearank.methods.base import Task, check_budget, check_positive
 from rearank.methods.groupwise.oracle import oracle_answer
 from rearank.methods.groupwise.parser import MAX_SCORE, parse_scores, scores_grammar
 from rearank.methods.groupwise.prompt import load_group_template
-from rearank.methods.listwise import check_budget, check_positive
-from rearank.methods.listwise.method import reasoning_template
+from rearank.methods.reasoning import reasoning_template
 from rearank.prompts import BudgetLike, PromptTemplate, build_messages, render_passages
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace

@@ -15,7 +15,7 @@ from rearank.errors import RearankError
 #: Preset name -> rerank CLI settings (attribute names of ``rearank rerank``'s parsed arguments).
 PRESETS: dict[str, dict[str, Any]] = {
     "grouprank-released": {
-        "prompt": "grouprank-released",
+        "template": "grouprank-released",
         "temperature": 0.3,
         "top_p": 0.8,
         "max_new_tokens": 8000,

@@ -40,9 +40,9 @@ from operator import mul, neg
 from typing import Any, NamedTuple
 
 from rearank.measures.ndcg import dcg_at_k, ideal_dcg_at_k
+from rearank.measures.rbo import rbo
 from rearank.methods.groupwise.parser import MAX_SCORE, STATUSES, parse_scores
-from rearank.methods.groupwise.rbo import rbo
-from rearank.methods.listwise.reward import parse_ground_truth
+from rearank.methods.truth import parse_ground_truth
 
 #: ``parse_status`` is logged as the index into this tuple (verl logs numeric reward parts only).
 PARSE_STATUSES = (*STATUSES, "bad_ground_truth")

@@ -6,6 +6,6 @@ parser (:mod:`.answer`, shared by inference and reward), its schedule (:mod:`.wi
 (``rearank``, ``rankgpt``) stay in the one template registry, :mod:`rearank.prompts`.
 """
 
-from rearank.methods.listwise.method import Listwise, QueryState, check_budget, check_positive
+from rearank.methods.listwise.method import Listwise, QueryState
 
-__all__ = ["Listwise", "QueryState", "check_budget", "check_positive"]
+__all__ = ["Listwise", "QueryState"]

@@ -12,13 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from rearank.methods.reasoning import ANSWER_BLOCK, answer_span
+
 #: Every status a window output can get, best first.
 STATUSES = ("ok", "missing_ids", "repetition", "out_of_range", "wrong_format", "truncated")
 
-_ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
-_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 _BRACKET_ID = re.compile(r"\[\s*(\d{1,9})\s*\]")
 _BARE_CHAIN = re.compile(r"\d{1,9}(?:\s*>\s*\d{1,9})+")
 _STRICT_CHAIN = re.compile(r"\s*\[\d{1,9}\](?:\s*>\s*\[\d{1,9}\])*\s*")
@@ -42,28 +40,6 @@ class ParsedAnswer:
     n_duplicates: int
     n_out_of_range: int
     n_missing: int
-
-
-def answer_span(text: str) -> tuple[str, bool]:
-    """Return the answer part of ``text`` and whether it is truncated (``<answer>`` never closed).
-
-    The last complete ``<answer>`` block wins; else the text after an unclosed ``<answer>``;
-    else nothing (truncated) when a ``<think>`` is never closed, so ids mentioned while reasoning never
-    count as an answer; else the text after the last ``</think>``; else the whole text.
-    """
-    blocks = _ANSWER_BLOCK.findall(text)
-    if blocks:
-        return blocks[-1], False
-    opens = list(_ANSWER_OPEN.finditer(text))
-    if opens:
-        return text[opens[-1].end():], True
-    closes = list(_THINK_CLOSE.finditer(text))
-    last_open = max((m.start() for m in _THINK_OPEN.finditer(text)), default=-1)
-    if last_open >= 0 and (not closes or closes[-1].start() < last_open):
-        return "", True
-    if closes:
-        return text[closes[-1].end():], False
-    return text, False
 
 
 def _tags_in_order(text: str) -> bool:
@@ -125,7 +101,7 @@ def parse_answer(text: object, n: int, hit_token_limit: bool = False) -> ParsedA
         status = "ok"
 
     has_tags = _tags_in_order(text)
-    blocks = _ANSWER_BLOCK.findall(text)
+    blocks = ANSWER_BLOCK.findall(text)
     strict = bool(
         blocks
         and _STRICT_CHAIN.fullmatch(blocks[-1])

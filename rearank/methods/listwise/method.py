@@ -21,19 +21,12 @@ from typing import Any, ClassVar
 from rearank.backends.base import ERROR, LENGTH, Generation, Prompt
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar, id_list_answer, template_asks
-from rearank.methods.base import Task
+from rearank.methods.base import Task, check_budget, check_positive
 from rearank.methods.listwise.answer import apply_permutation, ideal_answer, parse_answer
 from rearank.methods.listwise.tdpart import TopDown, Window
 from rearank.methods.listwise.window import schedule, window_count
-from rearank.methods.templates import with_reasoning
-from rearank.prompts import (
-    BudgetLike,
-    PromptTemplate,
-    as_budget,
-    as_reasoning,
-    build_messages,
-    render_passages,
-)
+from rearank.methods.reasoning import reasoning_template
+from rearank.prompts import BudgetLike, PromptTemplate, build_messages, render_passages
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace
 
@@ -42,32 +35,6 @@ from rearank.types import Request, Result, WindowTrace
 SLIDING_STEP, TDPART_PIVOT, TDPART_BUDGET = 10, 10, 100
 #: ``strategy`` options: sliding windows back to front, or top-down partitioning.
 STRATEGIES = ("sliding", "tdpart")
-
-
-def check_budget(passage_budget: BudgetLike) -> None:
-    """Raise :class:`RearankError` for a passage budget that does not parse (None: the template's)."""
-    try:
-        as_budget(passage_budget)
-    except ValueError as err:
-        raise RearankError(str(err)) from None
-
-
-def reasoning_template(template: str | Path | PromptTemplate, reasoning: object) -> PromptTemplate:
-    """The template a method uses: ``template``, or its variant with the other reasoning setting when the switch
-    ``reasoning`` (on/off, a bool, None: the template's own) asks for it; :class:`RearankError` otherwise."""
-    try:
-        switch = as_reasoning(reasoning)
-    except ValueError as err:
-        raise RearankError(str(err)) from None
-    return with_reasoning(template, switch)
-
-
-def check_positive(**values: int) -> None:
-    """Raise :class:`RearankError` naming the first setting below its minimum (``window`` 2, the others 1)."""
-    for name, value in values.items():
-        low = 2 if name in ("window", "group_size") else 1
-        if value < low:
-            raise RearankError(f"{name} must be at least {low}, got {value}")
 
 
 @dataclass
@@ -188,12 +155,13 @@ class Listwise:
                       answer=self.answer_grammar(len(ids)))
 
     def answer_grammar(self, n: int) -> AnswerGrammar:
-        """A window's answer: a permutation of its ``n`` ids, in ``<answer>`` tags after ``<think>`` when the
-        template asks for them (the ``rearank`` template), else the bare permutation (``rankgpt``)."""
+        """A window's answer: a permutation of its ``n`` ids, after a ``<think>`` block when the method reasons
+        (``reasoning``: the template's, as the switch picked it), in ``<answer>`` tags when the template asks for them
+        (the ``rearank`` template), else the bare permutation (``rankgpt``)."""
         template = self.template
         assert isinstance(template, PromptTemplate)
         texts = (template.system, template.prefix_user, template.post)
-        return id_list_answer(n, reasoning=template_asks(texts, "<think>"), tags=template_asks(texts, "<answer>"))
+        return id_list_answer(n, reasoning=bool(self.reasoning), tags=template_asks(texts, "<answer>"))
 
     def _next(self, state: QueryState) -> list[Task]:
         return [Task(len(state.traces), self.prompt(state))] if state.windows else []

@@ -12,7 +12,7 @@ reward function signature; recipes give verl ``pkg://rearank.methods.listwise.re
 The ground truth is a JSON object (or its decoded dict) ``{"ids": [docid of [1], [2], …], "gold": [docids, best
 first], "relevant": {docid: grade}}``: NDCG@10 as trec_eval's ``ndcg_cut_10`` with the grade as gain and the ideal
 over every relevant passage, Recall@10 over grades >= 1, RBO as the ``rbo`` package's default ``p = 1.0`` (average
-overlap, :func:`rearank.methods.groupwise.rbo.average_overlap`) of the predicted and the gold docids. A row of
+overlap, :func:`rearank.measures.rbo.average_overlap`) of the predicted and the gold docids. A row of
 ReasonRank's own RL data (``extra_info`` with ``initial_list``, ``final_list``, ``relevant_docids``; every relevant
 passage grade 1) is read the same way. A ground truth that does not decode scores 0 with ``bad_ground_truth`` 1.
 :func:`compute_score` never raises for a completion or a ground truth.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rearank.measures.ndcg import dcg_at_k, ideal_dcg_at_k
-from rearank.methods.groupwise.rbo import average_overlap
+from rearank.measures.rbo import average_overlap
 from rearank.methods.listwise.answer import parse_answer
 
 K = 10

@@ -42,15 +42,13 @@ an invalid reward option (a configuration error that should stop the run at its 
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from rearank.measures.ndcg import dcg_at_k, ideal_dcg_at_k
+from rearank.measures.ndcg import dcg_at_k
 from rearank.methods.listwise.answer import STATUSES, parse_answer
+from rearank.methods.truth import NUMBERS, K, RankingTruth, parse_truth
 
 #: ``rank_reward`` options: the paper's normalized gain and its two ablations.
 RANK_REWARDS = ("normalized", "absolute", "difference")
@@ -61,77 +59,13 @@ VARIANTS = ("default", "released")
 #: ``parse_status`` is logged as the index into this tuple (verl logs numeric reward parts only).
 PARSE_STATUSES = (*STATUSES, "bad_ground_truth")
 
-K = 10
 _EPS = 1e-9
 _BAD_GROUND_TRUTH = float(PARSE_STATUSES.index("bad_ground_truth"))
-_NUMBERS = (int, float)  # exact types: bool and numeric strings are malformed labels
 _RELEASED_FORMAT = re.compile(r"<think>.*</think>\s*<answer>.*</answer>", re.DOTALL)
 _RELEASED_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _RELEASED_CHAIN = re.compile(r"\[\d+\](?:\s*>\s*\[\d+\])*")
 _DIGITS = re.compile(r"\d+")
 _ROUND = 5
-
-
-@dataclass(frozen=True)
-class _Truth:
-    """A decoded ground truth: labels in presented order, their ideal DCG@10 and the presented order's nDCG@10."""
-
-    labels: tuple[float, ...]
-    idcg: float
-    init_ndcg: float
-    pool_idcg: float
-
-
-@lru_cache(maxsize=8192)
-def _truth_from_json(text: str) -> _Truth | None:
-    """Decode a ground-truth JSON string once (every rollout of a prompt shares it)."""
-    try:
-        return _truth_from_value(json.loads(text))
-    except (ValueError, RecursionError, OverflowError):  # invalid JSON, too deep, a number too large for a float
-        return None
-
-
-def _grades(value: Any) -> tuple[float, ...] | None:
-    """Finite numeric grades from a list/tuple/array; None when malformed."""
-    if hasattr(value, "tolist"):  # numpy arrays from parquet
-        value = value.tolist()
-    if not isinstance(value, (list, tuple)) or not all(type(x) in _NUMBERS for x in value):
-        return None
-    grades = tuple(map(float, value))
-    return grades if all(map(math.isfinite, grades)) else None
-
-
-def _truth_from_value(value: Any) -> _Truth | None:
-    pool = None
-    if isinstance(value, dict):
-        pool = _grades(value["pool"]) if value.get("pool") is not None else None
-        value = value.get("labels")
-    labels = _grades(value)
-    if not labels:
-        return None
-    idcg = ideal_dcg_at_k(labels, K)
-    pool_idcg = idcg if pool is None else ideal_dcg_at_k(pool, K)
-    return _Truth(labels, idcg, dcg_at_k(labels, K) / idcg if idcg > 0 else 0.0, pool_idcg)
-
-
-def _parse_truth(ground_truth: object) -> _Truth | None:
-    if isinstance(ground_truth, bytes):
-        try:
-            ground_truth = ground_truth.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    if isinstance(ground_truth, str):
-        return _truth_from_json(ground_truth)
-    try:
-        return _truth_from_value(ground_truth)
-    except Exception:  # noqa: BLE001 -- any decoded value, even an object whose tolist()/get() fails, is data
-        return None
-
-
-def parse_ground_truth(ground_truth: object) -> tuple[float, ...] | None:
-    """Labels from ``{"labels": [...]}`` or a plain list, as a JSON string, bytes or decoded; None when malformed."""
-    truth = _parse_truth(ground_truth)
-    return None if truth is None else truth.labels
 
 
 def rank_reward_value(ndcg: float, init_ndcg: float, ideal_ndcg: float, rank_reward: str = "normalized") -> float:
@@ -158,7 +92,7 @@ def _check_options(rank_reward: str, weights: tuple[float, float, float], varian
     if rank_reward not in RANK_REWARDS:
         raise ValueError(f"rank_reward must be one of {', '.join(RANK_REWARDS)}; got {rank_reward!r}")
     for name, weight in zip(("rank_weight", "tags_weight", "answer_weight"), weights):
-        if type(weight) not in _NUMBERS or not math.isfinite(weight):
+        if type(weight) not in NUMBERS or not math.isfinite(weight):
             raise ValueError(f"{name} must be a finite number; got {weight!r}")
 
 
@@ -183,7 +117,7 @@ def compute_score(
     for comparison). ``data_source``, ``extra_info`` and extra keyword arguments verl passes are unused.
     """
     _check_options(rank_reward, (rank_weight, tags_weight, answer_weight), variant)
-    truth = _parse_truth(ground_truth)
+    truth = parse_truth(ground_truth)
     if truth is None:
         return {
             "score": 0.0,
@@ -240,7 +174,7 @@ def released_permutation(text: str, n: int) -> list[int]:
     return [*seen, *(i for i in range(n) if i not in seen)]
 
 
-def released_parts(text: str, truth: _Truth) -> dict[str, float]:
+def released_parts(text: str, truth: RankingTruth) -> dict[str, float]:
     """The released reward's parts (see the module docstring) for one completion."""
     labels, pool = truth.labels, truth.pool_idcg
     order = released_permutation(text, len(labels))

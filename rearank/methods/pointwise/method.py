@@ -18,11 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rearank.backends.base import ERROR, Generation, Prompt
-from rearank.errors import RearankError
-from rearank.methods.base import Task
-from rearank.methods.listwise import check_positive
-from rearank.methods.listwise.answer import answer_span
-from rearank.prompts import as_reasoning
+from rearank.methods.base import Task, check_positive
+from rearank.methods.reasoning import answer_span, reasoning_switch
 from rearank.prompts.relevance import relevance_passage, relevance_text
 from rearank.types import Request, Result, WindowTrace
 
@@ -35,7 +32,7 @@ _YES_NO = re.compile(r"\W*(yes|no)\b", re.IGNORECASE)
 
 def parse_score(text: str) -> float | None:
     """A generation's score: the number its answer part is (the ``<answer>`` block, else the text after
-    ``</think>``, else the whole text: :func:`rearank.methods.listwise.answer.answer_span`), 1.0 / 0.0 for a leading
+    ``</think>``, else the whole text: :func:`rearank.methods.reasoning.answer_span`), 1.0 / 0.0 for a leading
     yes / no, else None (also for an unfinished ``<think>``)."""
     text = answer_span(text)[0].strip()
     number = _NUMBER.match(text)
@@ -68,10 +65,7 @@ class Pointwise:
 
     def __post_init__(self) -> None:
         check_positive(top_k=self.top_k)
-        try:
-            object.__setattr__(self, "reasoning", bool(as_reasoning(self.reasoning)))
-        except ValueError as err:
-            raise RearankError(str(err)) from None
+        object.__setattr__(self, "reasoning", bool(reasoning_switch(self.reasoning)))
 
     def task_count(self, n_candidates: int) -> int:
         """One task per top-k passage (none for fewer than 2 candidates: nothing to sort)."""

@@ -54,7 +54,7 @@ class FilterSettings:
     tau: float = 0.8
     selector_max_tokens: int = 1024
     reader_max_tokens: int = 1024
-    concurrency: int = 8
+    questions_in_flight: int = 8
     timeout_s: float = 300.0
     retries: int = 3
 
@@ -91,9 +91,9 @@ def _done(log_path: Path) -> dict[str, dict]:
 
 async def _judge_all(rows: list[dict], settings: FilterSettings, log: JsonlAppender,
                      progress: Callable[[], None]) -> int:
-    """Judge ``rows`` (``settings.concurrency`` at once), log each verdict; return the reads that failed."""
+    """Judge ``rows`` (``settings.questions_in_flight`` at once), log each verdict; return the reads that failed."""
     failed = 0
-    semaphore = asyncio.Semaphore(settings.concurrency)
+    semaphore = asyncio.Semaphore(settings.questions_in_flight)
 
     async def one(row: dict) -> None:
         nonlocal failed
