@@ -32,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / ".carry" / "gpu-carry.tar.xz"
 #: What the GPU machine lacks, at the versions this project's CPU environment runs verl with (Ray with its core
-#: dependencies, verl 0.9.1 with its V1 trainer's: TransferQueue, Hydra, tensordict, datasets, pydantic, FastAPI).
+#: dependencies, verl 0.9.1 with its V1 trainer's: TransferQueue, Hydra, tensordict, datasets, pydantic, FastAPI),
+#: and the two the project's own `rearank rerank` imports.
 #: verl is installed without its dependency pins (it declares transformers<5.11; the machine has 5.17).
 PINS = (
     "ray==2.60.0", "verl==0.9.1", "TransferQueue==0.1.11", "pyzmq==27.3.0", "msgspec==0.22.0", "cachetools==8.0.2",
@@ -41,6 +42,7 @@ PINS = (
     "jsonschema==4.26.0", "jsonschema-specifications==2025.9.1", "referencing==0.37.0", "rpds-py==2026.9.1",
     "pydantic==2.14.4", "pydantic-core==2.50.5", "annotated-types==0.8.0", "typing-inspection==0.4.5",
     "fastapi==0.165.0", "starlette==1.10.0", "uvicorn==0.54.0",
+    "ir-measures==0.4.3", "pytrec-eval-terrier==0.5.11",  # `rearank rerank` scores its run (rearank.measures.ir)
 )
 #: Released as source only (pure Python): built into wheels here.
 SOURCE_PINS = ("antlr4-python3-runtime==4.9.3", "pylatexenc==2.11")
@@ -148,6 +150,8 @@ def build_assets(target: Path) -> Path:
     if not pack.is_dir():
         shutil.copytree(shared("msmarco-v1-passage/dl19"), pack)
     shutil.rmtree(target / "logs", ignore_errors=True)
+    for lock in target.glob(".*.lock"):  # the synthesis's own lock, done with
+        lock.unlink()
     return target
 
 
