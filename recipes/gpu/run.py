@@ -22,10 +22,13 @@ import argparse
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rearank.errors import RearankError
 from rearank.io.files import atomic_write
@@ -41,6 +44,9 @@ from recipes.checks.cpu import (
 )
 from recipes.checks.preflight import launch_commands
 from recipes.checks.table import STAGES
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 STAGE = STAGES["rearank"]
 PROJECT, EXPERIMENT = "gpu_run", "rearank_tiny"
@@ -106,6 +112,36 @@ def doctor(folder: Path, device: str) -> list[dict]:
     return json.loads(text[text.index("\n[") + 1:text.rindex("]") + 1])
 
 
+class GpuMemory:
+    """The most GPU memory in use while the block runs, all processes together (the FSDP actor, the reference and
+    the rollout server), sampled from ``nvidia-smi`` every ``every_s`` seconds; ``peak_mib`` stays None without it."""
+
+    def __init__(self, every_s: float = 1.0) -> None:
+        self.every_s, self.peak_mib = every_s, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        exe = shutil.which("nvidia-smi")
+        while exe and not self._stop.is_set():
+            try:
+                out = subprocess.run([exe, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True, timeout=10, check=True).stdout
+                used = sum(int(v) for v in out.split())
+                self.peak_mib = max(self.peak_mib or 0, used)
+            except (OSError, subprocess.SubprocessError, ValueError):
+                return
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+
 def versions() -> dict[str, str]:
     import importlib.metadata
 
@@ -119,12 +155,17 @@ def versions() -> dict[str, str]:
 
 
 def figures(rows: list[dict], *, device: dict[str, Any], doctor_rows: list[dict], versions: dict[str, str],
-            runs_s: list[float], resumed_from: int, export_s: float, rerank: dict[str, Any]) -> dict[str, Any]:
-    """The figures of one run: ``rows`` are verl's per-step metrics (:func:`recipes.checks.cpu.merge_metrics`)."""
+            runs_s: list[float], resumed_from: int, export_s: float, rerank: dict[str, Any],
+            gpu_memory_mib: int | None = None) -> dict[str, Any]:
+    """The figures of one run: ``rows`` are verl's per-step metrics (:func:`recipes.checks.cpu.merge_metrics`);
+    ``gpu_memory_mib``: the peak of all processes on the GPU (:class:`GpuMemory`)."""
     def column(key: str) -> list[float | None]:
         return [row.get(key) for row in rows]
 
-    peak = [v for v in column("perf/max_memory_allocated_gb") if v is not None]
+    def peak(key: str) -> float | None:  # the actor's, as verl logs it each step (the rollout server's is not)
+        values = [v for v in column(key) if v is not None]
+        return max(values) if values else None
+
     return {
         "recipe": "recipes/rearank/grpo.yaml through recipes/train.sh (RECIPE=rearank)",
         "device": device,
@@ -141,7 +182,9 @@ def figures(rows: list[dict], *, device: dict[str, Any], doctor_rows: list[dict]
         "grad_norm": column("actor/grad_norm"),
         "score_mean": column("critic/score/mean"),
         "response_length_mean": column("response_length/mean"),
-        "peak_memory_allocated_gb": max(peak) if peak else None,
+        "peak_memory_allocated_gb": peak("actor/perf/max_memory_allocated_gb"),
+        "peak_memory_reserved_gb": peak("actor/perf/max_memory_reserved_gb"),
+        "peak_gpu_memory_used_mib": gpu_memory_mib,
         "runs_s": [round(s, 1) for s in runs_s],
         "export_s": round(export_s, 1),
         "rerank": rerank,
@@ -178,12 +221,11 @@ def run(assets: Path, out: Path, device: str, steps: int, overwrite: bool) -> Pa
     if folder.exists() and any(folder.iterdir()):
         if not overwrite:
             raise RearankError(f"{folder} is not empty; pass --overwrite to start again")
-        import shutil
-
         shutil.rmtree(folder)
     os.environ["REARANK_DATA"] = str(assets / "data")
     doctor_rows = doctor(folder, device)
-    runs = [train(assets, folder, steps, device), train(assets, folder, steps + 1, device)]
+    with GpuMemory() as memory:
+        runs = [train(assets, folder, steps, device), train(assets, folder, steps + 1, device)]
     ckpt = folder / "checkpoints" / PROJECT / EXPERIMENT
     if not (ckpt / f"global_step_{steps + 1}" / "actor").is_dir():
         raise RearankError(f"{ckpt}: no global_step_{steps + 1} after the resumed run")
@@ -201,7 +243,7 @@ def run(assets: Path, out: Path, device: str, steps: int, overwrite: bool) -> Pa
         " -O device=cuda" if device == "cuda" else ""), "queries": len({line.split()[0] for line in ranked}),
         "lines": len(ranked), "seconds": round(use_s, 1)}
     data = figures(rows, device=device_info(device), doctor_rows=doctor_rows, versions=versions(), runs_s=runs,
-                   resumed_from=steps, export_s=export_s, rerank=rerank)
+                   resumed_from=steps, export_s=export_s, rerank=rerank, gpu_memory_mib=memory.peak_mib)
     return write_figures(target, data, overwrite)
 
 

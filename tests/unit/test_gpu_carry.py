@@ -69,7 +69,8 @@ def test_the_pins_are_those_of_this_environment():
 
 ROWS = [{"training/global_step": step, "timing_s/step": 1.5 * step, "timing_s/gen": 0.5, "timing_s/update_actor": 0.2,
          "actor/pg_loss": -0.01 * step, "actor/kl_loss": 0.0, "actor/grad_norm": 2.0 + step,
-         "critic/score/mean": 0.1, "response_length/mean": 30.0, "perf/max_memory_allocated_gb": 1.0 + step / 10}
+         "critic/score/mean": 0.1, "response_length/mean": 30.0, "actor/perf/max_memory_allocated_gb": 1.0 + step / 10,
+         "actor/perf/max_memory_reserved_gb": 2.0}
         for step in (1, 2, 3, 4)]
 
 
@@ -81,7 +82,7 @@ def test_figures_hold_each_step_and_the_peak_memory(tmp_path):
                        rerank={"queries": 2, "lines": 20})
     assert data["steps"] == [1, 2, 3, 4] and data["resumed_from_step"] == 3
     assert data["grad_norm"] == [3.0, 4.0, 5.0, 6.0] and data["step_s"] == [1.5, 3.0, 4.5, 6.0]
-    assert data["peak_memory_allocated_gb"] == 1.4
+    assert data["peak_memory_allocated_gb"] == 1.4 and data["peak_memory_reserved_gb"] == 2.0
     assert data["driver"].startswith("driver 580.95.05") and data["doctor"] == {"driver": "ok", "gpus": "ok"}
     assert data["runs_s"] == [61.2, 20.0] and data["export_s"] == 4.4
     assert any("vLLM" in line for line in data["differs_from_a_cluster_run"])
@@ -96,10 +97,11 @@ def test_figures_hold_each_step_and_the_peak_memory(tmp_path):
 
 
 def test_a_step_without_memory_figures_gives_none():
-    rows = [{k: v for k, v in row.items() if not k.startswith("perf/")} for row in ROWS]
+    rows = [{k: v for k, v in row.items() if "/perf/" not in k} for row in ROWS]
     data = run.figures(rows, device={}, doctor_rows=[], versions={}, runs_s=[], resumed_from=3, export_s=0.0,
                        rerank={})
-    assert data["peak_memory_allocated_gb"] is None and data["driver"] is None
+    assert data["peak_memory_allocated_gb"] is None and data["peak_memory_reserved_gb"] is None
+    assert data["driver"] is None
     assert all(math.isfinite(v) for v in data["pg_loss"])
 
 
@@ -124,3 +126,24 @@ def test_the_overrides_reach_train_sh_without_a_key_given_twice(device, tmp_path
     precision = "param_dtype:bf16,reduce_dtype:fp32" if device == "cuda" else "param_dtype:fp32,reduce_dtype:fp32"
     assert sum(precision in word for word in argv) == 2  # actor and reference
     assert ("trainer.device=cuda" in argv) == (device == "cuda")
+
+
+def test_gpu_memory_takes_the_peak_from_nvidia_smi(tmp_path, monkeypatch):
+    readings = tmp_path / "readings"
+    readings.write_text("1200\n4800\n2300\n")
+    exe = tmp_path / "nvidia-smi"  # each call answers the next reading, the last one after that
+    exe.write_text(f'#!/bin/sh\nline=$(head -1 {readings}); [ "$(wc -l < {readings})" -gt 1 ] && sed -i 1d {readings}; '
+                   'echo "$line"\n')
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    with run.GpuMemory(every_s=0.01) as memory:
+        import time
+
+        deadline = time.monotonic() + 10
+        while readings.read_text().count("\n") > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert memory.peak_mib == 4800
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with run.GpuMemory(every_s=0.01) as memory:
+        pass
+    assert memory.peak_mib is None
