@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rearank.errors import RearankError
 from rearank.io.files import atomic_write
@@ -44,9 +44,6 @@ from recipes.checks.cpu import (
 )
 from recipes.checks.preflight import launch_commands
 from recipes.checks.table import STAGES
-
-if TYPE_CHECKING:
-    from typing_extensions import Self
 
 STAGE = STAGES["rearank"]
 PROJECT, EXPERIMENT = "gpu_run", "rearank_tiny"
@@ -133,7 +130,7 @@ class GpuMemory:
                 return
             self._stop.wait(self.every_s)
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> GpuMemory:  # noqa: PYI034 (Self needs Python 3.11)
         self._thread.start()
         return self
 
