@@ -92,7 +92,11 @@ def train(assets: Path, folder: Path, steps: int, device: str) -> float:
     os.environ.update(REARANK_RL_DATA=str(assets / "rl"), CKPT_ROOT=str(folder / "checkpoints"), ATTN_IMPL="sdpa")
     commands = launch_commands("rearank", overrides(assets, folder / "checkpoints", steps, device, settings),
                                RECIPES_DIR)
-    return _run(commands[0].argv, folder / "logs" / f"verl.{run}.log", {**os.environ, **settings, "RAY_DEDUP_LOGS": "0"})
+    # RAY_ADDRESS=local: a Ray of its own; without it ray.init joins a cluster another run started on the machine
+    # (`ray start`) and refuses the run's num_cpus ("When connecting to an existing cluster, num_cpus and num_gpus
+    # must not be provided")
+    env = {**os.environ, **settings, "RAY_DEDUP_LOGS": "0", "RAY_ADDRESS": "local"}
+    return _run(commands[0].argv, folder / "logs" / f"verl.{run}.log", env)
 
 
 def doctor(folder: Path, device: str) -> list[dict]:
