@@ -166,6 +166,7 @@ def pack(folder: Path, out: Path, overwrite: bool = False) -> int:
         with tarfile.open(tmp, "w:xz", preset=9 | lzma.PRESET_EXTREME) as archive:
             for child in sorted(folder.iterdir()):
                 archive.add(child, arcname=child.name)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep it from other users of a shared machine
         os.replace(tmp, out)
     finally:
         Path(tmp).unlink(missing_ok=True)
