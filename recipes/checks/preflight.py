@@ -10,7 +10,13 @@ attention kernel and Ray settings the launch would use) and, for each, checks:
   verl's ``apply_monkey_patch`` on it, as verl's FSDP engine does on every build;
 * ``data``: the first rows through verl's dataset class (``RLHFDataset``, or the SFT recipe's class);
 * ``reward``: the reward function as verl loads it (path, name, ``reward_kwargs``) scoring those rows;
-* ``versions``: installed packages against the tested set (:data:`TESTED`, the table in docs/training.md).
+* ``versions``: installed packages against the tested set (:data:`TESTED`, the table in docs/training.md);
+* ``gpus`` (each command), ``driver``, ``nccl``, ``attention`` (this node, :mod:`rearank.node`): the node's GPUs
+  against the command's ``trainer.n_gpus_per_node``, the NVIDIA driver against torch's CUDA build, NCCL, flash-attn
+  or SDPA; ``skip`` on a machine without a GPU, so run it again on a GPU node before the launch.
+
+Offline (huggingface.co does not answer within a few seconds) it sets ``HF_HUB_OFFLINE=1`` for the run, so that
+models load from the local cache at once instead of after the hub client's retries.
 
 One table of checks; exit status 1 when any check failed.
 
@@ -31,12 +37,14 @@ import re
 import shlex
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rearank import node
 from recipes import RECIPES_DIR
 from recipes.checks.completions import warm_start_texts
 from recipes.checks.table import Stage, stage_of_reward
@@ -54,6 +62,8 @@ TESTED = {
     "vllm": (">=0.12,<0.25", False),
     "flash-attn": (">=2.7", False),
 }
+#: The rows about this node (:mod:`rearank.node`); ``skip`` on a machine without a GPU.
+NODE_CHECKS = ("gpus", "driver", "nccl", "attention")
 ENV = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 
 
@@ -345,6 +355,31 @@ def check_rrpo(command: Command) -> list[tuple[str, Callable[[], str]]]:
     return [("config", config), ("files", files)]
 
 
+def node_row(finding: node.Finding) -> str:
+    """A :mod:`rearank.node` finding as a check's detail: ``missing`` (nothing to check here) is a skip."""
+    if finding.status == node.FAIL:
+        raise CheckError(f"{finding.found}; {finding.todo}")
+    return finding.found if finding.status == node.OK else f"SKIP: {finding.found} ({finding.todo})"
+
+
+def hub_offline(timeout_s: float = 3.0) -> str | None:
+    """Set ``HF_HUB_OFFLINE=1`` when the Hugging Face hub (``$HF_ENDPOINT``) does not answer, and say so; None when
+    it answers or ``HF_HUB_OFFLINE`` is already set. Offline, every model load otherwise waits ~25 s in the hub
+    client's retries before it falls back to the cache."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip():
+        return None
+    url = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout_s).close()
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (OSError, ValueError) as err:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        return (f"preflight: {url} does not answer ({type(err).__name__}); HF_HUB_OFFLINE=1 for this run: models "
+                "load from the local cache (export HF_HUB_OFFLINE=1 to skip this probe)")
+    return None
+
+
 # -------------------------------------------------------------------------------------------------- the table
 
 
@@ -365,6 +400,7 @@ def run(recipe: str, overrides: Sequence[str], rows: int = 4, recipes_dir: Path 
         table.append(Row(label, check, status, detail.removeprefix("SKIP: ")))
         return True
 
+    here = node.read()
     commands: list[Command] = []
     if not attempt(f"RECIPE={recipe}", "launch", _launch, recipe, overrides, recipes_dir, commands):
         return table
@@ -381,17 +417,29 @@ def run(recipe: str, overrides: Sequence[str], rows: int = 4, recipes_dir: Path 
         if not attempt(label, "env", check_env, config, command):
             continue
         attempt(label, "config", check_config, config, command)
+        attempt(label, "gpus", _gpus_row, here, config)
         files_ok = attempt(label, "files", check_files, config, command)
         attempt(label, "model", check_model, config, command)
         if files_ok and attempt(label, "data", _rows_into, config, command, rows, holder) and command.kind == "ppo":
             attempt(label, "reward", check_reward, config, holder["rows"])
     attempt("installed", "versions", check_versions)
+    for check, judge in (("driver", node.check_driver), ("nccl", node.check_nccl),
+                         ("attention", node.check_attention)):
+        attempt("this node", check, _node_judged, judge, here)
     return table
 
 
 def _launch(recipe: str, overrides: Sequence[str], recipes_dir: Path, out: list[Command]) -> str:
     out.extend(launch_commands(recipe, overrides, recipes_dir))
     return "train.sh dry run: " + ", ".join(f"{c.label} ({c.kind})" for c in out)
+
+
+def _gpus_row(here: node.Node, config: Any) -> str:
+    return node_row(node.check_gpus(here, int(config.trainer.n_gpus_per_node)))
+
+
+def _node_judged(judge: Callable[[node.Node], node.Finding], here: node.Node) -> str:
+    return node_row(judge(here))
 
 
 def _compose_into(command: Command, holder: dict) -> str:
@@ -449,6 +497,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--recipes-dir", type=Path, default=RECIPES_DIR,
                         help="the recipes folder whose train.sh and files to check (default: this checkout's)")
     args = parser.parse_args(argv)
+    offline = hub_offline()
+    if offline:
+        print(offline, flush=True)
     table = run(args.recipe, args.overrides, args.rows, args.recipes_dir.resolve())
     print(render(table), flush=True)
     failed = [row for row in table if row.status == "FAIL"]
@@ -456,7 +507,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"preflight: {len(failed)} check(s) failed; first: {failed[0].command} {failed[0].check}: "
               f"{failed[0].detail}", file=sys.stderr)
         return 1
-    print(f"preflight: RECIPE={args.recipe} ready to launch ({len(table)} checks)")
+    skipped = sorted({row.check for row in table if row.status == "skip" and row.check in NODE_CHECKS})
+    print(f"preflight: RECIPE={args.recipe} ready to launch ({len(table)} checks)" + (
+        f"; {', '.join(skipped)} skipped (no GPU here): run it again on a GPU node, or `rearank doctor --check "
+        "driver --check nccl --gpus-per-node N` on each node" if skipped else ""))
     return 0
 
 

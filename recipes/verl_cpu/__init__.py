@@ -5,12 +5,11 @@ entry point in pyproject.toml). With ``VERL_PLATFORM=cpu`` it registers
 
 * :class:`~recipes.verl_cpu.platform.PlatformCPU` under ``PlatformRegistry`` as ``cpu`` (gloo, torch.cpu plus
   the device calls verl makes, Ray resource ``GPU`` so that a declared ``num_gpus`` schedules the workers);
-* the transformers rollout (:mod:`recipes.verl_cpu.rollout`) as ``actor_rollout_ref.rollout.name=transformers`` in
-  both of verl's rollout registries;
 * the FSDP engines for device ``cpu`` and the few unavoidable patches (:mod:`recipes.verl_cpu.patches`).
 
 Without ``VERL_PLATFORM=cpu`` importing it applies one patch only, the one GPU runs need too:
-``trl_without_value_head`` (verl 0.9.1 imports a class trl >= 1.13 no longer has on every model build). verl swallows a plugin's import
+``trl_without_value_head`` (verl 0.9.1 imports a class trl >= 1.13 no longer has on every model build), and registers
+the transformers rollout, which then generates on the GPU (recipes/gpu/run.py). verl swallows a plugin's import
 error (logged at debug level): ``tests/integration/test_verl_cpu_plugin.py`` checks that it loads.
 """
 

@@ -2,7 +2,7 @@
 
 :func:`install` applies the CPU ones, and only the plugin's :func:`recipes.verl_cpu.activate` calls it (with
 ``VERL_PLATFORM=cpu``); :func:`install_everywhere` applies ``trl_without_value_head``, which GPU runs need as much,
-on every ``import verl``. Patches that touch a verl module run right after that module is first imported (a
+and registers the transformers rollout, on every ``import verl``. Patches that touch a verl module run right after that module is first imported (a
 ``sys.meta_path`` hook), so ``import verl`` stays as cheap as without the plugin.
 ``tests/integration/test_verl_cpu_plugin.py::test_patched_verl_code_is_what_the_patches_expect`` fails when verl
 changes the code a patch works around (:data:`EXPECTED`), so that an upgrade re-checks each one.
@@ -201,11 +201,14 @@ def _hook() -> _AfterImport:
 
 
 def install_everywhere() -> None:
-    """The patch every verl process needs, GPU runs included: ``trl_without_value_head`` (idempotent)."""
+    """What every verl process gets, GPU runs included (idempotent): the patch ``trl_without_value_head`` and the
+    transformers rollout's registrations (``actor_rollout_ref.rollout.name=transformers`` on a GPU too)."""
     global _EVERYWHERE
     if not _EVERYWHERE:
         _EVERYWHERE = True
         _hook().add("verl.models.transformers.monkey_patch", trl_without_value_head)
+        _HOOK.add("verl.workers.rollout.base", register_rollout)
+        _HOOK.add("verl.workers.rollout.replica", register_replica)
 
 
 def install() -> None:
@@ -219,6 +222,4 @@ def install() -> None:
     transformer_impl = "verl.workers.engine.fsdp.transformer_impl"
     _HOOK.add(transformer_impl, unpinned_cpu_offload)
     _HOOK.add(transformer_impl, cpu_engines)
-    _HOOK.add("verl.workers.rollout.base", register_rollout)
-    _HOOK.add("verl.workers.rollout.replica", register_replica)
     _HOOK.add("verl.workers.rollout.vllm_rollout.utils", vllm_layerwise_reload)

@@ -7,10 +7,12 @@
 * :class:`TransformersServerAdapter` (``_ROLLOUT_REGISTRY``) lives in the actor process and sends the actor's
   weights to the server after every update (checkpoint engine backend ``naive``).
 
-Select it with ``actor_rollout_ref.rollout.name=transformers`` (the plugin registers it only with
-``VERL_PLATFORM=cpu``). Generation runs in float32 on every core the server's process may use
+Select it with ``actor_rollout_ref.rollout.name=transformers`` (the plugin registers it in every verl process). On
+CPU (``VERL_PLATFORM=cpu``, or no GPU) generation runs in float32 on every core the server's process may use
 (:func:`server_threads`): Ray sets ``OMP_NUM_THREADS=1`` in an actor started without CPUs, which left the server on
-one core.
+one core. With a GPU it runs on ``cuda`` in the rollout's ``dtype`` (bfloat16 by default): the server reserves no
+Ray GPU (the actor's placement group holds it), and Ray leaves ``CUDA_VISIBLE_DEVICES`` alone in such an actor, so
+it shares the GPU with the actor (:func:`server_device`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,16 @@ def server_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def server_device(config: Any) -> tuple[str, torch.dtype]:
+    """Where the server generates: ``("cpu", float32)`` with the CPU plugin on or without a GPU, else ``cuda`` in
+    the rollout config's ``dtype`` (bfloat16 when it names none)."""
+    from recipes.verl_cpu.settings import enabled
+
+    if enabled() or not torch.cuda.is_available():
+        return "cpu", torch.float32
+    return "cuda", getattr(torch, str(_field(config, "dtype") or "bfloat16"))
+
+
 def _field(config: Any, key: str) -> Any:
     """``config.key`` of an HFModelConfig or of the DictConfig verl may hand over instead; None when absent."""
     try:
@@ -75,8 +87,9 @@ class TransformersServer:
         torch.set_num_threads(self.threads)
         torch.manual_seed(int(_field(config, "seed") or 0) + replica_rank)  # as vLLM's per-replica seed
         path = _field(model_config, "local_path") or _field(model_config, "path")
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
-        self.model.eval()
+        self.device, dtype = server_device(config)
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa")
+        self.model.to(self.device).eval()
         tokenizer = AutoTokenizer.from_pretrained(_field(model_config, "local_tokenizer_path")
                                                   or _field(model_config, "tokenizer_path") or path)
         eos = self.model.generation_config.eos_token_id
@@ -87,7 +100,8 @@ class TransformersServer:
         self.pending: list[tuple[list[int], dict, asyncio.Future]] = []
         self.draining = False
         self.model_lock = threading.Lock()
-        print(f"transformers rollout server {replica_rank}: {path} on {self.threads} threads", flush=True)
+        print(f"transformers rollout server {replica_rank}: {path} on {self.device} ({dtype}), {self.threads} threads",
+              flush=True)
 
     def _max_tokens(self, params: dict[str, Any], prompt_len: int) -> int:
         for key in ("max_tokens", "max_new_tokens"):
@@ -143,7 +157,8 @@ class TransformersServer:
         else:
             options.update(temperature=None, top_p=None, top_k=None)
         with self.model_lock:
-            out = self.model.generate(input_ids=input_ids, attention_mask=attention, **options)
+            out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
+                                      **options)
         generated = out.sequences[:, width:]
         outputs = []
         for i in range(len(prompts)):

@@ -17,6 +17,7 @@ from tests.conftest import ROOT, data_root, require, require_pack
 require("verl", "the `train` extra")
 require("transfer_queue", "the `train` extra")
 
+from rearank import node
 from recipes import RECIPES_DIR
 from recipes.checks import preflight
 
@@ -120,12 +121,16 @@ def test_every_recipe_passes_preflight_on_this_checkout(recipe, data, tiny, monk
             table = check(recipe, data, tiny, monkeypatch, BARRAG_READER_URL=url)
     else:
         table = check(recipe, data, tiny, monkeypatch)
-    assert [row for row in table if row.status != "ok"] == [], preflight.render(table)
+    here = node.read()
+    assert [row for row in table if row.status != "ok" and not (row.check in preflight.NODE_CHECKS and not here.gpus
+                                                                and row.status == "skip")] == [], \
+        preflight.render(table)
     checks = {row.check for row in table}
     if recipe == "rrpo":
         assert {"launch", "config", "files", "versions"} <= checks
     else:
-        assert {"launch", "compose", "env", "config", "files", "model", "data", "versions"} <= checks
+        assert {"launch", "compose", "env", "config", "files", "model", "data", "versions", *preflight.NODE_CHECKS} \
+            <= checks
         assert "reward" in checks or recipe.endswith("_sft")
 
 
@@ -181,3 +186,78 @@ def test_docs_list_the_tested_versions():
     text = (ROOT / "docs" / "training.md").read_text()
     for name, (spec, _) in preflight.TESTED.items():
         assert f"| `{name}` | `{spec}` |" in text, name
+
+
+H100S = tuple(["NVIDIA H100 80GB HBM3"] * 8)
+
+
+@pytest.mark.parametrize("reading, failed", [
+    (node.Node("580.95.05", H100S, "13.0", "2.27.7", None), []),
+    (node.Node("550.54.14", H100S[:4], "13.0", "2.27.7", None),
+     [("rearank/grpo", "gpus", "4 x NVIDIA H100 80GB HBM3; the recipe wants 8 per node; set trainer.n_gpus_per_node=4"),
+      ("this node", "driver", ("driver 550.54.14; torch built for CUDA 13.0 needs >= 580.65.06; install an NVIDIA "
+       "driver >= 580.65.06"))]),
+])
+def test_the_node_rows_compare_the_gpus_and_driver_with_the_recipe(reading, failed, tiny, monkeypatch, tmp_path):
+    monkeypatch.setattr(node, "read", lambda: reading)
+    monkeypatch.setenv("REARANK_RL_DATA", str(tmp_path / "nothing"))  # the files row fails; the node rows still run
+    table = preflight.run("rearank", [f"actor_rollout_ref.model.path={tiny}"], rows=1)
+    rows = {(row.command, row.check): row for row in table if row.check in preflight.NODE_CHECKS}
+    assert set(rows) == {("rearank/grpo", "gpus"), ("this node", "driver"), ("this node", "nccl"),
+                         ("this node", "attention")}
+    bad = [(row.command, row.check, row.detail) for row in rows.values() if row.status == "FAIL"]
+    assert [(c, k) for c, k, _ in bad] == [(c, k) for c, k, _ in failed]
+    for (_, _, detail), (_, _, start) in zip(bad, failed, strict=True):
+        assert detail.startswith(start), detail
+    assert all(row.status == "ok" for row in rows.values() if row.status != "FAIL")
+
+
+def test_a_cpu_machine_skips_the_node_rows_and_says_so(tiny, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(node, "read", lambda: node.Node(None, (), None, None, None))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("REARANK_RL_DATA", str(tmp_path / "nothing"))
+    table = preflight.run("rearank", [f"actor_rollout_ref.model.path={tiny}"], rows=1)
+    skipped = {row.check: row.detail for row in table if row.status == "skip"}
+    assert skipped["gpus"].startswith("no GPU on this machine; the recipe wants 8 per node")
+    assert skipped["driver"].startswith("no NVIDIA driver on this machine")
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_hub_turns_hub_offline_on(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    line = preflight.hub_offline(timeout_s=2)
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert line.startswith("preflight: http://127.0.0.1:") and "HF_HUB_OFFLINE=1 for this run" in line
+    assert preflight.hub_offline(timeout_s=2) is None  # set: no second probe
+
+
+def test_a_hub_that_answers_stays_online(monkeypatch):
+    import http.server
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):
+            self.send_response(404)  # any answer means the hub is reachable
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+        assert preflight.hub_offline(timeout_s=5) is None
+        assert "HF_HUB_OFFLINE" not in os.environ
+    finally:
+        server.shutdown()
+        server.server_close()

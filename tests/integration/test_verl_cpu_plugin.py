@@ -68,9 +68,25 @@ def test_plugin_registers_everything_with_verl_platform_cpu():
                    "engine": "FSDPEngineWithLMHead"}
 
 
-def test_plugin_does_nothing_without_verl_platform_cpu():
-    """GPU runs are untouched: the entry point imports the package, which registers nothing."""
-    assert probe(None) == {"loaded": True, "cpu": False, "replica": False, "adapter": False}
+def test_without_verl_platform_cpu_only_the_transformers_rollout_is_registered():
+    """GPU runs keep verl's own platform and engines; the transformers rollout is there to be chosen
+    (``actor_rollout_ref.rollout.name=transformers``, recipes/gpu/run.py)."""
+    assert probe(None) == {"loaded": True, "cpu": False, "replica": True, "adapter": True}
+
+
+@pytest.mark.parametrize("platform, cuda, dtype, expected", [
+    ("cpu", True, "bfloat16", ("cpu", "float32")),  # the CPU plugin on: CPU even where a GPU is
+    ("", False, "bfloat16", ("cpu", "float32")),
+    ("", True, None, ("cuda", "bfloat16")),
+    ("", True, "float16", ("cuda", "float16")),
+])
+def test_rollout_server_device(platform, cuda, dtype, expected, monkeypatch):
+    from recipes.verl_cpu.rollout import server_device
+
+    monkeypatch.setenv("VERL_PLATFORM", platform)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    device, got = server_device({"dtype": dtype} if dtype else {})
+    assert (device, str(got).removeprefix("torch.")) == expected
 
 
 MONKEY_PATCH = """
