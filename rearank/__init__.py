@@ -1,12 +1,12 @@
 """rearank: listwise reasoning LLM rerankers trained with reinforcement learning.
 
 ``from rearank import Reranker`` is the Python face (:mod:`rearank.api`); it loads on first use, so importing
-``rearank.types`` or the CLI stays light. Importing the package sets the CPU defaults (:mod:`rearank.startup`).
+``rearank.types`` or the CLI stays light. Importing the package sets the CPU defaults (:mod:`rearank.machine.startup`).
 """
 
 from typing import Any
 
-from rearank import startup
+from rearank.machine import startup
 from rearank.types import Candidate, Query, Request, Result, WindowTrace
 
 __all__ = ["Candidate", "Query", "Ranking", "Request", "Reranker", "Result", "WindowTrace"]

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from rearank import node
+from rearank.machine import node
 
 OK, MISSING, FAIL = "ok", "missing", "FAIL"
 

@@ -17,7 +17,7 @@ from tests.conftest import ROOT, data_root, require, require_pack
 require("verl", "the `train` extra")
 require("transfer_queue", "the `train` extra")
 
-from rearank import node
+from rearank.machine import node
 from recipes import RECIPES_DIR
 from recipes.checks import preflight
 

@@ -15,7 +15,7 @@ PACKAGES = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.
 #: single-file root modules. A module may import from its own layer and the ones below. Every package outside
 #: rearank (benchmark suites, data synthesis, recipes) sits on top, beside the commands.
 LAYERS = (
-    ("base", ("types", "errors", "cache", "plugins", "startup", "node")),
+    ("base", ("types", "errors", "cache", "plugins", "machine")),
     ("files and data", ("io", "data")),
     ("below the methods", ("measures", "qa", "prompts", "grammar")),
     ("backends", ("backends",)),

@@ -1,4 +1,4 @@
-"""This node's GPU stack (:mod:`rearank.node`): the driver table, the readings from a fake ``nvidia-smi`` and a
+"""This node's GPU stack (:mod:`rearank.machine.node`): the driver table, the readings from a fake ``nvidia-smi`` and a
 ``/proc`` file, and each check's verdict on injected readings; ``rearank doctor`` on them, exit code included."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rearank import node
+from rearank.machine import node
 from rearank.cli import doctor
 
 NODE_CHECKS = ("driver", "nccl", "gpus", "attention")

@@ -1,4 +1,4 @@
-"""The CPU defaults every entry point starts with (:mod:`rearank.startup`), read back from OpenMP itself: libgomp
+"""The CPU defaults every entry point starts with (:mod:`rearank.machine.startup`), read back from OpenMP itself: libgomp
 prints the settings it started with (``OMP_DISPLAY_ENV=VERBOSE``) when torch loads it, and ``GOMP_SPINCOUNT`` is
 0 under ``OMP_WAIT_POLICY=PASSIVE``, 300000 without it."""
 
@@ -57,7 +57,7 @@ def test_torch_imported_first_starts_spinning_and_the_first_model_load_says_so()
 
 
 def test_apply_sets_only_what_is_missing():
-    from rearank import startup
+    from rearank.machine import startup
 
     environ = {"PATH": "/bin"}
     assert startup.apply(environ) == ["OMP_WAIT_POLICY"] and environ["OMP_WAIT_POLICY"] == "PASSIVE"

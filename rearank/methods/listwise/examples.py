@@ -31,14 +31,14 @@ def listwise_expected(kind: str, labels: Sequence[float]) -> float | None:
 
 def from_truth(truth: dict) -> dict[str, str]:
     """:func:`listwise` of a row's decoded ground truth."""
-    from rearank.methods.listwise.reward import parse_ground_truth
+    from rearank.methods.truth import parse_ground_truth
 
     return listwise(parse_ground_truth(truth))
 
 
 def expected_from_truth(kind: str, truth: dict) -> float | None:
     """:func:`listwise_expected` of a row's decoded ground truth."""
-    from rearank.methods.listwise.reward import parse_ground_truth
+    from rearank.methods.truth import parse_ground_truth
 
     return listwise_expected(kind, parse_ground_truth(truth))
 

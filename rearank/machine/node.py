@@ -136,7 +136,7 @@ def check_driver(node: Node) -> Finding:
     if needed is None:
         return Finding(FAIL, f"driver {node.driver}; torch built for CUDA {node.torch_cuda}, which this check does "
                        "not know", "compare with NVIDIA's CUDA Toolkit release notes, Table 3, and update "
-                       "rearank.node.MIN_DRIVER")
+                       "rearank.machine.node.MIN_DRIVER")
     found = f"driver {node.driver}; torch built for CUDA {node.torch_cuda} needs >= {needed}"
     if _numbers(node.driver) < _numbers(needed):
         return Finding(FAIL, found, f"install an NVIDIA driver >= {needed}, or a torch built for an older CUDA that "
