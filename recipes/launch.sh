@@ -39,6 +39,7 @@ ray_cli() { run "$PYTHON" -m ray.scripts.scripts "$@"; }  # the ray of PYTHON's 
 head_address() {
   local from dev
   if [[ -n "${SLURM_JOB_NODELIST:-}" ]]; then
+    command -v scontrol >/dev/null || die "SLURM_JOB_NODELIST is set but scontrol is not on PATH (a Slurm node has it)"
     HEAD_HOST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)
     [[ -n "$HEAD_HOST" ]] || die "scontrol show hostnames $SLURM_JOB_NODELIST named no host"
     from="first host of SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST"
@@ -49,8 +50,8 @@ head_address() {
   HEAD_IP=$(getent ahostsv4 "${HEAD_ADDR:-$HEAD_HOST}" 2>/dev/null | awk 'NR == 1 {print $1}') || true
   HEAD_IP=${HEAD_IP:-${HEAD_ADDR:-$HEAD_HOST}}
   # the interface: the one holding that address on the head, else the route to it from this node
-  dev=$(ip -o -4 addr show 2>/dev/null | awk -v ip="$HEAD_IP" '{split($4, a, "/"); if (a[1] == ip) print $2}' | head -1)
-  [[ -n "$dev" ]] || dev=$(ip -o -4 route get "$HEAD_IP" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+  dev=$(ip -o -4 addr show 2>/dev/null | awk -v ip="$HEAD_IP" '{split($4, a, "/"); if (a[1] == ip) print $2}' | head -1) || true
+  [[ -n "$dev" ]] || dev=$(ip -o -4 route get "$HEAD_IP" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p') || true
   echo "launch.sh: head ${HEAD_ADDR:-$HEAD_HOST} = $HEAD_IP, interface ${dev:-unknown} ($from)" >&2
 }
 node_line() { echo "launch.sh: $1 on $(hostname), python $PYTHON" >&2; }
