@@ -31,6 +31,11 @@ if [[ -z "${PYTHON:-}" ]]; then
   if [[ -x "$ROOT/.venv/bin/python" ]]; then PYTHON=$ROOT/.venv/bin/python; else PYTHON=python; fi
 fi
 export PYTHON NNODES
+# Ray's token authentication, one rule on every node: `ray start --head` turns it on when a token exists (Ray 2.60),
+# a joining worker only when told; with a token (RAY_AUTH_TOKEN, or the file: a shared home) every node uses it
+if [[ -z "${RAY_AUTH_MODE:-}" && ( -n "${RAY_AUTH_TOKEN:-}" || -f "${RAY_AUTH_TOKEN_PATH:-$HOME/.ray/auth_token}" ) ]]; then
+  export RAY_AUTH_MODE=token
+fi
 die() { echo "launch.sh: $*" >&2; exit 2; }
 run() { echo "+ ${*@Q}" >&2; [[ "${DRY_RUN:-0}" == 1 && "$1" == "$PYTHON" ]] || "$@"; }  # dry: ray only printed
 ray_cli() { run "$PYTHON" -m ray.scripts.scripts "$@"; }  # the ray of PYTHON's environment
@@ -54,7 +59,7 @@ head_address() {
   [[ -n "$dev" ]] || dev=$(ip -o -4 route get "$HEAD_IP" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p') || true
   echo "launch.sh: head ${HEAD_ADDR:-$HEAD_HOST} = $HEAD_IP, interface ${dev:-unknown} ($from)" >&2
 }
-node_line() { echo "launch.sh: $1 on $(hostname), python $PYTHON" >&2; }
+node_line() { echo "launch.sh: $1 on $(hostname), python $PYTHON, RAY_AUTH_MODE=${RAY_AUTH_MODE:-unset}" >&2; }
 
 wait_for_nodes() {  # $1: Ray nodes to wait for
   if [[ "${DRY_RUN:-0}" == 1 ]]; then wait; return 0; fi  # the steps started so far only print their commands

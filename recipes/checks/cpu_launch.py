@@ -2,7 +2,7 @@
 for one recipe file, less what train.sh sets itself, merged with the user's overrides (theirs win). train.sh reads
 the result, NUL-separated, from stdout.
 
-    python -m recipes.checks.cpu_launch FILE --data DIR [--nnodes N] [--joins-cluster] [--from-sft] [-- overrides]
+    python -m recipes.checks.cpu_launch FILE --data DIR [--nnodes N] [--joins-cluster] [--from-sft] [-- OVERRIDE ...]
 
 ``FILE`` is a recipe file under recipes/ (``rearank/grpo``, ``grouprank/sft``, ...); the model is the tiny random
 one of :func:`~recipes.checks.models.tiny_base` (an SFT stage fine-tunes it; ``--from-sft``: GRPO starts from the
@@ -59,11 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--joins-cluster", action="store_true", help="Ray is running (RAY_ADDRESS): declare no "
                         "Ray resources")
     parser.add_argument("--from-sft", action="store_true", help="GRPO starts from the SFT stage's folder")
-    parser.add_argument("overrides", nargs="*", help="the user's Hydra overrides (after --)")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    user = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     try:
-        words = launch_overrides(args.file, args.data, args.nnodes, args.joins_cluster, args.from_sft,
-                                 args.overrides)
+        words = launch_overrides(args.file, args.data, args.nnodes, args.joins_cluster, args.from_sft, user)
     except RearankError as err:
         print(f"train.sh: {err}", file=sys.stderr)
         return 2
