@@ -37,15 +37,21 @@ if [[ -z "${RAY_AUTH_MODE:-}" && ( -n "${RAY_AUTH_TOKEN:-}" || -f "${RAY_AUTH_TO
   export RAY_AUTH_MODE=token
 fi
 die() { echo "launch.sh: $*" >&2; exit 2; }
-run() { echo "+ ${*@Q}" >&2; [[ "${DRY_RUN:-0}" == 1 && "$1" == "$PYTHON" ]] || "$@"; }  # dry: ray only printed
-ray_cli() { run "$PYTHON" -m ray.scripts.scripts "$@"; }  # the ray of PYTHON's environment
+run() { echo "+ ${*@Q}" >&2; "$@"; }  # srun: in a dry run too, its tasks print their commands
+# the ray of PYTHON's environment, in this process: a signal to it (srun's at the step's end) reaches `ray start`,
+# which with --block stops its node's processes
+ray_cli() {
+  echo "+ ${PYTHON@Q} '-m' 'ray.scripts.scripts' ${*@Q}" >&2
+  [[ "${DRY_RUN:-0}" == 1 ]] || exec "$PYTHON" -m ray.scripts.scripts "$@"
+}
 
 # the head: HEAD_HOST (where Slurm runs it), HEAD_IP (what the other nodes and torchrun reach it at)
 head_address() {
   local from dev
   if [[ -n "${SLURM_JOB_NODELIST:-}" ]]; then
     command -v scontrol >/dev/null || die "SLURM_JOB_NODELIST is set but scontrol is not on PATH (a Slurm node has it)"
-    HEAD_HOST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)
+    HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")  # whole (a pipe into head could end it with SIGPIPE)
+    HEAD_HOST=${HOSTS%%$'\n'*}
     [[ -n "$HEAD_HOST" ]] || die "scontrol show hostnames $SLURM_JOB_NODELIST named no host"
     from="first host of SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST"
   else
@@ -55,7 +61,7 @@ head_address() {
   HEAD_IP=$(getent ahostsv4 "${HEAD_ADDR:-$HEAD_HOST}" 2>/dev/null | awk 'NR == 1 {print $1}') || true
   HEAD_IP=${HEAD_IP:-${HEAD_ADDR:-$HEAD_HOST}}
   # the interface: the one holding that address on the head, else the route to it from this node
-  dev=$(ip -o -4 addr show 2>/dev/null | awk -v ip="$HEAD_IP" '{split($4, a, "/"); if (a[1] == ip) print $2}' | head -1) || true
+  dev=$(ip -o -4 addr show 2>/dev/null | awk -v ip="$HEAD_IP" '{split($4, a, "/"); if (a[1] == ip) {print $2; exit}}') || true
   [[ -n "$dev" ]] || dev=$(ip -o -4 route get "$HEAD_IP" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p') || true
   echo "launch.sh: head ${HEAD_ADDR:-$HEAD_HOST} = $HEAD_IP, interface ${dev:-unknown} ($from)" >&2
 }
@@ -116,7 +122,7 @@ case "$command" in
       [[ "${STAGE:-all}" != torchrun && "$kinds" == *ray* ]] && wait_for_nodes "$NNODES"
       exec "$ROOT/recipes/train.sh" "$@"
     fi
-    [[ "$(scontrol show hostnames "$SLURM_JOB_NODELIST" | wc -l)" -ge "$NNODES" ]] \
+    [[ "$(wc -l <<<"$HOSTS")" -ge "$NNODES" ]] \
       || die "NNODES=$NNODES but the allocation SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST has fewer nodes"
     steps=()
     trap 'for pid in ${steps[@]+"${steps[@]}"}; do kill "$pid" 2>/dev/null || true; done' EXIT

@@ -227,8 +227,8 @@ for file in "${files[@]}"; do
   else
     # the data folder as an absolute path (Ray workers need not share this shell's directory): REARANK_RL_DATA,
     # else the recipe's own default (${oc.env:REARANK_RL_DATA,<default>} in the file or the one it extends)
-    default=$(grep -ho 'oc.env:REARANK_RL_DATA,[^}]*' "$ROOT/recipes/$file.yaml" "$ROOT/recipes/${file%_debug}.yaml" \
-      | head -1 | cut -d, -f2)
+    default=$(awk 'match($0, /oc.env:REARANK_RL_DATA,[^}]*/) {print substr($0, RSTART + 23, RLENGTH - 23); exit}' \
+      "$ROOT/recipes/$file.yaml" "$ROOT/recipes/${file%_debug}.yaml")  # no pipe into head: SIGPIPE under pipefail
     DATA=$(abspath "${REARANK_RL_DATA:-$default}")
     needed+=("$DATA/train.parquet" "$DATA/val.parquet")
     mapfile -t settings < <(runtime_env "${file%/*}")

@@ -17,9 +17,13 @@ from tests.conftest import require
 
 require("ray", "the `train` extra")
 require("hydra", "the `train` extra")
+require("verl", "the `train` extra")
 
+from rearank.errors import RearankError
 from recipes import RECIPES_DIR
 from recipes.checks.check import compose_recipe
+from recipes.checks.cpu_launch import launch_overrides
+from recipes.checks.models import tiny_base
 
 ROOT = RECIPES_DIR.parent
 #: the launcher's own settings, which each test starts without
@@ -146,3 +150,29 @@ def test_train_sh_names_each_stage_and_where_it_runs(stage, kind):
                          env=clean_env(RECIPE=stage)).stdout
     assert out.split()[1] == kind
     assert Path(RECIPES_DIR / f"{out.split()[0]}.yaml").is_file()
+
+
+def test_cpu_mode_runs_the_recipe_with_the_cpu_runs_overrides_and_the_users_win(tmp_path):
+    """TRAIN_DEVICE=cpu: train.sh's command composes (no key given twice) into the CPU run, its overrides last."""
+    proc = subprocess.run([str(RECIPES_DIR / "train.sh"), "trainer.total_training_steps=5", "trainer.logger=[console]"],
+                          capture_output=True, text=True, check=False, cwd=tmp_path,
+                          env=clean_env(RECIPE="rearank_debug", DRY_RUN="1", TRAIN_DEVICE="cpu",
+                                        REARANK_RL_DATA=str(tmp_path)))
+    assert proc.returncode == 0, proc.stderr
+    (argv,) = commands(proc.stdout)
+    config = compose_recipe("rearank/grpo_debug", argv[argv.index("--config-name") + 2:])
+    assert config.trainer.device == "cpu" and config.actor_rollout_ref.rollout.name == "transformers"
+    assert config.trainer.total_training_steps == 5 and list(config.trainer.logger) == ["console"]
+    assert config.trainer.n_gpus_per_node == 1 and config.ray_kwargs.ray_init.num_gpus == 1
+    assert config.actor_rollout_ref.model.path == str(tiny_base())
+    assert config.ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM == "cpu"
+
+
+def test_cpu_mode_grpo_after_sft_sets_no_model_and_joins_the_cluster(tmp_path):
+    words = launch_overrides("grouprank/grpo", tmp_path, nnodes=2, joins_cluster=True, from_sft=True)
+    assert not [w for w in words if "model.path=" in w] and not [w for w in words if "ray_init.num_" in w]
+    sft = launch_overrides("grouprank/sft", tmp_path, user=["trainer.total_training_steps=3"])
+    assert f"model.path={tiny_base()}" in sft and "trainer.total_training_steps=3" in sft
+    assert "trainer.total_training_steps=1" not in sft
+    with pytest.raises(RearankError, match="no CPU configuration for recipes/rrpo/hotpotqa.yaml"):
+        launch_overrides("rrpo/hotpotqa", tmp_path)

@@ -67,6 +67,23 @@ def free_ports(count):
     return ports
 
 
+def ray_processes(temp, wait_s=30):
+    """Command lines of the processes still running whose command line names the Ray temp folder ``temp``, after
+    up to ``wait_s`` seconds for them to end."""
+    import psutil
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = []
+        for proc in psutil.process_iter(["cmdline"]):
+            line = " ".join(proc.info["cmdline"] or [])
+            if temp in line:
+                left.append(line[:200])
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(1)
+
+
 def grouprank_labels(out):
     """Small GroupRank data (GRPO rows and SFT rows) from dl21 with oracle teachers; the second run is BM25's
     reversed (a stand-in retriever: this test needs rows, not a good hybrid)."""
@@ -131,7 +148,9 @@ def test_grouprank_through_the_launcher_on_two_nodes_sft_on_both_then_grpo_from_
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        left = ray_processes(temp)
         shutil.rmtree(temp, ignore_errors=True)
+    assert not left, left  # the nodes' raylets, GCS and workers ended with their `ray start`
     sft_logs = [(tmp_path / f"sft{rank}.log").read_text(errors="replace") for rank in (0, 1)]
     for rank, text in enumerate(sft_logs):
         assert f"'--nnodes=2' '--node_rank={rank}' '--master_addr=127.0.0.1' '--master_port={master}'" in text
