@@ -105,10 +105,14 @@ def test_grouprank_through_the_launcher_on_two_nodes_sft_on_both_then_grpo_from_
     with its own ports, 8 CPUs and one declared GPU slot), the SFT stage as two torchrun node processes (`STAGE=
     torchrun NODE_RANK=0|1 recipes/launch.sh`, master 127.0.0.1), then GRPO (`STAGE=ray`) on the Ray cluster,
     TRAIN_DEVICE=cpu: one FSDP rank (gloo) on each node, started from the SFT folder, whose path (with a space)
-    reaches the workers only through the runtime_env recipes/train.sh builds."""
+    reaches the workers only through the runtime_env recipes/train.sh builds. Then the same command again resumes
+    for a third step, and the export reranks two dl19 queries."""
     import re
     import signal
     import tempfile
+
+    from recipes.checks.cpu import use_export
+    from recipes.checks.table import STAGES
 
     require_pack("msmarco-v2-passage/dl21")
     data = grouprank_labels(tmp_path / "data")
@@ -138,8 +142,10 @@ def test_grouprank_through_the_launcher_on_two_nodes_sft_on_both_then_grpo_from_
             proc.wait(timeout=1800)
         for rank, proc in enumerate(sft):
             assert proc.returncode == 0, (tmp_path / f"sft{rank}.log").read_text()[-3000:]
-        grpo = subprocess.run([launch, "train", "trainer.logger=[console]"], env={**env, "STAGE": "ray"},
-                              cwd=tmp_path, capture_output=True, text=True, check=False, timeout=3600)
+        grpo, resumed = (subprocess.run([launch, "train", "trainer.logger=[console]", *more],
+                                        env={**env, "STAGE": "ray"}, cwd=tmp_path, capture_output=True, text=True,
+                                        check=False, timeout=3600)
+                         for more in ([], ["trainer.total_training_steps=3"]))  # the rerun resumes (resume_mode auto)
     finally:
         for proc in reversed(nodes):  # `ray start --block` ends its node's processes on SIGTERM, only those
             proc.send_signal(signal.SIGTERM)
@@ -166,7 +172,24 @@ def test_grouprank_through_the_launcher_on_two_nodes_sft_on_both_then_grpo_from_
     assert re.search(r"launch\.sh: 2 Ray nodes up", log)
     losses = dict(re.findall(r"step:(\d+) - .*?actor/pg_loss:(-?[\d.e+-]+)", log))
     assert sorted(losses) == ["1", "2"] and all(math.isfinite(float(v)) for v in losses.values()), log[-3000:]
-    assert (ckpt / "rearank-grouprank" / "qwen2.5-7b-grpo" / "global_step_2" / "actor").is_dir()
+    run = ckpt / "rearank-grouprank" / "qwen2.5-7b-grpo"
+    assert (run / "global_step_2" / "actor").is_dir()
+    again = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, again[-5000:]
+    assert f"Resuming from {run / 'global_step_2'}, setting global step to 2" in again
+    assert (run / "global_step_3" / "actor").is_dir()
+    # the export (verl's FSDP merger) at work: the groupwise method reranks two dl19 queries with it
+    export = tmp_path / "export"
+    done = subprocess.run([sys.executable, "-m", "recipes.checks.export", str(run), "--output-dir", str(export)],
+                          capture_output=True, text=True, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    require_pack("msmarco-v1-passage/dl19")
+    use = use_export(STAGES["grouprank"], export, tmp_path)
+    done = subprocess.run(use, capture_output=True, text=True, check=False, timeout=1200,
+                          env={**os.environ, "REARANK_DATA": str(data_root())})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = (tmp_path / "use" / "run.trec").read_text().splitlines()
+    assert len({line.split()[0] for line in lines}) == 2 and len(lines) >= 20  # two dl19 queries, reranked
 
 
 @pytest.mark.train_all
