@@ -65,6 +65,14 @@ head_address() {
   [[ -n "$dev" ]] || dev=$(ip -o -4 route get "$HEAD_IP" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p') || true
   echo "launch.sh: head ${HEAD_ADDR:-$HEAD_HOST} = $HEAD_IP, interface ${dev:-unknown} ($from)" >&2
 }
+# the Ray cluster to join: RAY_ADDRESS, else the head's when HEAD_ADDR names it, else Ray's own search (auto)
+ray_address() {
+  if [[ -z "${RAY_ADDRESS:-}" && -n "${HEAD_ADDR:-}" ]]; then
+    [[ -n "${HEAD_IP:-}" ]] || head_address
+    RAY_ADDRESS=$HEAD_IP:$RAY_PORT
+  fi
+  export RAY_ADDRESS=${RAY_ADDRESS:-auto}
+}
 node_line() { echo "launch.sh: $1 on $(hostname), python $PYTHON, RAY_AUTH_MODE=${RAY_AUTH_MODE:-unset}" >&2; }
 
 wait_for_nodes() {  # $1: Ray nodes to wait for
@@ -105,6 +113,7 @@ case "$command" in
     ray_cli start "--address=$HEAD_IP:$RAY_PORT" ${GPUS_PER_NODE:+"--num-gpus=$GPUS_PER_NODE"} "$@"
     ;;
   wait)
+    ray_address
     wait_for_nodes "$NNODES"
     ;;
   stop)
@@ -117,8 +126,7 @@ case "$command" in
     export MASTER_ADDR=${MASTER_ADDR:-$HEAD_IP}
     kinds=$("$ROOT/recipes/train.sh" --stages | awk '{print $2}')
     if [[ -z "${SLURM_JOB_NODELIST:-}" ]]; then  # a Ray cluster started by hand
-      [[ -n "${HEAD_ADDR:-}" ]] && export RAY_ADDRESS=${RAY_ADDRESS:-$HEAD_IP:$RAY_PORT}
-      export RAY_ADDRESS=${RAY_ADDRESS:-auto}
+      ray_address
       [[ "${STAGE:-all}" != torchrun && "$kinds" == *ray* ]] && wait_for_nodes "$NNODES"
       exec "$ROOT/recipes/train.sh" "$@"
     fi

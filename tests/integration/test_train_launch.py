@@ -75,6 +75,20 @@ def test_make_train_dry_run_on_two_nodes_prints_each_nodes_sft_command_then_grpo
     assert "launch.sh: head 127.0.0.1 = 127.0.0.1, interface lo (HEAD_ADDR)" in proc.stderr
 
 
+def test_rrpo_on_two_nodes_runs_its_own_trainer_under_torchrun_on_each():
+    """RRPO scales with torchrun's ranks (rearank/rag/rrpo/distributed.py), not with verl's trainer.nnodes."""
+    proc = subprocess.run(["make", "-s", "train", "RECIPE=rrpo", "NNODES=2", "DRY_RUN=1", "ARGS=epochs=1"],
+                          capture_output=True, text=True, check=False, cwd=ROOT,
+                          env=clean_env(HEAD_ADDR="127.0.0.1", GPUS_PER_NODE="2"))
+    assert proc.returncode == 0, proc.stderr
+    runs = commands(proc.stdout)
+    assert [option(argv, "--node_rank") for argv in runs] == ["0", "1"]
+    for argv in runs:
+        assert argv[1:3] == ["-m", "torch.distributed.run"] and option(argv, "--nproc_per_node") == "2"
+        assert argv[argv.index("rearank") - 1:argv.index("rearank") + 4] == ["-m", "rearank", "rag", "rrpo", "train"]
+        assert argv[-2:] == ["--set", "epochs=1"] and not [w for w in argv if "nnodes=" in w and "trainer" in w]
+
+
 def test_a_torchrun_stage_on_several_nodes_needs_this_nodes_rank(tmp_path):
     proc = subprocess.run([str(RECIPES_DIR / "train.sh")], capture_output=True, text=True, check=False, cwd=tmp_path,
                           env=clean_env(RECIPE="grouprank", NNODES="2", MASTER_ADDR="10.0.0.1"))

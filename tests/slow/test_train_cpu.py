@@ -117,12 +117,12 @@ def test_grouprank_through_the_launcher_on_two_nodes_sft_on_both_then_grpo_from_
     require_pack("msmarco-v2-passage/dl21")
     data = grouprank_labels(tmp_path / "data")
     ckpt = tmp_path / "ckpt root"  # a space in every checkpoint path, the SFT folder GRPO reads included
-    gcs, master, agent, agent2, client = free_ports(5)
+    gcs, master, agent, agent2, client, dashboard = free_ports(6)
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths have a length limit
     env = {**os.environ, "REARANK_DATA": str(data_root()), "RECIPE": "grouprank", "TRAIN_DEVICE": "cpu",
            "NNODES": "2", "HEAD_ADDR": "127.0.0.1", "RAY_PORT": str(gcs), "MASTER_PORT": str(master),
            "GPUS_PER_NODE": "1", "REARANK_RL_DATA": str(data), "CKPT_ROOT": str(ckpt), "RAY_DEDUP_LOGS": "0",
-           "OMP_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": "1", "RAY_raylet_start_wait_time_s": "180"}  # Ray's 30 s: short on a busy 2-core VM
     for name in ("GROUPRANK_SFT_MODEL", "RAY_ADDRESS", "NODE_RANK", "STAGE", "PYTHON"):
         env.pop(name, None)
     launch = str(ROOT / "recipes" / "launch.sh")
@@ -130,10 +130,13 @@ def test_grouprank_through_the_launcher_on_two_nodes_sft_on_both_then_grpo_from_
             "--min-worker-port=0", "--max-worker-port=0", "--disable-usage-stats"]
     logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("head", "worker", "sft0", "sft1")}
     nodes = [subprocess.Popen([launch, "head", *node, "--include-dashboard=false", f"--temp-dir={temp}",
-                               f"--dashboard-agent-listen-port={agent}", f"--ray-client-server-port={client}"],
+                               f"--dashboard-agent-listen-port={agent}", f"--ray-client-server-port={client}",
+                               f"--dashboard-port={dashboard}"],
                               env=env, stdout=logs["head"], stderr=subprocess.STDOUT)]
     try:
-        time.sleep(5)  # the head's GCS before the worker joins it
+        up = subprocess.run([launch, "wait"], env={**env, "NNODES": "1", "RAY_WAIT_S": "300"}, capture_output=True,
+                            text=True, check=False, timeout=600)  # the head, before the worker joins it
+        assert up.returncode == 0, up.stderr[-2000:] + (tmp_path / "head.log").read_text()[-3000:]
         nodes.append(subprocess.Popen([launch, "worker", *node, f"--dashboard-agent-listen-port={agent2}"], env=env,
                                       stdout=logs["worker"], stderr=subprocess.STDOUT))
         sft = [subprocess.Popen([launch, "train"], env={**env, "STAGE": "torchrun", "NODE_RANK": str(rank)},
