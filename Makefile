@@ -24,7 +24,7 @@ help:
 	@echo "make docs        build the documentation site into site/ (MkDocs, API pages from the docstrings; strict)"
 	@echo "make bench       print benchmark figures (bench/*.py)"
 	@echo "make mutation    mutation score per module: parsers, rewards, metrics, engine, run, server, RAG, backends, synthesis, export (bench/out/mutation.json)"
-	@echo "make train       GRPO training with verl on a GPU node/cluster (GPU only)"
+	@echo "make train       verl training on GPUs, one node or NNODES=N (recipes/launch.sh; Slurm: recipes/slurm/train.sbatch)"
 	@echo "make setup-gpu   the GPU environment on a CUDA node (verl[vllm]==0.9.1, the train-gpu extra, flash-attn if it builds)"
 	@echo "make train-preflight RECIPE=<name>  check a recipe on CPU before booking GPUs (config, env, files, model, data, reward, versions)"
 	@echo "make train-check everything short of GPU work, with the real verl on CPU"
@@ -74,10 +74,11 @@ test-all: test test-slow test-train-all
 demo: setup
 	$(BIN)/python -m rearank.cli.demo
 
-# make train RECIPE=<rearank|grouprank|barrag|arena|rrpo>[_debug] [DRY_RUN=1] [ARGS="overrides"] (docs/training.md)
+# make train RECIPE=<rearank|grouprank|barrag|arena|rrpo>[_debug] [NNODES=N] [DRY_RUN=1] [ARGS="overrides"]:
+# recipes/launch.sh, on one node or N (Slurm: recipes/slurm/train.sbatch; a Ray cluster: docs/training.md)
 train:
-	@echo "make train: GPU only -- a CUDA node/cluster with verl[vllm]==0.9.1 (docs/training.md)"
-	RECIPE=$(or $(RECIPE),rearank) recipes/train.sh $(ARGS)
+	@echo "make train: GPUs (make setup-gpu; TRAIN_DEVICE=cpu: the tiny CPU configuration) on $(or $(NNODES),1) node(s)"
+	RECIPE=$(or $(RECIPE),rearank) NNODES=$(or $(NNODES),1) recipes/launch.sh train $(ARGS)
 
 # A CUDA node: verl's vLLM extra and the train-gpu extra into .venv (CUDA torch from verl's pins, not the CPU
 # build); flash-attn when it builds (else the recipes run with sdpa: recipes/train.sh chooses); then the versions.

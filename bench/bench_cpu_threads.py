@@ -1,4 +1,4 @@
-"""One embedded-model window on CPU with and without ``OMP_WAIT_POLICY=PASSIVE`` (:mod:`rearank.startup`), in one run.
+"""One embedded-model window on CPU with and without ``OMP_WAIT_POLICY=PASSIVE`` (:mod:`rearank.machine.startup`), in one run.
 
 Each trial ranks the same window (the first dl19 query's BM25 top ``--window`` passages, one listwise window, the
 embedded SmolLM2-135M on the hf backend, greedy) in two fresh processes, their environments cleared of OpenMP

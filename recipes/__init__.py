@@ -2,7 +2,7 @@
 
 One folder per method (``rearank/``, ``grouprank/``, ``barrag/``, ``arena/``, ``rrpo/``) holds its recipe files
 (e.g. ``rearank/grpo.yaml``: Qwen2.5-7B-Instruct, one node of 8 GPUs; ``rearank/grpo_debug.yaml``: one GPU), which
-extend verl's ``ppo_trainer`` config; ``train.sh`` and ``launch_multinode.sh`` run them,
+extend verl's ``ppo_trainer`` config; ``train.sh`` and ``launch.sh`` run them,
 ``python -m recipes.checks.preflight RECIPE`` checks a recipe on CPU before GPUs are booked (``make train-preflight``),
 ``python -m recipes.checks.check`` checks everything short of GPU work with the installed verl,
 ``python -m recipes.checks.cpu`` runs real verl GRPO steps of every recipe on CPU through the plugin

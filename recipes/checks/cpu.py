@@ -119,18 +119,30 @@ def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int
     ``nnodes``: one training process ("GPU" slot) a node; ``joins_cluster``: Ray is already running (RAY_ADDRESS),
     so no Ray resources are declared; ``env``: more variables for every Ray worker; ``prompt_tokens``: the prompt
     length (:func:`fitted_prompt_tokens`; default the stage's)."""
-    prompt_tokens = prompt_tokens or stage.prompt_tokens
-    longest = prompt_tokens + stage.response_tokens
-    settings = {"VERL_PLATFORM": "cpu", **(env or {})}
+    env = dict(env or {})
     if stage.name == "grouprank":
-        settings["GROUPRANK_SFT_MODEL"] = str(model)
+        env["GROUPRANK_SFT_MODEL"] = str(model)
     return [
         f"data.train_files={data}/train.parquet", f"data.val_files={data}/val.parquet",
-        "data.train_batch_size=4", f"data.max_prompt_length={prompt_tokens}",
-        f"data.max_response_length={stage.response_tokens}", "data.dataloader_num_workers=0",
-        *([] if stage.name == "grouprank" else [f"actor_rollout_ref.model.path={model}"]), *runtime_env(settings),
+        *([] if stage.name == "grouprank" else [f"actor_rollout_ref.model.path={model}"]),
         "actor_rollout_ref.model.use_remove_padding=false",  # needs flash-attn
         "actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        *cpu_overrides(stage, steps, nnodes, joins_cluster, env, prompt_tokens),
+        f"trainer.nnodes={nnodes}", "trainer.n_gpus_per_node=1", f"trainer.default_local_dir={ckpt}",
+    ]
+
+
+def cpu_overrides(stage: Stage, steps: int, nnodes: int = 1, joins_cluster: bool = False,
+                  env: dict[str, str] | None = None, prompt_tokens: int | None = None) -> list[str]:
+    """:func:`size_overrides` less what ``recipes/train.sh`` sets itself (data files, model, attention kernel, node
+    count, GPUs a node, checkpoint folder): what ``TRAIN_DEVICE=cpu recipes/train.sh`` adds
+    (:mod:`recipes.checks.cpu_launch`). ``nnodes``: the Ray "GPU" slots to declare when Ray is not running yet."""
+    prompt_tokens = prompt_tokens or stage.prompt_tokens
+    longest = prompt_tokens + stage.response_tokens
+    return [
+        "data.train_batch_size=4", f"data.max_prompt_length={prompt_tokens}",
+        f"data.max_response_length={stage.response_tokens}", "data.dataloader_num_workers=0",
+        *runtime_env({"VERL_PLATFORM": "cpu", **(env or {})}),
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.ref.strategy=fsdp2",  # FSDP1 needs a device
         # float32 compute: verl's FSDP default (bf16 parameters) is emulated, and slow, on a CPU without AVX512-BF16,
@@ -143,16 +155,25 @@ def size_overrides(stage: Stage, data: Path, model: Path, ckpt: Path, steps: int
         "actor_rollout_ref.rollout.name=transformers", "actor_rollout_ref.rollout.n=4",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.agent.num_workers=1",
         "reward.num_workers=1",
-        "trainer.device=cpu", f"trainer.nnodes={nnodes}", "trainer.n_gpus_per_node=1", "trainer.logger=[console,file]",
+        "trainer.device=cpu", "trainer.logger=[console,file]",
         f"trainer.total_training_steps={steps}", "trainer.save_freq=1", "trainer.test_freq=-1",
         "trainer.val_before_train=false", "trainer.resume_mode=auto", "trainer.max_actor_ckpt_to_keep=null",
-        f"trainer.default_local_dir={ckpt}",
         # LoRA recipes (BAR-RAG): the transformers rollout takes merged weights, verl's own switch for that sync
         *(["actor_rollout_ref.model.lora.merge=true"] if stage.name.startswith("barrag") else []),
-        # one TransferQueue storage actor; Ray told of more CPUs than the machine's 2 and of one "GPU" slot
+        # one TransferQueue storage actor; Ray told of more CPUs than the machine's 2 and of one "GPU" slot a node
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
         *([] if joins_cluster else ["ray_kwargs.ray_init.num_cpus=16", f"+ray_kwargs.ray_init.num_gpus={nnodes}"]),
     ]
+
+
+def sft_cpu_overrides(model: Path, steps: int) -> list[str]:
+    """The SFT stage (``verl.trainer.sft_trainer``) on CPU: sizes and plumbing only (one process a node, FSDP2, no
+    compile, no gradient checkpointing), less what ``recipes/train.sh`` sets itself (data files, attention kernel,
+    nodes, checkpoint folder). ``model``: the model to fine-tune."""
+    return [f"model.path={model}", "model.enable_gradient_checkpointing=false", "engine.strategy=fsdp2",
+            "engine.use_torch_compile=false", "trainer.device=cpu", f"trainer.total_training_steps={steps}",
+            "trainer.logger=[console]", "data.train_batch_size=2", "data.micro_batch_size_per_gpu=1",
+            "data.max_length=2048", "data.max_token_len_per_gpu=4096", "data.num_workers=0"]
 
 
 def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> float:

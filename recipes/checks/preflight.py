@@ -11,7 +11,7 @@ attention kernel and Ray settings the launch would use) and, for each, checks:
 * ``data``: the first rows through verl's dataset class (``RLHFDataset``, or the SFT recipe's class);
 * ``reward``: the reward function as verl loads it (path, name, ``reward_kwargs``) scoring those rows;
 * ``versions``: installed packages against the tested set (:data:`TESTED`, the table in docs/training.md);
-* ``gpus`` (each command), ``driver``, ``nccl``, ``attention`` (this node, :mod:`rearank.node`): the node's GPUs
+* ``gpus`` (each command), ``driver``, ``nccl``, ``attention`` (this node, :mod:`rearank.machine.node`): the node's GPUs
   against the command's ``trainer.n_gpus_per_node``, the NVIDIA driver against torch's CUDA build, NCCL, flash-attn
   or SDPA; ``skip`` on a machine without a GPU, so run it again on a GPU node before the launch.
 
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rearank import node
+from rearank.machine import node
 from recipes import RECIPES_DIR
 from recipes.checks.completions import warm_start_texts
 from recipes.checks.table import Stage, stage_of_reward
@@ -62,7 +62,7 @@ TESTED = {
     "vllm": (">=0.12,<0.25", False),
     "flash-attn": (">=2.7", False),
 }
-#: The rows about this node (:mod:`rearank.node`); ``skip`` on a machine without a GPU.
+#: The rows about this node (:mod:`rearank.machine.node`); ``skip`` on a machine without a GPU.
 NODE_CHECKS = ("gpus", "driver", "nccl", "attention")
 ENV = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 
@@ -356,7 +356,7 @@ def check_rrpo(command: Command) -> list[tuple[str, Callable[[], str]]]:
 
 
 def node_row(finding: node.Finding) -> str:
-    """A :mod:`rearank.node` finding as a check's detail: ``missing`` (nothing to check here) is a skip."""
+    """A :mod:`rearank.machine.node` finding as a check's detail: ``missing`` (nothing to check here) is a skip."""
     if finding.status == node.FAIL:
         raise CheckError(f"{finding.found}; {finding.todo}")
     return finding.found if finding.status == node.OK else f"SKIP: {finding.found} ({finding.todo})"

@@ -88,17 +88,17 @@ def test_sft_rows_load_through_verls_sft_dataset_with_the_loss_on_the_teachers_a
 
 @pytest.mark.slow
 def test_one_real_sft_step_on_cpu_saves_the_model_grpo_starts_from(labels, model_dir, tmp_path):
+    from recipes.checks.cpu import sft_cpu_overrides
+
     ckpt = tmp_path / "ckpt"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
            "-m", "verl.trainer.sft_trainer", "--config-dir", str(ROOT / "recipes" / "grouprank"), "--config-name",
-           "sft", f"model.path={model_dir}", f"data.train_files={labels}/sft_train.parquet",
-           f"data.val_files={labels}/sft_val.parquet", f"trainer.default_local_dir={ckpt}",
-           # CPU sizes and plumbing only: one process, no flash-attn (sdpa, padding kept), FSDP2, no compile
-           "trainer.device=cpu", "trainer.n_gpus_per_node=1", "trainer.total_training_steps=1",
-           "trainer.logger=[console]", "data.train_batch_size=2", "data.micro_batch_size_per_gpu=1",
-           "data.max_length=2048", "data.max_token_len_per_gpu=4096", "data.num_workers=0",
+           "sft", f"data.train_files={labels}/sft_train.parquet", f"data.val_files={labels}/sft_val.parquet",
+           f"trainer.default_local_dir={ckpt}", "trainer.n_gpus_per_node=1",
+           # CPU sizes and plumbing only (TRAIN_DEVICE=cpu recipes/train.sh's): one process, no flash-attn (sdpa,
+           # padding kept), FSDP2, no compile
            "model.use_remove_padding=false", "model.override_config.attn_implementation=sdpa",
-           "model.enable_gradient_checkpointing=false", "engine.strategy=fsdp2", "engine.use_torch_compile=false"]
+           *sft_cpu_overrides(model_dir, 1)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tmp_path, timeout=1200,
                           env={**os.environ, "VERL_PLATFORM": "cpu", "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

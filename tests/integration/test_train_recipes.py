@@ -213,7 +213,7 @@ def test_recipe_settings_reach_ray_workers_through_verls_runtime_env(tmp_path):
 
 
 def test_grouprank_sft_runs_torchrun_with_the_launchers_nodes(tmp_path):
-    proc = run_sh("grouprank_sft", tmp_path, NNODES="2", NODE_RANK="1", MASTER_ADDR="10.0.0.1", N_GPUS="4")
+    proc = run_sh("grouprank_sft", tmp_path, NNODES="2", NODE_RANK="1", MASTER_ADDR="10.0.0.1", GPUS_PER_NODE="4")
     assert proc.returncode == 0, proc.stderr
     assert ("'--nnodes=2' '--node_rank=1' '--master_addr=10.0.0.1' '--master_port=29500' '--nproc_per_node=4'"
             in proc.stdout) and "'trainer.nnodes=2'" in proc.stdout and "--standalone" not in proc.stdout

@@ -4,12 +4,14 @@ steps, a resumed run for a 3rd, verl's checkpoints, the export, and the exported
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
-from tests.conftest import data_root, require, require_pack
+from tests.conftest import ROOT, data_root, require, require_pack
 
 require("verl", "the `train` extra")
 require("transfer_queue", "the `train` extra (verl's V1 trainer imports it)")
@@ -52,33 +54,145 @@ def test_listwise_recipe_trains_resumes_exports_and_reranks(tmp_path):
     check_reranked(train_cpu("rearank", tmp_path), "rearank", tmp_path / "rearank")
 
 
-def test_grouprank_on_a_two_node_ray_cluster_starts_from_its_sft_folder(tmp_path):
-    """Two Ray nodes on this machine, each with its own CPUs and one declared GPU slot: the GroupRank recipe's FSDP
-    ranks (gloo) run on both, and its GRPO starts from the folder named by GROUPRANK_SFT_MODEL, which reaches the
-    workers only through verl's runtime_env (the nodes were started without it). Then resume, export, rerank."""
-    import re
+def free_ports(count):
+    """Ports free now on this machine (bound together, so distinct)."""
+    import socket
 
-    from ray.cluster_utils import Cluster
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def ray_processes(temp, wait_s=30):
+    """Command lines of the processes still running whose command line names the Ray temp folder ``temp``, after
+    up to ``wait_s`` seconds for them to end."""
+    import psutil
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = []
+        for proc in psutil.process_iter(["cmdline"]):
+            line = " ".join(proc.info["cmdline"] or [])
+            if temp in line:
+                left.append(line[:200])
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(1)
+
+
+def grouprank_labels(out):
+    """Small GroupRank data (GRPO rows and SFT rows) from dl21 with oracle teachers; the second run is BM25's
+    reversed (a stand-in retriever: this test needs rows, not a good hybrid)."""
+    pack = require_pack("msmarco-v2-passage/dl21")
+    second = out.parent / "second.trec"
+    lines = (pack / "run.bm25.top100.trec").read_text().splitlines()
+    second.write_text("".join(f"{q} Q0 {d} {r} {-float(s)} reversed\n" for q, _, d, r, s, _ in map(str.split, lines)))
+    done = subprocess.run(
+        [sys.executable, "-m", "rearank", "synth", "--labels", "grouprank", "--dataset", "dl21", "--second-run",
+         str(second), "--teacher", "oracle", "--max-queries", "4", "--pool-size", "10", "--set-size", "4",
+         "--samples-per-query", "2", "--output-dir", str(out), "--tokenizer", "none", "--quiet"],
+        capture_output=True, text=True, check=False, env={**os.environ, "REARANK_DATA": str(data_root())})
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_grouprank_through_the_launcher_on_two_nodes_sft_on_both_then_grpo_from_its_folder(tmp_path):
+    """The user's commands on one machine as two nodes: `recipes/launch.sh head --block` and `worker --block` (each
+    with its own ports, 8 CPUs and one declared GPU slot), the SFT stage as two torchrun node processes (`STAGE=
+    torchrun NODE_RANK=0|1 recipes/launch.sh`, master 127.0.0.1), then GRPO (`STAGE=ray`) on the Ray cluster,
+    TRAIN_DEVICE=cpu: one FSDP rank (gloo) on each node, started from the SFT folder, whose path (with a space)
+    reaches the workers only through the runtime_env recipes/train.sh builds. Then the same command again resumes
+    for a third step, and the export reranks two dl19 queries."""
+    import re
+    import signal
+    import tempfile
+
+    from recipes.checks.cpu import use_export
+    from recipes.checks.table import STAGES
 
     require_pack("msmarco-v2-passage/dl21")
-    require_pack("msmarco-v1-passage/dl19")
-    assert "GROUPRANK_SFT_MODEL" not in os.environ
-    node = {"num_cpus": 8, "num_gpus": 1, "object_store_memory": 300 * 1024 * 1024}
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    data = grouprank_labels(tmp_path / "data")
+    ckpt = tmp_path / "ckpt root"  # a space in every checkpoint path, the SFT folder GRPO reads included
+    gcs, master, agent, agent2, client, dashboard = free_ports(6)
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths have a length limit
+    env = {**os.environ, "REARANK_DATA": str(data_root()), "RECIPE": "grouprank", "TRAIN_DEVICE": "cpu",
+           "NNODES": "2", "HEAD_ADDR": "127.0.0.1", "RAY_PORT": str(gcs), "MASTER_PORT": str(master),
+           "GPUS_PER_NODE": "1", "REARANK_RL_DATA": str(data), "CKPT_ROOT": str(ckpt), "RAY_DEDUP_LOGS": "0",
+           "OMP_NUM_THREADS": "1", "RAY_raylet_start_wait_time_s": "180"}  # Ray's 30 s: short on a busy 2-core VM
+    for name in ("GROUPRANK_SFT_MODEL", "RAY_ADDRESS", "NODE_RANK", "STAGE", "PYTHON"):
+        env.pop(name, None)
+    launch = str(ROOT / "recipes" / "launch.sh")
+    node = ["--block", "--num-cpus=8", "--object-store-memory=314572800", "--node-ip-address=127.0.0.1",
+            "--min-worker-port=0", "--max-worker-port=0", "--disable-usage-stats"]
+    logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("head", "worker", "sft0", "sft1")}
+    nodes = [subprocess.Popen([launch, "head", *node, "--include-dashboard=false", f"--temp-dir={temp}",
+                               f"--dashboard-agent-listen-port={agent}", f"--ray-client-server-port={client}",
+                               f"--dashboard-port={dashboard}"],
+                              env=env, stdout=logs["head"], stderr=subprocess.STDOUT)]
     try:
-        cluster.add_node(**node)
-        cluster.wait_for_nodes()
-        out = train_cpu("grouprank", tmp_path, "--ray-address", cluster.address, "--nnodes", "2")
+        up = subprocess.run([launch, "wait"], env={**env, "NNODES": "1", "RAY_WAIT_S": "300"}, capture_output=True,
+                            text=True, check=False, timeout=600)  # the head, before the worker joins it
+        assert up.returncode == 0, up.stderr[-2000:] + (tmp_path / "head.log").read_text()[-3000:]
+        nodes.append(subprocess.Popen([launch, "worker", *node, f"--dashboard-agent-listen-port={agent2}"], env=env,
+                                      stdout=logs["worker"], stderr=subprocess.STDOUT))
+        sft = [subprocess.Popen([launch, "train"], env={**env, "STAGE": "torchrun", "NODE_RANK": str(rank)},
+                                cwd=tmp_path, stdout=logs[f"sft{rank}"], stderr=subprocess.STDOUT) for rank in (0, 1)]
+        for proc in sft:
+            proc.wait(timeout=1800)
+        for rank, proc in enumerate(sft):
+            assert proc.returncode == 0, (tmp_path / f"sft{rank}.log").read_text()[-3000:]
+        grpo, resumed = (subprocess.run([launch, "train", "trainer.logger=[console]", *more],
+                                        env={**env, "STAGE": "ray"}, cwd=tmp_path, capture_output=True, text=True,
+                                        check=False, timeout=3600)
+                         for more in ([], ["trainer.total_training_steps=3"]))  # the rerun resumes (resume_mode auto)
     finally:
-        cluster.shutdown()
-    folder = tmp_path / "grouprank"
-    check_reranked(out, "grouprank", folder)
-    for run in (1, 2):
-        log = (folder / "logs" / f"verl.{run}.log").read_text(errors="replace")
-        # the recipe's own ${oc.env:GROUPRANK_SFT_MODEL,Qwen/...} resolved to the warm-started folder on the workers
-        assert f"transformers rollout server 0: {folder / 'tiny-model'} on" in log
-        ranks = dict(re.findall(r"transformers rollout adapter: rank (\d+), replica \d+, node (\w+)", log))
-        assert sorted(ranks) == ["0", "1"] and len(set(ranks.values())) == 2, ranks  # one FSDP rank a node
+        for proc in reversed(nodes):  # `ray start --block` ends its node's processes on SIGTERM, only those
+            proc.send_signal(signal.SIGTERM)
+        for proc in nodes:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        left = ray_processes(temp)
+        shutil.rmtree(temp, ignore_errors=True)
+    assert not left, left  # the nodes' raylets, GCS and workers ended with their `ray start`
+    sft_logs = [(tmp_path / f"sft{rank}.log").read_text(errors="replace") for rank in (0, 1)]
+    for rank, text in enumerate(sft_logs):
+        assert f"'--nnodes=2' '--node_rank={rank}' '--master_addr=127.0.0.1' '--master_port={master}'" in text
+    assert re.search(r"step:1 - .*train/loss:[\d.]+", "".join(sft_logs)), sft_logs[0][-3000:]
+    log = grpo.stdout + grpo.stderr
+    assert grpo.returncode == 0, log[-5000:]
+    sft_model = ckpt / "sft" / "grouprank" / "global_step_1" / "huggingface"
+    assert f"+ GROUPRANK_SFT_MODEL={sft_model}" in log
+    # the recipe's ${oc.env:GROUPRANK_SFT_MODEL,Qwen/...} resolved to the SFT folder on the workers
+    assert f"transformers rollout server 0: {sft_model} on" in log
+    ranks = dict(re.findall(r"transformers rollout adapter: rank (\d+), replica \d+, node (\w+)", log))
+    assert sorted(ranks) == ["0", "1"] and len(set(ranks.values())) == 2, ranks  # one FSDP rank a node
+    assert re.search(r"launch\.sh: 2 Ray nodes up", log)
+    losses = dict(re.findall(r"step:(\d+) - .*?actor/pg_loss:(-?[\d.e+-]+)", log))
+    assert sorted(losses) == ["1", "2"] and all(math.isfinite(float(v)) for v in losses.values()), log[-3000:]
+    run = ckpt / "rearank-grouprank" / "qwen2.5-7b-grpo"
+    assert (run / "global_step_2" / "actor").is_dir()
+    again = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, again[-5000:]
+    assert f"Resuming from {run / 'global_step_2'}, setting global step to 2" in again
+    assert (run / "global_step_3" / "actor").is_dir()
+    # the export (verl's FSDP merger) at work: the groupwise method reranks two dl19 queries with it
+    export = tmp_path / "export"
+    done = subprocess.run([sys.executable, "-m", "recipes.checks.export", str(run), "--output-dir", str(export)],
+                          capture_output=True, text=True, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    require_pack("msmarco-v1-passage/dl19")
+    use = use_export(STAGES["grouprank"], export, tmp_path)
+    done = subprocess.run(use, capture_output=True, text=True, check=False, timeout=1200,
+                          env={**os.environ, "REARANK_DATA": str(data_root())})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = (tmp_path / "use" / "run.trec").read_text().splitlines()
+    assert len({line.split()[0] for line in lines}) == 2 and len(lines) >= 20  # two dl19 queries, reranked
 
 
 @pytest.mark.train_all
