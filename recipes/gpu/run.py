@@ -48,9 +48,10 @@ from recipes.checks.table import STAGES
 STAGE = STAGES["rearank"]
 PROJECT, EXPERIMENT = "gpu_run", "rearank_tiny"
 #: Keys recipes/train.sh sets itself (Hydra refuses a key given twice): the data files, the attention kernel and
-#: padding removal, the checkpoint folder.
+#: padding removal, the checkpoint folder, the node count.
 TRAIN_SH_KEYS = ("data.train_files", "data.val_files", "actor_rollout_ref.model.use_remove_padding",
-                 "actor_rollout_ref.model.override_config.attn_implementation", "trainer.default_local_dir")
+                 "actor_rollout_ref.model.override_config.attn_implementation", "trainer.default_local_dir",
+                 "trainer.nnodes")
 #: The doctor's checks a GPU run needs.
 GPU_CHECKS = ("cuda", "driver", "nccl", "gpus", "verl")
 #: What this run does unlike the recipe on a cluster (recipes/rearank/grpo.yaml), for the figures.
