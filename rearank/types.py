@@ -45,7 +45,9 @@ class WindowTrace:
     """What happened in one window: span, tokens, raw output, parsed permutation, status, latency; the reasoning's
     tokens and whether the backend closed it at the think budget (``-O max_think_tokens``), when known; the
     query's sequential ``round`` it belongs to (the windows of one round were sent together: a sliding window is
-    a round of its own) and its ``partition``, its place in the round (listwise ``tdpart``)."""
+    a round of its own) and its ``partition``, its place in the round (listwise ``tdpart``); the digest of the exact
+    prompt sent (``prompt_digest``, :meth:`rearank.backends.base.Prompt.digest`; empty in traces of earlier
+    versions)."""
 
     qid: str
     start: int
@@ -61,6 +63,7 @@ class WindowTrace:
     think_budget_hit: bool = False
     round: int = 0
     partition: int = 0
+    prompt_digest: str = ""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -51,6 +53,14 @@ class Prompt:
     answer: AnswerGrammar | None = None
     pair: tuple[str, str, str] | None = None
 
+    def digest(self) -> str:
+        """A short digest of the messages exactly as the backend receives them (16 hex digits of their SHA-256):
+        the same window sent twice has the same digest, any change of template, truncation or passage text
+        another. The traces record it per window (``prompt_digest``), so two runs can be compared window by
+        window (:mod:`rearank.run.drift`)."""
+        text = json.dumps([dict(m) for m in self.messages], sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
 
 #: Finish reasons of a :class:`Generation`: the model stopped, hit ``max_new_tokens``, or the backend failed
 #: (no text; the method keeps the window's input order and counts it).
@@ -73,7 +83,8 @@ class Generation:
     """One output: text, token counts, why it stopped (one of :data:`FINISH_REASONS`), latency, how many
     times the server answered "too busy" (429/503) before this answer (``throttled``), and, when the backend
     followed the prompt's answer grammar, the tokens of the reasoning (``think_tokens``) and whether the backend
-    closed it at ``max_think_tokens`` (``think_budget_hit``)."""
+    closed it at ``max_think_tokens`` (``think_budget_hit``). ``prompt_digest`` is the digest of the prompt it answers
+    (:meth:`Prompt.digest`): the engine sets it, backends leave it empty."""
 
     text: str
     prompt_tokens: int
@@ -83,6 +94,7 @@ class Generation:
     throttled: int = 0
     think_tokens: int | None = None
     think_budget_hit: bool = False
+    prompt_digest: str = ""
 
 
 @runtime_checkable

@@ -217,6 +217,7 @@ class Engine:
         """Hand ``generation`` to the method; ``finish`` the query once none of its tasks is outstanding."""
         self.counts.add(generation)
         query.outstanding -= 1
+        generation = replace(generation, prompt_digest=task.prompt.digest())  # for the window's trace
         ready = self.method.apply(query.state, task, generation)
         query.outstanding += len(ready)
         if not query.outstanding:
