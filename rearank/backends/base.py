@@ -83,8 +83,7 @@ class Generation:
     """One output: text, token counts, why it stopped (one of :data:`FINISH_REASONS`), latency, how many
     times the server answered "too busy" (429/503) before this answer (``throttled``), and, when the backend
     followed the prompt's answer grammar, the tokens of the reasoning (``think_tokens``) and whether the backend
-    closed it at ``max_think_tokens`` (``think_budget_hit``). ``prompt_digest`` is the digest of the prompt it answers
-    (:meth:`Prompt.digest`): the engine sets it, backends leave it empty."""
+    closed it at ``max_think_tokens`` (``think_budget_hit``)."""
 
     text: str
     prompt_tokens: int
@@ -94,7 +93,6 @@ class Generation:
     throttled: int = 0
     think_tokens: int | None = None
     think_budget_hit: bool = False
-    prompt_digest: str = ""
 
 
 @runtime_checkable

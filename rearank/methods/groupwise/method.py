@@ -227,7 +227,7 @@ class Groupwise:
             prompt_tokens=generation.prompt_tokens, completion_tokens=generation.completion_tokens,
             raw_output=generation.text, permutation=tuple(sorted(range(size), key=lambda i: -scores[i])),
             status=status, latency_s=generation.latency_s, think_tokens=generation.think_tokens,
-            think_budget_hit=generation.think_budget_hit, prompt_digest=generation.prompt_digest,
+            think_budget_hit=generation.think_budget_hit,
         )
         return []
 

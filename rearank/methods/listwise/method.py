@@ -234,7 +234,6 @@ class Listwise:
             raw_output=generation.text, permutation=tuple(permutation), status=status,
             latency_s=generation.latency_s, think_tokens=generation.think_tokens,
             think_budget_hit=generation.think_budget_hit, round=round_index, partition=partition,
-            prompt_digest=generation.prompt_digest,
         ))
         return tuple(permutation)
 

@@ -97,7 +97,7 @@ class Pointwise:
             qid=state.request.query.qid, start=task.index, end=task.index + 1, pass_index=0,
             prompt_tokens=generation.prompt_tokens, completion_tokens=generation.completion_tokens,
             raw_output=generation.text, permutation=(0,), status=OK if score is not None else NO_SCORE,
-            latency_s=generation.latency_s, prompt_digest=generation.prompt_digest)
+            latency_s=generation.latency_s)
         return []
 
     def result(self, state: PointState) -> Result:
