@@ -81,6 +81,7 @@ class Drift:
     counts: dict[str, int]
     changes: list[WindowChange]
     undigested: int = 0
+    lone_queries: tuple[int, int] = (0, 0)  # queries with traces in A only, in B only
 
     def failures(self, tolerance: float | None = None, same_prompts: bool = False,
                  same_answers: bool = False) -> list[str]:
@@ -102,6 +103,9 @@ class Drift:
         out += score_lines(self.comparisons) or ["nDCG@10: no judged query in common (give --qrels or --dataset)"]
         total = sum(self.counts.values())
         out += ["", f"windows: {total}: " + ", ".join(f"{self.counts[k]} {k}" for k in (*KINDS, ONLY_A, ONLY_B))]
+        if any(self.lone_queries):
+            out.append(f"note: {self.lone_queries[0]} queries have traces in A only and {self.lone_queries[1]} in B "
+                       "only; their windows are not compared")
         if self.undigested:
             out.append(f"note: {self.undigested} windows have no prompt digest (traces of an earlier rearank): "
                        "their prompt changes count as answer changes")
@@ -200,20 +204,22 @@ def compare_runs(a: RunSide, b: RunSide, permutations: int = 10000, seed: int = 
         raise RearankError(f"{a.label} and {b.label} hold no dataset in common (A: {', '.join(a.datasets)}; "
                            f"B: {', '.join(b.datasets)})")
     dependent = a.settings.get("method") not in INDEPENDENT_WINDOWS
-    comparisons, changes, undigested = [], [], 0
+    comparisons, changes, undigested, lone = [], [], 0, [0, 0]
     counts = dict.fromkeys((*KINDS, ONLY_A, ONLY_B), 0)
     for name_a, name_b in pairs:
         da, db = a.datasets[name_a], b.datasets[name_b]
         row = paired_comparison(name_a, da.scores, db.scores, permutations, seed)
         if row is not None:
             comparisons.append(row)
+        lone[0] += len(set(da.traces) - set(db.traces))
+        lone[1] += len(set(db.traces) - set(da.traces))
         found, same, missing = window_changes(name_a, da.traces, db.traces, dependent)
         counts[SAME] += same
         undigested += missing
         for change in found:
             counts[change.kind] += 1
         changes += found
-    return Drift(a, b, comparisons, counts, changes, undigested)
+    return Drift(a, b, comparisons, counts, changes, undigested, (lone[0], lone[1]))
 
 
 def read_stats(path: Path) -> dict[str, Any]:

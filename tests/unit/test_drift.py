@@ -55,3 +55,11 @@ def test_the_prompt_digest_follows_the_messages_only():
     prompt = Prompt(messages=({"role": "user", "content": "rank these"},), qid="q", docids=("d1",))
     assert prompt.digest() == replace(prompt, qid="other", docids=()).digest()
     assert prompt.digest() != replace(prompt, messages=({"role": "user", "content": "rank these!"},)).digest()
+
+
+def test_queries_in_one_run_only_are_noted():
+    a = RunSide("a", {"dl19": DatasetRun({}, {"q1": [window(0)], "q2": [window(0)]})})
+    b = RunSide("b", {"dl19": DatasetRun({}, {"q1": [window(0)]})})
+    drift = compare_runs(a, b)
+    assert drift.lone_queries == (1, 0) and "1 queries have traces in A only and 0 in B only" in drift.report()
+    assert drift.counts["same"] == 1 and drift.failures(same_answers=True) == []
