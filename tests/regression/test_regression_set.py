@@ -5,7 +5,6 @@ changes (shown here on copies, without the model)."""
 from __future__ import annotations
 
 import copy
-import gzip
 import shutil
 from dataclasses import replace
 
@@ -80,7 +79,7 @@ def test_re_recording_needs_overwrite_and_prints_what_changed(recorded, tmp_path
     target = tmp_path / "record.jsonl.gz"
     shutil.copy(record.RECORD, target)
     edited = copy.deepcopy(recorded)
-    qid = list(edited["groupwise"])[0]
+    qid = next(iter(edited["groupwise"]))
     edited["groupwise"][qid][1] = replace(edited["groupwise"][qid][1], raw_output="changed")
     monkeypatch.setattr(record, "replay", lambda: edited)
     before = target.read_bytes()
@@ -92,7 +91,6 @@ def test_re_recording_needs_overwrite_and_prints_what_changed(recorded, tmp_path
     assert record.read_record(target)[1]["groupwise"][qid][1].raw_output == "changed"
     monkeypatch.setattr(record, "replay", lambda: recorded)
     assert record.main(["--record", str(target)]) == 1  # the new record is what the next check compares with
-    assert gzip.open(target, "rt").readline().startswith("{")
 
 
 @pytest.mark.slow
