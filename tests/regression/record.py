@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rearank.backends.base import SamplingSettings
+from rearank.backends.base import Backend, SamplingSettings
 from rearank.data import packs
 from rearank.io.files import atomic_write
 from rearank.run.config import RunConfig
@@ -63,15 +63,18 @@ def requests(case: Case) -> list[Request]:
     return packs.load_requests(dataset=DATASET, top_k=top_k, max_queries=case.queries)
 
 
-def replay() -> dict[str, dict[str, list[WindowTrace]]]:
-    """Run every case on the model, loaded once (minutes on a CPU); case -> qid -> its windows' traces."""
-    backend = CASES[0].config.make_backend()  # the cases share the backend and its options
+def replay(backend: Backend | None = None) -> dict[str, dict[str, list[WindowTrace]]]:
+    """Run every case on the model (minutes on a CPU); case -> qid -> its windows' traces. ``backend``: another
+    one to replay on (the vLLM tier's), else the cases' own hf backend, loaded once and closed after."""
+    own = backend is None
+    backend = CASES[0].config.make_backend() if backend is None else backend  # the cases share it
     try:
         return {case.name: {result.query.qid: list(result.traces)
                             for result in case.config.engine(backend).rerank(requests(case), progress=False)}
                 for case in CASES}
     finally:
-        backend.close()
+        if own:
+            backend.close()
 
 
 def read_record(path: Path = RECORD) -> tuple[dict[str, Any], dict[str, dict[str, list[WindowTrace]]]]:
