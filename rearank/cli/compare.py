@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "compare", help="drift report of two runs: nDCG@10 delta with paired tests, changed windows, environments",
         description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     reads(parser.add_argument("a", type=Path, help="the baseline: a rerank run file or a benchmark result folder"))
-    reads(parser.add_argument("b", type=Path, help="the run compared against it (same kinds)"))
+    reads(parser.add_argument("b", type=Path, help="the run compared against it: a rerank run file or a benchmark result folder"))
     judged = parser.add_mutually_exclusive_group()
     reads(judged.add_argument("--qrels", type=Path, metavar="FILE",
                               help="judgments for rerank runs (default: the qrels or dataset each run records)"))
