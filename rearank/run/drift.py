@@ -100,7 +100,8 @@ class Drift:
         """The drift report as text: scores, window counts, the first ``shown`` changed windows of each kind,
         then the settings and environments that differ."""
         out = [f"A = {self.a.label}", f"B = {self.b.label}", ""]
-        out += score_lines(self.comparisons) or ["nDCG@10: no judged query in common (give --qrels or --dataset)"]
+        out += score_lines(self.comparisons) or [
+            "nDCG@10: no scored query in common (a rerank run is scored with --qrels or --dataset)"]
         total = sum(self.counts.values())
         out += ["", f"windows: {total}: " + ", ".join(f"{self.counts[k]} {k}" for k in (*KINDS, ONLY_A, ONLY_B))]
         if any(self.lone_queries):
