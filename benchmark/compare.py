@@ -2,7 +2,8 @@
 
 ``python -m benchmark.compare A B [--measure ndcg_cut_10] [--permutations 10000] [--seed 0]`` prints, per
 dataset both folders finished, the mean of A and B, delta (B - A), the paired t-test p-value (scipy),
-the paired randomization (sign-flip) test p-value and B's wins/ties/losses against A.
+the paired randomization (sign-flip) test p-value and B's wins/ties/losses against A. ``rearank compare`` adds
+what differs between the two, window by window (:mod:`rearank.run.drift`).
 """
 
 from __future__ import annotations
@@ -10,33 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-
-import numpy as np
 
 from benchmark.results import MAIN_MEASURE, MEASURES, SuiteResult, load_suite
 from benchmark.tables import fmt, markdown_table
 from rearank.errors import RearankError
-from rearank.measures.significance import paired_t_p, randomization_p
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Paired comparison of B against A on one dataset (scores are raw, not x 100)."""
-
-    dataset: str
-    queries: int
-    mean_a: float
-    mean_b: float
-    t_p: float
-    randomization_p: float
-    wins: int
-    ties: int
-    losses: int
-
-    @property
-    def delta(self) -> float:
-        return self.mean_b - self.mean_a
+from rearank.measures.significance import Comparison, paired_comparison
 
 
 def compare(a: SuiteResult, b: SuiteResult, measure: str = MAIN_MEASURE, permutations: int = 10000,
@@ -44,18 +23,11 @@ def compare(a: SuiteResult, b: SuiteResult, measure: str = MAIN_MEASURE, permuta
     """Per dataset finished in both folders, paired on the queries both evaluated."""
     out = []
     for name in a.datasets:
-        if name not in b.datasets:
-            continue
-        qa, qb = a.datasets[name].per_query(measure=measure), b.datasets[name].per_query(measure=measure)
-        qids = sorted(set(qa) & set(qb))
-        if not qids:
-            continue
-        va, vb = np.array([qa[q] for q in qids]), np.array([qb[q] for q in qids])
-        out.append(Comparison(
-            name, len(qids), float(va.mean()), float(vb.mean()), paired_t_p(va, vb),
-            randomization_p(va, vb, permutations, seed),
-            int(np.sum(vb > va)), int(np.sum(vb == va)), int(np.sum(vb < va)),
-        ))
+        if name in b.datasets:
+            row = paired_comparison(name, a.datasets[name].per_query(measure=measure),
+                                    b.datasets[name].per_query(measure=measure), permutations, seed)
+            if row is not None:
+                out.append(row)
     return out
 
 

@@ -18,6 +18,7 @@ from benchmark.suites import LABELS, TABLES, Group
 from benchmark.tables import MISSING, Row, fmt, load_paper_figures, markdown_table, our_rows, paper_rows
 from rearank.errors import RearankError
 from rearank.io.files import atomic_write
+from rearank.run.provenance import flatten
 
 
 def comparison_table(rows: Sequence[Row], columns: Sequence[str], groups: Sequence[Group], decimals: int = 2) -> str:
@@ -42,7 +43,11 @@ def _describe(suite: SuiteResult) -> str:
     ]
     if c.get("max_queries"):
         parts.append(f"**first {c['max_queries']} queries per dataset only**")
-    return f"- **{suite.label}** (`{suite.path}`): " + ", ".join(parts)
+    line = f"- **{suite.label}** (`{suite.path}`): " + ", ".join(parts)
+    made = c.get("provenance")
+    if isinstance(made, dict):  # what made it (rearank.run.provenance), when the suite records it
+        line += "; made with " + ", ".join(f"{k} `{v}`" for k, v in flatten(made).items())
+    return line
 
 
 def efficiency_table(suites: Sequence[SuiteResult]) -> str:

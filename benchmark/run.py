@@ -48,6 +48,7 @@ from rearank.methods.card import Checkpoint
 from rearank.run import job
 from rearank.run.config import RunConfig, resume_settings
 from rearank.run.stats import plural
+from rearank.run.provenance import run_provenance
 
 
 def add_arguments(parser: argparse.ArgumentParser, checks: bool = False) -> None:
@@ -95,9 +96,11 @@ def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_of(args: argparse.Namespace, run: RunConfig) -> dict[str, Any]:
     """The suite's settings as recorded in ``suite.json``: what it runs, its label, how many queries of which first
-    stage, and the run configuration (:meth:`RunConfig.record`: the method's settings under their flag names)."""
+    stage, the run configuration (:meth:`RunConfig.record`: the method's settings under their flag names) and what
+    makes it (:func:`rearank.run.provenance.run_provenance`)."""
     return {"suite": args.suite, "datasets": expand(args.suite), "label": _label(args), **run.record(),
-            "top_k": args.top_k, "max_queries": args.max_queries, "first_stage": getattr(args, "first_stage", None)}
+            "top_k": args.top_k, "max_queries": args.max_queries, "first_stage": getattr(args, "first_stage", None),
+            "provenance": run_provenance(run)}
 
 
 def _label(args: argparse.Namespace) -> str:
@@ -166,7 +169,8 @@ class SuiteRunner:
         stats, _ = job.rerank_to_files(
             requests, lambda: self.run.engine(self.backend(qrels)),
             own_ranker=False, output=folder / RUN_FILE, traces=folder / TRACES_FILE, stats=folder / STATS_FILE,
-            resume=self.resume, tag=self.label, progress=self.progress, extra={"dataset": name}, windows=windows)
+            resume=self.resume, tag=self.label, progress=self.progress, windows=windows,
+            extra={"dataset": name, "provenance": self.config["provenance"]})
         rerank = evaluate(judged, read_run(folder / RUN_FILE))
         bm25 = evaluate(judged, read_run(first_stage))  # "bm25": the first stage reranked (BM25 by default)
         write_json(folder / METRICS_FILE, {

@@ -28,6 +28,7 @@ from rearank.io.outputs import check_outputs
 from rearank.methods import METHODS, method_options
 from rearank.run import job
 from rearank.run.config import RunConfig, default_max_new_tokens
+from rearank.run.provenance import run_provenance
 from rearank.types import Candidate, Query, Request, Result, WindowTrace
 
 #: A passage as the face takes it.
@@ -255,8 +256,8 @@ class Reranker:
                                        skip_missing=skip_missing, max_queries=max_queries)
         job.check_unique_qids(requests)
         stats, extra = job.rerank_to_files(requests, lambda: self.engine, own_ranker=False, output=output,
-                                           traces=traces, resume=resume,
-                                           tag=tag, progress=progress, inputs=inputs,
+                                           traces=traces, resume=resume, tag=tag, progress=progress, inputs=inputs,
+                                           extra={"provenance": run_provenance(self.config)},
                                            config={**self.config.record(),
                                                    **_run_inputs(run, topics, docs, tag, skip_missing)})
         if qrels is not None:

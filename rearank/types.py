@@ -46,7 +46,9 @@ class WindowTrace:
     tokens and whether the backend closed it at the think budget (``-O max_think_tokens``), when known; the
     query's sequential ``round`` it belongs to (the windows of one round were sent together: a sliding window is
     a round of its own) and its ``partition``, its place in the round (listwise ``tdpart``); a window whose model
-    call failed (``status="error"``) says why in ``error``."""
+    call failed (``status="error"``) says why in ``error``; the digest of the exact
+    prompt sent (``prompt_digest``, :meth:`rearank.backends.base.Prompt.digest`; empty in traces of earlier
+    versions)."""
 
     qid: str
     start: int
@@ -63,6 +65,7 @@ class WindowTrace:
     round: int = 0
     partition: int = 0
     error: str = ""
+    prompt_digest: str = ""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -50,6 +52,14 @@ class Prompt:
     #: ``-O constrain=answer`` and ``-O max_think_tokens=N`` work with; None: the backend leaves the text free.
     answer: AnswerGrammar | None = None
     pair: tuple[str, str, str] | None = None
+
+    def digest(self) -> str:
+        """A short digest of the messages exactly as the backend receives them (16 hex digits of their SHA-256):
+        the same window sent twice has the same digest, any change of template, truncation or passage text
+        another. The traces record it per window (``prompt_digest``), so two runs can be compared window by
+        window (:mod:`rearank.run.drift`)."""
+        text = json.dumps([dict(m) for m in self.messages], sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 #: Finish reasons of a :class:`Generation`: the model stopped, hit ``max_new_tokens``, or the backend failed

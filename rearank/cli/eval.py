@@ -1,14 +1,17 @@
-"""``rearank eval``: score a TREC run against qrels with trec_eval semantics."""
+"""``rearank eval``: score a TREC run against qrels with trec_eval semantics, and show what made the run (the
+provenance its stats file records, when there is one beside it)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rearank.errors import RearankError
 from rearank.io.outputs import reads
+from rearank.run.provenance import describe
 
 if TYPE_CHECKING:
     from rearank.measures.ir import Evaluation
@@ -16,7 +19,9 @@ if TYPE_CHECKING:
 DESCRIPTION = """\
 Evaluate a TREC run (qid Q0 docid rank score tag) against relevance judgments, with trec_eval semantics:
 documents are ranked by score (ties by docid, descending) and every judged query counts, those absent from
-the run scoring 0 (trec_eval -c). Queries of the run that have no judgments are ignored.
+the run scoring 0 (trec_eval -c). Queries of the run that have no judgments are ignored. When the run has its stats
+file beside it (<run>.stats.json, as `rearank rerank` writes; stats.json in a benchmark dataset folder), what made the
+run is shown too: package versions, device, the model's and the template's digests, the decoding settings.
 
 Measures take trec_eval names (ndcg_cut.10, recall.100, map_cut.100, map, recip_rank, P.10, bpref) or
 ir-measures names (nDCG@10, R@100, AP@100, RR@10, P@10, R(rel=2)@1000). Results are keyed by trec_eval
@@ -67,12 +72,31 @@ def run(args: argparse.Namespace) -> int:
     if not run_:
         raise RearankError(f"{args.run}: the run is empty")
     result = evaluate(qrels, run_, measures)
+    made = recorded_provenance(Path(args.run))
     if args.format == "json":
-        json.dump({**result.aggregate, "per_query": result.per_query}, sys.stdout, indent=1)
+        json.dump({**result.aggregate, "per_query": result.per_query, **({"provenance": made} if made else {})},
+                  sys.stdout, indent=1)
         print()
         return 0
     print(format_table(result, args.run, args.per_query))
+    if made:
+        print("made with:\n" + "\n".join(describe(made)))
     return 0
+
+
+def recorded_provenance(run: Path) -> dict[str, Any] | None:
+    """What made ``run``, as its stats file records it (``<run>.stats.json``, or ``stats.json`` beside a benchmark
+    folder's ``run.trec``); None when there is none or it records none."""
+    from rearank.run.job import output_paths
+
+    for stats in (output_paths(run)[1], run.with_name("stats.json")):
+        try:
+            made = json.loads(stats.read_text(encoding="utf-8")).get("provenance")
+        except (OSError, ValueError, AttributeError, RecursionError):
+            continue
+        if isinstance(made, dict):
+            return made
+    return None
 
 
 def format_table(result: Evaluation, run_path: str, per_query: bool = False) -> str:

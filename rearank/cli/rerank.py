@@ -29,6 +29,7 @@ from rearank.run import job
 from rearank.run.config import RunConfig, resume_settings
 from rearank.run.job import ALL_CANDIDATES
 from rearank.run.stats import plural
+from rearank.run.provenance import run_provenance
 from rearank.types import Request
 
 
@@ -116,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
     stats, extra = job.rerank_to_files(requests, make_reranker, output=args.output, traces=args.traces,
                                        resume=args.resume, overwrite=args.overwrite, tag=args.tag,
                                        progress=not args.no_progress,
-                                       config=record, windows=windows, inputs=_inputs(args, packs))
+                                       config=record, windows=windows, inputs=_inputs(args, packs),
+                                       extra={"provenance": run_provenance(config)})
     traces, stats_path = job.output_paths(args.output, args.traces)
     print(f"reranked {stats.summary()}")
     if qrels is not None:

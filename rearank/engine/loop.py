@@ -70,6 +70,7 @@ class _Query:
     slot: int  # position in the input
     state: Any
     outstanding: int = 0
+    digests: dict[int, str] = field(default_factory=dict)  # task index -> its prompt's digest
 
 
 @dataclass
@@ -175,7 +176,7 @@ class Engine:
         started = time.perf_counter()
 
         def finish(query: _Query) -> None:
-            results[query.slot] = result = self.method.result(query.state)
+            results[query.slot] = result = self._result(query)
             if on_result is not None:
                 on_result(result)
             bar.update(1)
@@ -208,16 +209,25 @@ class Engine:
         instead of waiting for them to finish. ``on_result`` gets each result as its query finishes.
         """
         def finish(query: _Query) -> None:
-            on_result(self.method.result(query.state))
+            on_result(self._result(query))
 
         starts = self._starts(((slot, request) for slot, request in enumerate(stream)), finish)
         self._run(starts, functools.partial(self._apply, finish=finish), total=None)
+
+    def _result(self, query: _Query) -> Result:
+        """The method's result of a finished query, each trace with the digest of the prompt its window was sent
+        (a window's task index is its trace's position)."""
+        result = self.method.result(query.state)
+        traces = tuple(replace(trace, prompt_digest=query.digests.get(i, trace.prompt_digest))
+                       for i, trace in enumerate(result.traces))
+        return replace(result, traces=traces)
 
     def _apply(self, query: _Query, task: Task, generation: Generation,
                finish: Callable[[_Query], None]) -> list[Task]:
         """Hand ``generation`` to the method; ``finish`` the query once none of its tasks is outstanding."""
         self.counts.add(generation)
         query.outstanding -= 1
+        query.digests[task.index] = task.prompt.digest()
         ready = self.method.apply(query.state, task, generation)
         query.outstanding += len(ready)
         if not query.outstanding:

@@ -1,13 +1,48 @@
 """Paired significance tests on per-query (or per-question) scores: paired t-test, sign-flip randomization, and
 McNemar's exact test on paired right/wrong outcomes.
 
-Shared by ``benchmark.compare`` (per-query nDCG of two suites) and ``rearank rag compare`` (per-question EM/F1).
+Shared by ``benchmark.compare`` and ``rearank compare`` (per-query nDCG of two runs or suites,
+:func:`paired_comparison`) and ``rearank rag compare`` (per-question EM/F1).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import stats
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired comparison of B against A on one dataset (scores are raw, not x 100)."""
+
+    dataset: str
+    queries: int
+    mean_a: float
+    mean_b: float
+    t_p: float
+    randomization_p: float
+    wins: int
+    ties: int
+    losses: int
+
+    @property
+    def delta(self) -> float:
+        return self.mean_b - self.mean_a
+
+
+def paired_comparison(dataset: str, a: Mapping[str, float], b: Mapping[str, float], permutations: int = 10000,
+                      seed: int = 0) -> Comparison | None:
+    """B against A on the queries both scored (``qid -> score``); None when they share none."""
+    qids = sorted(set(a) & set(b))
+    if not qids:
+        return None
+    va, vb = np.array([a[q] for q in qids]), np.array([b[q] for q in qids])
+    return Comparison(dataset, len(qids), float(va.mean()), float(vb.mean()), paired_t_p(va, vb),
+                      randomization_p(va, vb, permutations, seed),
+                      int(np.sum(vb > va)), int(np.sum(vb == va)), int(np.sum(vb < va)))
 
 
 def paired_t_p(a: np.ndarray, b: np.ndarray) -> float:

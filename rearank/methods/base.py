@@ -25,7 +25,8 @@ from rearank.types import Request, Result
 
 @dataclass(frozen=True)
 class Task:
-    """One prompt of a query: ``index`` numbers it within the query (window or group number), stably across runs."""
+    """One prompt of a query: ``index`` numbers it within the query (window or group number: the position of its
+    trace in the query's result, where the engine records the prompt's digest), stably across runs."""
 
     index: int
     prompt: Prompt

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmark.compare import compare, paired_t_p, randomization_p
+from benchmark.compare import compare
 from benchmark.report import build_report, load_paper_figures
 from benchmark.results import METRICS_FILE, STATS_FILE, SUITE_FILE, load_suite, write_json
 from benchmark.suites import BEIR, GROUPS, SUITES, TABLES, expand
 from rearank.errors import MissingDataError, RearankError
+from rearank.measures.significance import paired_t_p, randomization_p
 
 
 def parse_tables(markdown: str) -> dict[str, list[dict[str, str]]]:
