@@ -386,9 +386,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 task_args, planned = args, report.plan(task, planned_settings(args))
                 tasks[task] = {"plan": planned, "status": "planned; not run yet"}
                 write_figures(args.output, tasks)  # the plan is on record before anything trains
+            before = tasks.get(task, {})
             started = time.perf_counter()
             entry, rows = run_task(task, args.out.resolve(), task_args, planned)
             entry["wall_s"] = round(time.perf_counter() - started)
+            if args.report_only:  # the training's own times stay those the training run recorded
+                entry.setdefault("times", {}).update({k: v for k, v in before.get("times", {}).items() if k == "grpo_s"})
+                entry["wall_s"] = before.get("wall_s", entry["wall_s"])
             tasks[task] = {**entry, "plan": planned}  # the plan recorded before the run, whatever ran
             report.write_outcomes(args.output.with_name(f"{args.output.stem}_{task}_outcomes.jsonl.gz"), rows)
             write_figures(args.output, tasks)
