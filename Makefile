@@ -30,7 +30,7 @@ help:
 	@echo "make train-check everything short of GPU work, with the real verl on CPU"
 	@echo "make train-cpu   real verl GRPO steps, resume, export and a rerank on CPU (RECIPE=, OUT=)"
 	@echo "make train-smoke a few CPU GRPO steps with TRL and SmolLM2"
-	@echo "make train-learn CPU benchmark: warm start then verl GRPO on a controlled and a real task; held-out dl19 top-1, reward, paired tests (docs/figures/train_learn.json)"
+	@echo "make train-learn CPU benchmark (~2 h on 2 cores): lexical warm start then 56 verl GRPO steps on the relevance task; 512 held-out dl19 windows, McNemar and query-flip tests, baselines (docs/figures/train_learn.json; ARGS='--task phrase' for the controlled task)"
 
 setup: $(STAMP)
 
@@ -106,7 +106,8 @@ train-check: setup
 train-smoke: setup
 	$(BIN)/python -m recipes.checks.smoke
 
-# A benchmark (about an hour a task on 2 cores), not part of CI: writes docs/figures/train_learn.{json,png}.
+# A benchmark (about two hours on 2 cores, alone), not part of CI: writes docs/figures/train_learn.{json,png} and
+# train_learn_<task>_outcomes.jsonl.gz; its plan goes into the JSON before it trains (docs/training.md).
 train-learn: setup
 	$(BIN)/python -m recipes.learn $(ARGS)
 

@@ -1,5 +1,6 @@
-"""Paired significance tests on per-query (or per-question) scores: paired t-test, sign-flip randomization, and
-McNemar's exact test on paired right/wrong outcomes.
+"""Paired significance tests on per-query (or per-question) scores: paired t-test, sign-flip randomization,
+McNemar's exact test on paired right/wrong outcomes, and a randomization test that flips whole queries (items
+clustered by query).
 
 Shared by ``benchmark.compare`` and ``rearank compare`` (per-query nDCG of two runs or suites,
 :func:`paired_comparison`) and ``rearank rag compare`` (per-question EM/F1).
@@ -7,7 +8,7 @@ Shared by ``benchmark.compare`` and ``rearank compare`` (per-query nDCG of two r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,3 +78,31 @@ def mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
     if discordant == 0:
         return 1.0
     return float(min(1.0, 2 * stats.binom.cdf(min(only_a, only_b), discordant, 0.5)))
+
+
+def query_randomization_p(a: np.ndarray, b: np.ndarray, groups: Sequence[object], permutations: int = 100000,
+                          seed: int = 0, exact_up_to: int = 16) -> float:
+    """Two-sided paired randomization test that flips whole groups (queries): each group's paired differences
+    ``b - a`` change sign together, so items of one query are not treated as independent.
+
+    Statistic: the mean difference over all items. With at most ``exact_up_to`` groups every one of the ``2**G``
+    sign patterns is enumerated and p = #{|flipped mean| >= |observed|} / 2**G (exact); otherwise ``permutations``
+    random patterns give p = (1 + hits) / (1 + permutations). 1.0 when every difference is 0."""
+    diff = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    if len(groups) != diff.size:
+        raise ValueError(f"{len(groups)} group labels for {diff.size} paired items")
+    order = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    sums = np.zeros(len(order))
+    np.add.at(sums, [order[g] for g in groups], diff)
+    observed = abs(sums.sum())
+    if observed == 0:
+        return 1.0
+    if len(sums) <= exact_up_to:
+        signs = 1.0 - 2.0 * ((np.arange(2 ** len(sums))[:, None] >> np.arange(len(sums))) & 1)
+        return float(np.mean(np.abs(signs @ sums) >= observed - 1e-9))
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, permutations, 1000):
+        signs = rng.choice((-1.0, 1.0), size=(min(1000, permutations - start), sums.size))
+        hits += int(np.sum(np.abs(signs @ sums) >= observed - 1e-9))
+    return (1 + hits) / (1 + permutations)

@@ -1,10 +1,13 @@
-"""``make train-learn``: does a verl GRPO run on CPU move SmolLM2-135M toward better rankings? (a benchmark)
+"""``make train-learn``: does a verl GRPO run on CPU make SmolLM2-135M rank held-out passages better? (a benchmark)
 
-Two tasks (:mod:`recipes.learn.windows`): ``phrase``, a controlled task with a learnable signal built from real
-DL21 passages, and ``relevance``, the real one (one relevant DL21 passage among four, held out on DL19). For each:
-the base model and a supervised warm start answer the held-out windows greedily; the warm start is gated (format,
-reward spread, first picks balanced); verl runs GRPO from it with the Rearank recipe, the CPU plugin and the
-one-action reward (:mod:`recipes.learn.reward`), validating inside verl on the held-out windows; the report
-(:mod:`recipes.learn.report`) pairs GRPO's last validation with its first (the warm start, inside verl) and writes
-``docs/figures/train_learn.{json,png}``. See docs/training.md.
+Two tasks (:mod:`recipes.learn.windows`): ``relevance``, the real one (one relevant passage among four; warm start
+and GRPO on DL21, 512 held-out DL19 windows), and ``phrase``, a controlled task with a learnable signal built from
+real passages. The plan (steps, evaluation steps, every setting) is written into the figures JSON before anything
+trains. The base model and a warm start (:mod:`recipes.learn.run`; for relevance SFT on lexical labels,
+:mod:`recipes.learn.lexical`, stopped at partial skill) are gated (format, reward spread, no position habit); verl
+runs GRPO from it with the Rearank recipe, the CPU plugin, KL and the one-id reward (:mod:`recipes.learn.reward`),
+saving a model at every planned evaluation step; each is evaluated deterministically (:mod:`recipes.learn.evaluate`,
+the argmax of the id's logits); the report (:mod:`recipes.learn.report`) tests GRPO's end against the warm start
+per item (McNemar) and per query (query-flip randomization), beside constant and lexical baselines, and writes
+``docs/figures/train_learn.{json,png}`` and the per-item outcomes. See docs/training.md.
 """

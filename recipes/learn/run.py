@@ -21,8 +21,9 @@ from recipes.checks.data import shared
 from recipes.checks.sft import train_on_answers
 from recipes.checks.table import STAGES
 from recipes.learn import report
+from recipes.learn.evaluate import first_ids, outcomes
 from recipes.learn.reward import compute_score
-from recipes.learn.windows import SET_SIZE, TASKS, windows
+from recipes.learn.windows import SET_SIZE, TASKS, balanced_order, heldout, lexical_windows, windows
 
 TRAIN_SET, HELD_OUT = "dl21", "dl19"
 #: The verl recipe the GRPO stage runs (its algorithm, optimiser and loss; sizes and reward as overridden here).
@@ -31,8 +32,14 @@ RESPONSE_TOKENS = 8
 DEFAULT_OUTPUT = Path("docs/figures/train_learn.json")
 #: The settings a saved warm start (``<out>/<task>/warm_start.json``) must match to be reused.
 WARM_START_SETTINGS = ("windows_per_query", "heldout", "sft_steps", "sft_batch", "sft_lr", "sft_right",
-                       "sft_check_every", "sft_until", "gate_prompts", "rollouts", "eval_temperature", "threads",
-                       "seed")
+                       "sft_check_every", "sft_until", "gate_prompts", "rollouts", "threads", "seed")
+#: Command-line settings that are not part of a run's plan (where it works and writes, what it does this time).
+NOT_PLANNED = ("task", "out", "output", "report_only")
+#: Why this reward and not the recipe's (recorded in the plan).
+REWARD = ("recipes.learn.reward.compute_score (variant 'one-id'): 1 for the one id of the best passage, 0 for one "
+          "id of another, -1 for anything else; the recipe's normalized nDCG@10 + 0.1 format repairs malformed "
+          "answers and pays little for format, which let an earlier run drift into unclosed id chains, and its "
+          "rank term is lopsided by the best passage's position (docs/training.md)")
 
 
 def encode(tokenizer: Any, messages: Sequence[dict]) -> list[int]:
@@ -40,31 +47,40 @@ def encode(tokenizer: Any, messages: Sequence[dict]) -> list[int]:
                                          return_dict=True)["input_ids"]
 
 
-def build_data(task: str, folder: Path, args: argparse.Namespace) -> tuple[list[dict], list[dict], list[dict]]:
-    """SFT rows and GRPO prompts from dl21, held-out windows from dl19; the GRPO and held-out rows are written as
-    verl parquet (``train.parquet``, ``val.parquet``) in ``folder``."""
+def build_data(task: str, folder: Path, args: argparse.Namespace) -> dict[str, list[dict]]:
+    """The rows of each stage, from dl21 (``sft``: the warm start's; ``probe``: its checks'; ``grpo``: GRPO's
+    prompts, each batch balanced by the best passage's position) and dl19 (``held``: the held-out windows); the GRPO
+    and held-out rows are written as verl parquet (``train.parquet``, ``val.parquet``) in ``folder``."""
     import pandas as pd
 
     from rearank.data.packs import load_qrels, load_requests
 
     rng = random.Random(args.seed)
-    train_rows = list(windows(task, TRAIN_SET, load_requests(dataset=TRAIN_SET), load_qrels(TRAIN_SET),
-                              args.windows_per_query, args.seed))
-    rng.shuffle(train_rows)
     sft_n, grpo_n = args.sft_steps * args.sft_batch, args.grpo_steps * args.prompts_per_step
-    if len(train_rows) < sft_n + grpo_n:
-        raise RearankError(f"{task}: {len(train_rows)} {TRAIN_SET} windows, {sft_n} SFT + {grpo_n} GRPO needed; "
-                           "raise --windows-per-query")
-    held = list(windows(task, HELD_OUT, load_requests(dataset=HELD_OUT), load_qrels(HELD_OUT),
-                        args.windows_per_query, args.seed + 1))
-    if len(held) < args.heldout:
-        raise RearankError(f"{task}: {len(held)} {HELD_OUT} windows, --heldout {args.heldout} asked")
-    held = rng.sample(held, args.heldout)
+    train_requests, held_requests = load_requests(dataset=TRAIN_SET), load_requests(dataset=HELD_OUT)
+    gold = list(windows(task, TRAIN_SET, train_requests, load_qrels(TRAIN_SET), args.windows_per_query, args.seed))
+    rng.shuffle(gold)
+    if task == "relevance":  # the warm start learns lexical labels; GRPO the judgments
+        warm = list(lexical_windows(TRAIN_SET, train_requests, args.windows_per_query, args.seed))
+        rng.shuffle(warm)
+        held = heldout(HELD_OUT, held_requests, load_qrels(HELD_OUT), args.heldout, args.seed + 1)
+    else:
+        warm, gold = gold, gold[sft_n + 4 * args.gate_prompts:]
+        held = list(windows(task, HELD_OUT, held_requests, load_qrels(HELD_OUT), args.windows_per_query,
+                            args.seed + 1))
+        if len(held) < args.heldout:
+            raise RearankError(f"{task}: {len(held)} {HELD_OUT} windows, --heldout {args.heldout} asked")
+        held = rng.sample(held, args.heldout)
+    grpo = balanced_order(gold, args.seed)
+    if len(warm) < sft_n + args.gate_prompts or len(grpo) < grpo_n:
+        raise RearankError(f"{task}: {len(warm)} warm-start and {len(grpo)} GRPO {TRAIN_SET} windows, "
+                           f"{sft_n} + {args.gate_prompts} and {grpo_n} needed; raise --windows-per-query")
     folder.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("train.parquet", train_rows[sft_n:sft_n + grpo_n]), ("val.parquet", held)):
+    for name, rows in (("train.parquet", grpo[:grpo_n]), ("val.parquet", held)):
         with atomic_path(folder / name) as tmp:
             pd.DataFrame(rows).to_parquet(tmp)
-    return train_rows[:sft_n], train_rows[sft_n:sft_n + grpo_n], held
+    return {"sft": warm[:sft_n], "probe": balanced(warm[sft_n:], args.gate_prompts), "grpo": grpo[:grpo_n],
+            "held": held}
 
 
 def sft_examples(rows: Sequence[dict], tokenizer: Any, right: float, seed: int) -> list[tuple[list[int], list[int]]]:
@@ -81,38 +97,24 @@ def sft_examples(rows: Sequence[dict], tokenizer: Any, right: float, seed: int) 
     return examples
 
 
-def answers(model: Any, tokenizer: Any, rows: Sequence[dict], samples: int = 0, batch: int = 32,
-            temperature: float = 1.0) -> list[list[str]]:
-    """Per row, one greedy answer (``samples`` 0) or ``samples`` answers sampled at ``temperature``."""
+def sampled(model: Any, tokenizer: Any, rows: Sequence[dict], samples: int, batch: int = 32) -> list[list[dict]]:
+    """Per row, ``samples`` answers sampled at temperature 1 (as GRPO's rollouts), each scored by the reward."""
     import torch
 
-    out: list[list[str]] = []
+    out: list[list[dict]] = []
     with torch.no_grad():
         for start in range(0, len(rows), batch):
-            chunk = [[dict(m) for m in r["prompt"]] for r in rows[start:start + batch]]
-            enc = tokenizer.apply_chat_template(chunk, add_generation_prompt=True, return_tensors="pt",
-                                                padding=True, return_dict=True)
-            n = max(samples, 1)
-            options = ({"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0,
-                        "num_return_sequences": n}
-                       if samples else {"do_sample": False, "temperature": None, "top_p": None, "top_k": None})
+            chunk = rows[start:start + batch]
+            enc = tokenizer.apply_chat_template([[dict(m) for m in r["prompt"]] for r in chunk],
+                                                add_generation_prompt=True, return_tensors="pt", padding=True,
+                                                return_dict=True)
             generated = model.generate(**enc, max_new_tokens=RESPONSE_TOKENS, pad_token_id=tokenizer.pad_token_id,
-                                       **options)
+                                       do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                                       num_return_sequences=samples)
             texts = tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-            out += [texts[i:i + n] for i in range(0, len(texts), n)]
+            out += [[compute_score(r["data_source"], t, r["reward_model"]["ground_truth"])
+                     for t in texts[i * samples:(i + 1) * samples]] for i, r in enumerate(chunk)]
     return out
-
-
-def evaluated(model: Any, tokenizer: Any, rows: Sequence[dict], temperature: float) -> list[dict]:
-    """One scored answer per row, as verl's validation answers (``--eval-temperature``; 0: greedy)."""
-    texts = answers(model, tokenizer, rows, samples=int(temperature > 0), temperature=temperature)
-    return scored([t[0] for t in texts], rows)
-
-
-def scored(texts: Sequence[str], rows: Sequence[dict]) -> list[dict]:
-    """Each answer scored by the reward verl uses, with the prompt as verl's dumps key it."""
-    return [{**compute_score(r["data_source"], t, r["reward_model"]["ground_truth"]), "output": t,
-             "input": json.dumps(r["prompt"])} for t, r in zip(texts, rows, strict=True)]
 
 
 def balanced(rows: Sequence[dict], n: int) -> list[dict]:
@@ -129,30 +131,55 @@ def balanced(rows: Sequence[dict], n: int) -> list[dict]:
 
 
 def grpo_overrides(folder: Path, args: argparse.Namespace) -> list[str]:
-    """The GRPO stage's changes to the recipe's CPU run: sizes, the one-action reward, validation inside verl."""
+    """The GRPO stage's changes to the recipe's CPU run: sizes, the one-id reward, KL, the prompts in their
+    balanced order, and a Hugging Face checkpoint at every planned evaluation step (no validation inside verl)."""
     return [
         f"data.train_batch_size={args.prompts_per_step}", f"data.max_response_length={RESPONSE_TOKENS}",
+        "data.shuffle=false",  # build_data ordered the prompts so that each batch is balanced by position
         f"actor_rollout_ref.rollout.n={args.rollouts}",
         # one update a step: the rollout's log-probs are the old policy's (verl's bypass mode skips the recompute)
         f"actor_rollout_ref.actor.ppo_mini_batch_size={args.prompts_per_step}",
         "algorithm.rollout_correction.bypass_mode=true",
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096", f"actor_rollout_ref.actor.optim.lr={args.lr}",
-        "actor_rollout_ref.actor.use_kl_loss=false",
+        f"actor_rollout_ref.actor.use_kl_loss={str(args.kl > 0).lower()}",
+        f"actor_rollout_ref.actor.kl_loss_coef={args.kl}", "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
         "reward.custom_reward_function.path=pkg://recipes.learn.reward",
         "reward.custom_reward_function.name=compute_score", "reward.custom_reward_function.reward_kwargs={}",
-        "trainer.save_freq=-1", f"trainer.test_freq={args.eval_every}", "trainer.val_before_train=true",
-        f"actor_rollout_ref.rollout.val_kwargs.do_sample={str(args.eval_temperature > 0).lower()}",
-        f"actor_rollout_ref.rollout.val_kwargs.temperature={args.eval_temperature}",
-        "actor_rollout_ref.rollout.val_kwargs.top_p=1.0", "actor_rollout_ref.rollout.val_kwargs.top_k=-1",
-        "actor_rollout_ref.rollout.val_kwargs.n=1",
-        f"trainer.validation_data_dir={folder / 'validation'}", f"trainer.rollout_data_dir={folder / 'rollouts'}",
+        f"trainer.save_freq={args.eval_every}", "actor_rollout_ref.actor.checkpoint.save_contents=['hf_model']",
+        "trainer.test_freq=-1", "trainer.val_before_train=false",
+        f"trainer.rollout_data_dir={folder / 'rollouts'}",
         f"data.seed={args.seed}", *runtime_env({"OMP_NUM_THREADS": str(args.threads)}),
     ]
 
 
-def warm_start(task: str, sft_rows: list[dict], grpo_rows: list[dict], held: list[dict], target: Path,
-               args: argparse.Namespace) -> dict[str, Any]:
-    """The base model's held-out answers, the warm start (saved to ``target``), its held-out answers and its gate."""
+def checkpoints(folder: Path) -> dict[int, Path]:
+    """GRPO step -> the Hugging Face model verl saved at it (``<folder>/checkpoints/global_step_N/actor/huggingface``)."""
+    found = {}
+    for path in (folder / "checkpoints").glob("global_step_*/actor/huggingface"):
+        if (path / "config.json").is_file():
+            found[int(path.parent.parent.name.rsplit("_", 1)[1])] = path
+    return dict(sorted(found.items()))
+
+
+def evaluate_checkpoints(found: dict[int, Path], held: list[dict], threads: int) -> dict[int, list[dict]]:
+    """Each checkpoint's held-out outcomes (:func:`recipes.learn.evaluate.first_ids`)."""
+    import torch
+
+    from rearank.backends.models import embedded_model_path
+    from recipes.checks.models import load_model, load_tokenizer
+
+    torch.set_num_threads(threads)
+    tokenizer = load_tokenizer(embedded_model_path(), padding_side="left")
+    out = {}
+    for step, path in found.items():
+        out[step] = outcomes(held, first_ids(load_model(path), tokenizer, held))
+        print(f"GRPO step {step}: held-out top-1 {report.figures('grpo', step, out[step])['top1']:.3f}", flush=True)
+    return out
+
+
+def warm_start(task: str, data: dict[str, list[dict]], target: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The base model's held-out outcomes, the warm start (saved to ``target``), its held-out outcomes (GRPO's
+    step 0) and its gate."""
     import torch
 
     from rearank.backends.models import embedded_model_path
@@ -165,63 +192,56 @@ def warm_start(task: str, sft_rows: list[dict], grpo_rows: list[dict], held: lis
     base = embedded_model_path()
     tokenizer = load_tokenizer(base, padding_side="left")
     model = load_model(base)
-    model.eval()
-    evaluations = [report.figures("base", 0, evaluated(model, tokenizer, held, args.eval_temperature))]
+    held, probe = data["held"], data["probe"]
+    base_outcomes = outcomes(held, first_ids(model, tokenizer, held))
     times["base_eval_s"] = round(time.perf_counter() - mark)
-    probe = balanced(grpo_rows, args.gate_prompts)
-
-    def gate_of(greedy: list[dict]) -> dict[str, Any]:
-        sampled = [scored(group, [row] * len(group)) for group, row in
-                   zip(answers(model, tokenizer, probe, samples=args.rollouts), probe, strict=True)]
-        return report.gate(sampled, greedy)
-
     checks: list[dict[str, Any]] = []
 
     def check(step: int) -> bool:
-        """Stop the warm start once it reads the passages (greedy top-1 on the gate's training prompts at least
-        ``--sft-until``) and passes the gate there."""
-        model.eval()
-        greedy = scored([a[0] for a in answers(model, tokenizer, probe)], probe)
-        top1 = sum(i["top1"] for i in greedy) / len(greedy)
-        result = gate_of(greedy)
-        checks.append({"step": step, "greedy_top1": top1, **{k: result[k] for k in
-                       ("format_valid", "zero_spread", "largest_position_share", "passed")}})
+        """Stop the warm start at partial skill: its answers agree with the probe's labels (lexical ones for
+        relevance) on at least ``--sft-until`` of it, and no position takes more than the gate's share."""
+        figures = report.figures("probe", step, outcomes(probe, first_ids(model, tokenizer, probe)))
+        checks.append({"step": step, "agreement": figures["top1"],
+                       "largest_position_share": max(figures["answer_share_by_position"].values())})
         print(f"{task}: SFT step {step}: {checks[-1]}", flush=True)
         model.train()
-        return result["passed"] and top1 >= args.sft_until
+        return (checks[-1]["agreement"] >= args.sft_until
+                and checks[-1]["largest_position_share"] <= report.GATE["position_max"])
 
     mark = time.perf_counter()
-    losses = train_on_answers(model, sft_examples(sft_rows, tokenizer, args.sft_right, args.seed), args.sft_steps,
+    losses = train_on_answers(model, sft_examples(data["sft"], tokenizer, args.sft_right, args.seed), args.sft_steps,
                               args.sft_lr, args.sft_batch, tokenizer.pad_token_id, args.seed,
                               check=check, every=args.sft_check_every)
     times["sft_s"] = round(time.perf_counter() - mark)
     mark = time.perf_counter()
-    held_answers = evaluated(model, tokenizer, held, args.eval_temperature)
-    evaluations.append(report.figures("sft", len(losses), held_answers))
-    gate = gate_of(scored([a[0] for a in answers(model, tokenizer, held)], held))
+    warm_outcomes = outcomes(held, first_ids(model, tokenizer, held))
+    gate = report.gate(sampled(model, tokenizer, balanced(data["grpo"], args.gate_prompts), args.rollouts),
+                       warm_outcomes)
     times["gate_s"] = round(time.perf_counter() - mark)
-    print(f"{task}: {evaluations[0]}\n{task}: {evaluations[1]}\n{task}: gate {gate}", flush=True)
+    print(f"{task}: gate {gate}", flush=True)
     with atomic_folder(target, replace=True) as tmp:
         model.save_pretrained(tmp)
         load_tokenizer(base).save_pretrained(tmp)
         model.generation_config.save_pretrained(tmp)
-    return {"evaluations": evaluations, "gate": gate, "sft_loss": losses, "sft_checks": checks, "times": times}
+    return {"outcomes": {"base": base_outcomes, "warm start": warm_outcomes}, "sft_steps_run": len(losses),
+            "gate": gate, "sft_loss": losses, "sft_checks": checks, "times": times}
 
 
-def save_warm_start(task: str, sft_rows: list[dict], grpo_rows: list[dict], held: list[dict], folder: Path,
-                    args: argparse.Namespace, settings: dict[str, Any]) -> None:
+def save_warm_start(task: str, data: dict[str, list[dict]], folder: Path, args: argparse.Namespace,
+                    settings: dict[str, Any]) -> None:
     """The warm start (``sft-model``) and what it measured (``warm_start.json``, with the ``settings`` it was made
     with) in ``folder``."""
-    result = {**warm_start(task, sft_rows, grpo_rows, held, folder / "sft-model", args), "settings": settings}
+    result = {**warm_start(task, data, folder / "sft-model", args), "settings": settings}
     with atomic_write(folder / "warm_start.json") as handle:
         handle.write(json.dumps(result, indent=1) + "\n")
 
 
-def run_task(task: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
+def run_task(task: str, out: Path, args: argparse.Namespace, planned: dict[str, Any]) -> tuple[dict, list[dict]]:
+    """One task as ``planned``: its figures entry and every evaluation's per-item outcomes."""
     folder = out / task
-    sft_rows, grpo_rows, held = build_data(task, folder / "data", args)
-    print(f"{task}: {len(sft_rows)} SFT rows, {len(grpo_rows)} GRPO prompts ({TRAIN_SET}), {len(held)} held-out "
-          f"({HELD_OUT})", flush=True)
+    data = build_data(task, folder / "data", args)
+    print(f"{task}: {len(data['sft'])} warm-start rows, {len(data['grpo'])} GRPO prompts ({TRAIN_SET}), "
+          f"{len(data['held'])} held-out ({HELD_OUT})", flush=True)
     sft_model, saved = folder / "sft-model", folder / "warm_start.json"
     made_with = {key: getattr(args, key) for key in WARM_START_SETTINGS}
     if saved.is_file() and (sft_model / "config.json").is_file():  # an interrupted run resumes after its warm start
@@ -230,74 +250,120 @@ def run_task(task: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
             raise RearankError(f"{saved}: made with {result.get('settings')}, asked {made_with}; delete "
                                f"{saved} to make the warm start again")
         print(f"{task}: warm start, its evaluations and gate read back from {saved}", flush=True)
+    elif args.report_only:
+        raise RearankError(f"--report-only: no warm start in {saved}")
     else:  # in a child process, so that the memory it holds is returned before verl starts
         child = multiprocessing.get_context("spawn").Process(
-            target=save_warm_start, args=(task, sft_rows, grpo_rows, held, folder, args, made_with), name=f"{task}-warm-start")
+            target=save_warm_start, args=(task, data, folder, args, made_with), name=f"{task}-warm-start")
         child.start()
         child.join()
         if child.exitcode != 0 or not saved.is_file():
             raise RearankError(f"{task}: the warm start's process ended with exit code {child.exitcode} and no "
                                f"{saved} (its error is printed above)")
         result = json.loads(saved.read_text(encoding="utf-8"))
-    evaluations, gate, times = result["evaluations"], result["gate"], result["times"]
-    if not gate["passed"] and not args.ignore_gate:
-        result["verdict"] = [f"{task}: the warm start failed the gate; GRPO not run (--ignore-gate runs it)"]
-        return result
+    runs = {("base", 0): result["outcomes"]["base"], ("warm start", 0): result["outcomes"]["warm start"]}
+    entry = {"plan": planned, "baselines": report.baselines(data["held"]), "gate": result["gate"],
+             "sft_steps_run": result["sft_steps_run"], "sft_checks": result["sft_checks"],
+             "sft_loss": result["sft_loss"], "times": dict(result["times"])}
+    if not result["gate"]["passed"] and not args.ignore_gate:
+        entry["evaluations"] = [report.figures(stage, step, items) for (stage, step), items in runs.items()]
+        entry["verdict"] = [f"{task}: the warm start failed the gate; GRPO not run (--ignore-gate runs it)"]
+        return entry, outcome_rows(task, runs)
+    grpo = folder / "grpo"
     if not args.report_only:
-        shutil.rmtree(folder / "grpo", ignore_errors=True)  # no checkpoints kept: GRPO starts again from the warm start
+        shutil.rmtree(grpo, ignore_errors=True)  # GRPO starts again from the warm start
         mark = time.perf_counter()
-        train(STAGE, folder / "data", sft_model, folder / "grpo", args.grpo_steps,
-              overrides=grpo_overrides(folder / "grpo", args))
-        times["grpo_s"] = round(time.perf_counter() - mark)
-    elif not (folder / "grpo" / "validation").is_dir():
-        raise RearankError(f"--report-only: no GRPO validations in {folder / 'grpo' / 'validation'}")
-    runs = report.validations(folder / "grpo" / "validation")
-    evaluations += [report.figures("grpo", step, items) for step, items in runs.items()]
-    first, last = min(runs), max(runs)
-    test = report.paired(runs[first], runs[last], f"grpo step {first} (the warm start, inside verl)",
-                         f"grpo step {last}")
-    spread = report.zero_spread(folder / "grpo" / "rollouts")
-    training = [{**row, "zero_spread": spread.get(row["step"])} for row in
-                report.training_rows(merge_metrics(folder / "grpo"))]
-    times["grpo_steps_s"] = round(sum(row.get("step_s", 0.0) for row in training))  # verl's own, validations apart
-    return {**result, "paired_test": test, "training": training,
-            "verdict": report.verdict(task, evaluations, test)}
+        train(STAGE, folder / "data", sft_model, grpo, args.grpo_steps, overrides=grpo_overrides(grpo, args))
+        entry["times"]["grpo_s"] = round(time.perf_counter() - mark)
+    found = {step: path for step, path in checkpoints(grpo).items() if step in planned["evaluation_steps"]}
+    if not found:
+        raise RearankError(f"{task}: no GRPO checkpoint in {grpo / 'checkpoints'} to evaluate")
+    mark = time.perf_counter()
+    runs |= {("grpo", step): items for step, items in
+             evaluate_checkpoints(found, data["held"], args.threads).items()}
+    entry["times"]["grpo_eval_s"] = round(time.perf_counter() - mark)
+    entry["evaluations"] = [report.figures(stage, step, items) for (stage, step), items in runs.items()]
+    entry["paired_test"] = report.paired(runs[("warm start", 0)], runs[("grpo", max(found))],
+                                         "the warm start (step 0)", f"grpo step {max(found)}")
+    entry["missing_evaluations"] = report.missing(planned, [0, *found])
+    spread = report.zero_spread(grpo / "rollouts")
+    entry["training"] = [{**row, "zero_spread": spread.get(row["step"])} for row in
+                         report.training_rows(merge_metrics(grpo))]
+    entry["times"]["grpo_steps_s"] = round(sum(row.get("step_s", 0.0) for row in entry["training"]))
+    entry["verdict"] = report.verdict(task, planned, entry["evaluations"], entry["paired_test"], entry["baselines"])
+    return entry, outcome_rows(task, runs)
+
+
+def outcome_rows(task: str, runs: dict[tuple[str, int], list[dict]]) -> list[dict]:
+    """Every evaluation's outcomes as the rows of ``<output stem>_<task>_outcomes.jsonl.gz``."""
+    return [{"task": task, "stage": stage, "step": step, **{k: o[k] for k in ("item", "qid", "gold", "answer")}}
+            for (stage, step), items in runs.items() for o in items]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m recipes.learn", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--task", action="append", choices=TASKS, help="task to run (repeatable; default both)")
+    parser.add_argument("--task", action="append", choices=TASKS, help="task to run (repeatable; default relevance)")
     parser.add_argument("--out", type=Path, default=Path("runs/train-learn"), help="working folder")
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="figures JSON (the PNG beside it)")
-    parser.add_argument("--windows-per-query", type=int, default=32, help="windows drawn per query")
-    parser.add_argument("--heldout", type=int, default=256, help="held-out dl19 windows")
-    parser.add_argument("--sft-steps", type=int, default=64, help="most SFT steps (it stops earlier: --sft-until)")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
+                        help="figures JSON (the PNG and <stem>_<task>_outcomes.jsonl.gz beside it)")
+    parser.add_argument("--windows-per-query", type=int, default=32, help="dl21 windows drawn per query")
+    parser.add_argument("--heldout", type=int, default=512, help="held-out dl19 windows")
+    parser.add_argument("--sft-steps", type=int, default=48, help="most SFT steps (it stops earlier: --sft-until)")
     parser.add_argument("--sft-batch", type=int, default=16)
     parser.add_argument("--sft-lr", type=float, default=5e-5)
-    parser.add_argument("--sft-right", type=float, default=0.8,
-                        help="share of SFT targets that are right (the rest: another id at random), so that the "
-                             "warm start reads the passages yet its sampled answers keep reward spread")
-    parser.add_argument("--sft-check-every", type=int, default=4, help="check the warm start every N SFT steps")
+    parser.add_argument("--sft-right", type=float, default=1.0,
+                        help="share of SFT targets that are the label (the rest: another id at random)")
+    parser.add_argument("--sft-check-every", type=int, default=8, help="check the warm start every N SFT steps")
     parser.add_argument("--sft-until", type=float, default=0.5,
-                        help="stop SFT at the first check where greedy top-1 on the gate's training prompts is at "
-                             "least this and the gate passes")
-    parser.add_argument("--gate-prompts", type=int, default=32, help="training prompts sampled for the gate")
-    parser.add_argument("--grpo-steps", type=int, default=20)
-    parser.add_argument("--prompts-per-step", type=int, default=4)
-    parser.add_argument("--rollouts", type=int, default=8, help="answers per prompt (the GRPO group)")
-    parser.add_argument("--lr", type=float, default=2e-5, help="GRPO learning rate")
-    parser.add_argument("--eval-every", type=int, default=10, help="validate inside verl every N steps")
-    parser.add_argument("--eval-temperature", type=float, default=1.0,
-                        help="held-out answers sampled at this temperature (0: greedy), in verl and before it: the "
-                             "policy GRPO trains is the sampling one")
+                        help="stop SFT at the first check where its answers agree with the probe's labels on at "
+                             "least this share (partial skill) and no position takes over 40%% of them")
+    parser.add_argument("--gate-prompts", type=int, default=32, help="prompts of the SFT checks and of the gate")
+    parser.add_argument("--grpo-steps", type=int, default=56)
+    parser.add_argument("--prompts-per-step", type=int, default=8,
+                        help="a multiple of 4: each step's prompts are balanced by the best passage's position")
+    parser.add_argument("--rollouts", type=int, default=4, help="answers per prompt (the GRPO group)")
+    parser.add_argument("--lr", type=float, default=5e-6, help="GRPO learning rate")
+    parser.add_argument("--kl", type=float, default=0.01, help="KL loss coefficient (low_var_kl; 0: off)")
+    parser.add_argument("--eval-every", type=int, default=14,
+                        help="save and evaluate a checkpoint every N GRPO steps (and at the last)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads of every process")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ignore-gate", action="store_true", help="run GRPO even when the warm start fails the gate")
     parser.add_argument("--report-only", action="store_true",
-                        help="train nothing: report a task from what its folder holds (a GRPO run stopped early "
-                             "reports up to its last validation)")
+                        help="train nothing: evaluate what the task's folder holds under the plan recorded in "
+                             "--output (its settings, not this command line's; a run stopped before its plan is "
+                             "marked so)")
     return parser
+
+
+def planned_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings a plan records: the command line's, less :data:`NOT_PLANNED`, and the fixed ones."""
+    return {**{k: v for k, v in vars(args).items() if k not in NOT_PLANNED}, "response_tokens": RESPONSE_TOKENS,
+            "set_size": SET_SIZE, "trainer": "verl", "recipe": f"recipes/{STAGE.recipe}.yaml", "reward": REWARD}
+
+
+def plan_args(args: argparse.Namespace, planned: dict[str, Any]) -> argparse.Namespace:
+    """``args`` with every planned setting replaced by the plan's (``--report-only``)."""
+    return argparse.Namespace(**{**vars(args), **{k: v for k, v in planned["settings"].items() if k in vars(args)}})
+
+
+def read_figures(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("tasks", {})
+    except json.JSONDecodeError as err:
+        raise RearankError(f"{path}: not JSON ({err}); move it away or give another --output") from None
+
+
+def write_figures(path: Path, tasks: dict[str, Any]) -> None:
+    figures = {"trainer": "verl", "model": "SmolLM2-135M-Instruct (embedded GGUF), full fine-tune, float32",
+               "recipe": f"recipes/{STAGE.recipe}.yaml", "reward": "recipes.learn.reward.compute_score",
+               "tasks": {task: tasks[task] for task in TASKS if task in tasks}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as out:
+        out.write(json.dumps(figures, indent=1) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -307,32 +373,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     import os
 
-    started = time.perf_counter()
-    tasks: dict[str, Any] = {}
     try:
         os.environ["REARANK_DATA"] = str(shared())
-        for task in args.task or TASKS:
-            tasks[task] = run_task(task, args.out.resolve(), args)
-            for line in tasks[task]["verdict"]:
+        tasks = read_figures(args.output)
+        for task in args.task or ["relevance"]:
+            if args.report_only:  # the plan recorded before the run decides, not this command line
+                planned = tasks.get(task, {}).get("plan")
+                if planned is None:
+                    raise RearankError(f"--report-only: {args.output} holds no plan for {task}")
+                task_args = plan_args(args, planned)
+            else:
+                task_args, planned = args, report.plan(task, planned_settings(args))
+                tasks[task] = {"plan": planned, "status": "planned; not run yet"}
+                write_figures(args.output, tasks)  # the plan is on record before anything trains
+            before = tasks.get(task, {})
+            started = time.perf_counter()
+            entry, rows = run_task(task, args.out.resolve(), task_args, planned)
+            entry["wall_s"] = round(time.perf_counter() - started)
+            if args.report_only:  # the training's own times stay those the training run recorded
+                entry.setdefault("times", {}).update({k: v for k, v in before.get("times", {}).items() if k == "grpo_s"})
+                entry["wall_s"] = before.get("wall_s", entry["wall_s"])
+            tasks[task] = {**entry, "plan": planned}  # the plan recorded before the run, whatever ran
+            report.write_outcomes(args.output.with_name(f"{args.output.stem}_{task}_outcomes.jsonl.gz"), rows)
+            write_figures(args.output, tasks)
+            for line in entry["verdict"]:
                 print(line, flush=True)
     except RearankError as err:
         print(f"train-learn: {err}", file=sys.stderr)
         return 1
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "task"}
-    for result in tasks.values():
-        result["settings"] = {**settings, "response_tokens": RESPONSE_TOKENS, "set_size": SET_SIZE}
-        result["wall_s"] = round(time.perf_counter() - started)
-    kept = {}
-    if args.output.is_file():  # a task not run this time keeps the figures of its last run
-        kept = {k: v for k, v in json.loads(args.output.read_text(encoding="utf-8")).get("tasks", {}).items()
-                if k not in tasks}
-    tasks = {task: {**kept, **tasks}[task] for task in TASKS if task in {**kept, **tasks}}
-    figures = {"trainer": "verl", "model": "SmolLM2-135M-Instruct (embedded GGUF), full fine-tune, float32",
-               "recipe": f"recipes/{STAGE.recipe}.yaml", "reward": "recipes.learn.reward.compute_score",
-               "tasks": tasks}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(args.output) as out:
-        out.write(json.dumps(figures, indent=1) + "\n")
-    report.plot(tasks, args.output.with_suffix(".png"))
+    report.plot({t: r for t, r in tasks.items() if "evaluations" in r}, args.output.with_suffix(".png"))
     print(f"figures: {args.output}\ncurves: {args.output.with_suffix('.png')}")
     return 0

@@ -6,13 +6,17 @@
   prompt). Learnable by reading, so it tests whether the reward, advantages and updates move the policy the right
   way. (A phrase cut from the middle of a passage, its id 1-9 words further on, stayed at chance after 1,536 SFT
   examples; the last words were learnt from 384: docs/training.md.)
-* ``relevance`` (the real task): the topic's text; one passage judged relevant (grade >= 2) and three judged not
-  relevant (grade 0) from its BM25 top-100.
+* ``relevance`` (the real task): the topic's text, after the passages (template ``best.yaml``: 6 words a
+  passage); one passage judged relevant (grade >= 2) and three judged not relevant (grade 0) from its BM25 top-100.
+  Held out (:func:`heldout`): one window per relevant passage of the run, so no two held-out windows share their
+  relevant passage. The warm start trains on :func:`lexical_windows`: labels from query-term overlap, not from the
+  judgments.
 
-In both, the best passage's position cycles over 1..4 (no position gives the answer for free) and the passages are
-cut to the task's template's budget (:data:`TEMPLATES`). Each window is a row as ``rearank synth`` writes it
-(``prompt`` chat messages, ``reward_model.ground_truth`` = ``{"labels": [...]}``), plus ``extra_info.target``: the
-SFT target id.
+In all of them the best passage's position cycles over 1..4 (no position gives the answer for free) and the
+passages are cut to the task's template's budget (:data:`TEMPLATES`). Each window is a row as ``rearank synth``
+writes it (``prompt`` chat messages, ``reward_model.ground_truth`` = ``{"labels": [...]}``), plus ``extra_info``:
+``target`` (the SFT target id), ``qid``, ``query`` and ``shown`` (the passages as the prompt shows them, for the
+lexical baselines).
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from rearank.errors import RearankError
 from rearank.prompts.builder import build_messages, render_passages
-from rearank.types import Request
+from rearank.types import Candidate, Request
+from recipes.learn.lexical import overlap, unique_best
 
 TEMPLATES = {"phrase": Path(__file__).with_name("phrase.yaml"), "relevance": Path(__file__).with_name("best.yaml")}
 TASKS = tuple(TEMPLATES)
@@ -51,7 +57,8 @@ def _row(task: str, dataset: str, qid: str, query: str, texts: Sequence[str], la
             "prompt": build_messages(query, list(texts), TEMPLATES[task], clean=False),
             "ability": "rerank",
             "reward_model": {"style": "rule", "ground_truth": json.dumps({"labels": labels})},
-            "extra_info": {"qid": qid, "index": index, "target": labels.index(max(labels)) + 1}}
+            "extra_info": {"qid": qid, "index": index, "target": labels.index(max(labels)) + 1, "query": query,
+                           "shown": list(texts)}}
 
 
 def windows(task: str, dataset: str, requests: Sequence[Request], qrels: dict[str, dict[str, int]],
@@ -85,3 +92,73 @@ def windows(task: str, dataset: str, requests: Sequence[Request], qrels: dict[st
                 labels = [grades[c.docid] for c in chosen]
             yield _row(task, dataset, request.query.qid, query, texts, labels, index)
             index += 1
+
+
+def heldout(dataset: str, requests: Sequence[Request], qrels: dict[str, dict[str, int]], n: int,
+            seed: int) -> list[dict]:
+    """``n`` relevance windows, each built around a different relevant passage of the run (grade >= 2, with three
+    of its query's judged-0 passages drawn at random), the relevant position cycling over 1..4 in the order drawn.
+    Fewer distinct relevant passages than ``n`` is an error naming how many there are."""
+    rng = random.Random(seed)
+    pairs = []
+    for request in requests:
+        grades = qrels.get(request.query.qid, {})
+        pool = [c for c in request.candidates if c.text.strip()]
+        zero = [c for c in pool if grades.get(c.docid, -1) == 0]
+        if len(zero) >= SET_SIZE - 1:
+            pairs += [(request, c, zero) for c in pool if grades.get(c.docid, -1) >= RELEVANT]
+    if len(pairs) < n:
+        raise RearankError(f"{dataset}: {len(pairs)} relevant passages with three judged-0 ones beside them, "
+                           f"{n} held-out windows asked; lower --heldout")
+    rows = []
+    for index, (request, relevant, zero) in enumerate(rng.sample(pairs, n)):
+        chosen = rng.sample(zero, SET_SIZE - 1)
+        chosen.insert(index % SET_SIZE, relevant)
+        grades = qrels[request.query.qid]
+        rows.append(_row("relevance", dataset, request.query.qid, request.query.text,
+                         render_passages(chosen, TEMPLATES["relevance"]), [grades[c.docid] for c in chosen], index))
+    return rows
+
+
+def lexical_windows(dataset: str, requests: Sequence[Request], per_query: int, seed: int,
+                    foreign: float = 0.5, tries: int = 20) -> Iterator[dict]:
+    """Warm-start windows labelled by query-term overlap, not by judgments: four passages as the relevance prompt
+    shows them, the one with the unique highest overlap on the shown words being the target (labels 1 for it, 0
+    for the others), its position cycling over 1..4; each of the other three comes from another query's run with
+    probability ``foreign`` (else from the same run). A draw whose best overlap is shared is drawn again, up to
+    ``tries`` times."""
+    rng = random.Random(seed)
+    pools = [[c for c in r.candidates if c.text.strip()] for r in requests]
+    index = 0
+    for q, request in enumerate(requests):
+        if len(requests) < 2 or len(pools[q]) < SET_SIZE:
+            continue
+        for _ in range(per_query):
+            target = index % SET_SIZE
+            for _ in range(tries):
+                others: list[Candidate] = []
+                while len(others) < SET_SIZE - 1:
+                    source = q if rng.random() >= foreign else rng.choice([i for i in range(len(pools)) if i != q])
+                    pick = rng.choice(pools[source])
+                    if pick not in others:
+                        others.append(pick)
+                texts = render_passages([rng.choice(pools[q]), *others], TEMPLATES["relevance"])
+                scores = overlap(request.query.text, texts)
+                if unique_best(scores) == 0:
+                    texts.insert(target, texts.pop(0))
+                    labels = [int(i == target) for i in range(SET_SIZE)]
+                    yield _row("relevance", dataset, request.query.qid, request.query.text, texts, labels, index)
+                    index += 1
+                    break
+
+
+def balanced_order(rows: Sequence[dict], seed: int) -> list[dict]:
+    """``rows`` shuffled, then reordered so that every run of :data:`SET_SIZE` consecutive rows holds each target
+    position once (as far as the rows allow): a GRPO batch of a multiple of SET_SIZE prompts is balanced by the
+    best passage's position."""
+    rng = random.Random(seed)
+    buckets: dict[int, list[dict]] = {k: [] for k in range(1, SET_SIZE + 1)}
+    for row in rng.sample(list(rows), len(rows)):
+        buckets[row["extra_info"]["target"]].append(row)
+    rounds = min(len(b) for b in buckets.values())
+    return [buckets[k][i] for i in range(rounds) for k in range(1, SET_SIZE + 1)]

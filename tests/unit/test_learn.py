@@ -1,6 +1,7 @@
 """recipes/learn (``make train-learn``): the one-action reward, the two tasks' windows, what the report measures,
 and the Hydra override merge the GRPO stage relies on."""
 
+import gzip
 import json
 
 import numpy as np
@@ -9,9 +10,10 @@ import pytest
 from rearank.types import Candidate, Query, Request
 from recipes.checks.cpu import merge_overrides
 from recipes.learn import report
+from recipes.learn.lexical import BM25, overlap, unique_best
 from recipes.learn.reward import compute_score
 from recipes.learn.run import sft_examples
-from recipes.learn.windows import PHRASE_WORDS, windows
+from recipes.learn.windows import PHRASE_WORDS, balanced_order, heldout, lexical_windows, windows
 from tests.conftest import require
 
 TRUTH = json.dumps({"labels": [0, 2, 0, 1]})
@@ -113,64 +115,199 @@ def test_sft_targets_are_right_at_the_asked_rate_and_balanced():
     assert all(answer[-1] == 0 for _, answer in examples)  # each answer ends with the end-of-sequence token
 
 
-def item(first, relevant, score=None, inp="p"):
+def shown_lines(row):
+    return [line for line in row["prompt"][-1]["content"].splitlines() if line.endswith("]")]
+
+
+LONG = [f"word{i} " * 3 + f"term{i} alpha beta gamma delta epsilon" for i in range(12)]
+
+
+def test_relevance_windows_cut_passages_to_six_words_and_put_the_query_after_them():
+    qrels = {"q1": {f"q1-d{i}": (2 if i < 2 else 0) for i in range(12)}}
+    rows = list(windows("relevance", "dl19", [request("q1", LONG)], qrels, 4, seed=0))
+    for row in rows:
+        text = row["prompt"][-1]["content"]
+        assert text.rstrip().endswith("Search query: topic q1")  # the query comes last
+        assert text.index("Search query") > text.index("[4]")
+        assert [len(line.split()) for line in shown_lines(row)] == [7] * 4  # six words and the id
+        assert row["extra_info"]["shown"] == [line.rsplit(" ", 1)[0] for line in shown_lines(row)]
+
+
+def test_heldout_builds_one_window_per_relevant_passage_with_balanced_positions():
+    texts = [f"passage {i} text" for i in range(10)]
+    qrels = {"q1": {f"q1-d{i}": (3 if i < 5 else 0) for i in range(10)},
+             "q2": {f"q2-d{i}": (2 if i < 3 else 0) for i in range(10)}}
+    rows = heldout("dl19", [request("q1", texts), request("q2", texts)], qrels, 8, seed=1)
+    assert [r["extra_info"]["target"] for r in rows] == [1, 2, 3, 4, 1, 2, 3, 4]
+    relevant = [(r["extra_info"]["qid"], r["extra_info"]["shown"][r["extra_info"]["target"] - 1]) for r in rows]
+    assert len(set(relevant)) == 8  # 8 of the 5 + 3 relevant passages, none twice
+    for row in rows:
+        labels = json.loads(row["reward_model"]["ground_truth"])["labels"]
+        assert sorted(labels)[:3] == [0, 0, 0] and labels.index(max(labels)) + 1 == row["extra_info"]["target"]
+
+
+def test_heldout_says_how_many_relevant_passages_there_are():
+    from rearank.errors import RearankError
+
+    texts = [f"passage {i}" for i in range(6)]
+    qrels = {"q1": {f"q1-d{i}": (2 if i < 2 else 0) for i in range(6)}}
+    with pytest.raises(RearankError, match="dl19: 2 relevant passages .* 3 held-out windows asked; lower --heldout"):
+        heldout("dl19", [request("q1", texts)], qrels, 3, seed=0)
+
+
+def test_the_lexical_labeller_needs_a_unique_highest_overlap():
+    assert overlap("solar panel cost", ["the solar panel", "cost of a panel", "panel", "cats"]) == [2, 2, 1, 0]
+    assert unique_best([2, 2, 1, 0]) is None and unique_best([0, 3, 1, 0]) == 1 and unique_best([0, 0, 0, 0]) is None
+
+
+def test_lexical_windows_label_the_top_overlap_balance_positions_and_borrow_negatives():
+    topics = ["solar power", "river fish", "mountain bike", "coffee beans"]
+    requests = [Request(Query(f"q{k}", topic), [Candidate(f"q{k}-d{i}", 1.0, f"{topic if i % 2 else 'other'} "
+                                                                            f"text {k}-{i}")
+                                               for i in range(8)]) for k, topic in enumerate(topics)]
+    rows = list(lexical_windows("dl21", requests, 16, seed=0))
+    assert len(rows) >= 40
+    targets = [r["extra_info"]["target"] for r in rows]
+    assert targets == [1 + i % 4 for i in range(len(rows))]  # positions cycle
+    foreign = mine = 0
+    for row in rows:
+        info = row["extra_info"]
+        scores = overlap(info["query"], info["shown"])
+        assert unique_best(scores) == info["target"] - 1  # the label is the unique top overlap
+        assert json.loads(row["reward_model"]["ground_truth"])["labels"] == [int(k == info["target"]) for k in
+                                                                             range(1, 5)]
+        own = {" ".join(c.text.split()[:6]) for c in requests[int(info["qid"][1:])].candidates}
+        for k, text in enumerate(info["shown"]):
+            if k != info["target"] - 1:
+                foreign += text not in own
+                mine += text in own
+    assert 0.35 < foreign / (foreign + mine) < 0.65  # about half the negatives from other queries
+
+
+def test_balanced_order_puts_each_position_once_in_every_four_rows():
+    rows = [{"extra_info": {"target": t, "n": i}} for i, t in enumerate([1, 1, 1, 2, 2, 3, 3, 3, 4, 4, 4, 4])]
+    ordered = balanced_order(rows, seed=0)
+    assert len(ordered) == 8  # two full rounds: position 2 has only two rows
+    assert [r["extra_info"]["target"] for r in ordered] == [1, 2, 3, 4] * 2
+
+
+def outcome(answer, gold, item=0, qid="q"):
+    return {"item": item, "qid": qid, "gold": gold, "answer": answer, "right": answer == gold, "greedy_agrees": True}
+
+
+def scored(first, relevant):
     valid = first >= 0
     top1 = valid and first == relevant
-    return {"first": first, "relevant": relevant, "valid": float(valid), "top1": float(top1), "ndcg": 0.5,
-            "score": score if score is not None else (1.0 if top1 else 0.0 if valid else -1.0), "input": inp}
+    return {"first": float(first), "valid": float(valid), "score": 1.0 if top1 else 0.0 if valid else -1.0}
 
 
-def test_figures_count_picks_and_accuracy_by_position():
-    items = [item(0, 0), item(0, 1), item(2, 2), item(-1, 3)]
-    fig = report.figures("grpo", 5, items)
-    assert (fig["mean_reward"], fig["format_valid"], fig["top1"], fig["items"]) == (0.25, 0.75, 0.5, 4)
-    assert fig["top1_by_position"] == {"1": 0.5, "2": 0.0, "3": 0.25, "4": 0.0}
+def test_figures_name_the_answer_share_and_the_accuracy_per_gold_position():
+    # answers 1, 1, 3, 3 to items whose best passage is at 1, 2, 3, 4
+    fig = report.figures("grpo", 5, [outcome(1, 1), outcome(1, 2), outcome(3, 3), outcome(3, 4)])
+    assert "top1_by_position" not in fig  # it was the share of answers, named like an accuracy
+    assert fig["answer_share_by_position"] == {"1": 0.5, "2": 0.0, "3": 0.5, "4": 0.0}
     assert fig["accuracy_by_position"] == {"1": 1.0, "2": 0.0, "3": 1.0, "4": 0.0}
+    assert (fig["top1"], fig["items"], fig["greedy_agrees"]) == (0.5, 4, 1.0)
 
 
 def test_gate_passes_and_fails_on_each_threshold():
-    spread = [[item(0, 0), item(1, 0)], [item(2, 2), item(3, 2)], [item(1, 1), item(2, 1)]]
-    balanced = [item(k % 4, 0) for k in range(8)]
+    spread = [[scored(0, 0), scored(1, 0)], [scored(2, 2), scored(3, 2)], [scored(1, 1), scored(2, 1)]]
+    balanced = [outcome(k % 4 + 1, 1) for k in range(8)]
     assert report.gate(spread, balanced)["passed"]
-    flat = [[item(0, 0), item(0, 0)]] + spread  # 1 of 4 groups without spread: 0.25 <= 0.3
+    flat = [[scored(0, 0), scored(0, 0)]] + spread  # 1 of 4 groups without spread: 0.25 <= 0.3
     assert report.gate(flat, balanced)["zero_spread"] == 0.25 and report.gate(flat, balanced)["passed"]
-    assert not report.gate([[item(0, 0), item(0, 0)]] * 2 + spread, balanced)["passed"]  # 2 of 5: 0.4
-    assert not report.gate(spread, [item(0, 0)] * 4 + balanced)["passed"]  # position 1: 6 of 12 = 0.5
-    assert not report.gate([[item(-1, 0), item(1, 0)]] * 3, balanced)["passed"]  # format 0.5
+    assert not report.gate([[scored(0, 0), scored(0, 0)]] * 2 + spread, balanced)["passed"]  # 2 of 5: 0.4
+    assert not report.gate(spread, [outcome(1, 1)] * 4 + balanced)["passed"]  # position 1: 6 of 12 = 0.5
+    assert not report.gate([[scored(-1, 0), scored(1, 0)]] * 3, balanced)["passed"]  # format 0.5
 
 
-def test_paired_matches_items_by_prompt():
-    before = [item(0, 1, inp=f"p{i}") for i in range(10)]  # all wrong
-    after = [item(1, 1, inp=f"p{i}") for i in reversed(range(10))]  # all right, listed in another order
+def test_paired_runs_mcnemar_on_items_and_the_query_flip_on_queries():
+    before = [outcome(2, 1, item=i, qid=f"q{i % 3}") for i in range(12)]  # all wrong
+    after = [outcome(1, 1, item=i, qid=f"q{i % 3}") for i in reversed(range(12))]  # all right, another order
     test = report.paired(before, after, "start", "end")
-    assert test["items"] == 10
-    assert test["reward"]["mean_gain"] == 1.0 and test["reward"]["items_better"] == 10
-    assert test["top1"]["p_value"] == pytest.approx(2 / 2 ** 10)
-    assert test["top1"]["only_candidate_right"] == 10 and test["top1"]["only_baseline_right"] == 0
+    assert (test["items"], test["queries"], test["gain"]) == (12, 3, 1.0)
+    assert test["only_candidate_right"] == 12 and test["only_baseline_right"] == 0
+    assert test["per_item"]["p_value"] == pytest.approx(2 / 2 ** 12)
+    assert test["per_query"]["p_value"] == pytest.approx(2 / 2 ** 3)  # three queries: 2 of 8 sign patterns
 
 
-def test_paired_refuses_duplicate_prompts():
-    with pytest.raises(ValueError, match="share one prompt"):
-        report.paired([item(0, 0), item(1, 0)], [item(0, 0)], "a", "b")
+def test_paired_refuses_duplicate_items():
+    with pytest.raises(ValueError, match="share one item"):
+        report.paired([outcome(1, 1), outcome(2, 1)], [outcome(1, 1)], "a", "b")
 
 
-def test_dumps_are_read_per_step(tmp_path):
+def window(query, shown, target):
+    return {"extra_info": {"query": query, "shown": shown, "target": target}}
+
+
+def test_baselines_score_constant_positions_overlap_and_bm25_on_the_shown_words():
+    rows = [window("solar panel cost", ["solar panel cost today", "wind farm", "cost of solar", "the cat"], 1),
+            window("river fish", ["sea birds", "river fish species", "river boats", "fish and chips"], 2),
+            window("red car", ["blue sky", "green tree", "a car", "a red car"], 4),
+            window("moon", ["sun", "stars", "sky", "sea"], 3)]  # no overlap anywhere: a four-way tie
+    result = report.baselines(rows)
+    assert result["constant_position"] == {"1": 0.25, "2": 0.25, "3": 0.25, "4": 0.25}
+    assert result["best_constant"] == 0.25
+    assert result["query_term_overlap"] == pytest.approx((1 + 1 + 1 + 0.25) / 4)
+    assert result["bm25_on_shown_words"] == pytest.approx((1 + 1 + 1 + 0.25) / 4)
+
+
+def test_bm25_prefers_the_rarer_query_term():
+    bm25 = BM25(["apple pie", "apple tart", "apple cake", "banana bread"])
+    scores = bm25.scores("apple banana", ["apple pie", "banana bread"])
+    assert scores[1] > scores[0] > 0
+
+
+def test_the_plan_lists_its_evaluation_steps_and_what_a_run_misses():
+    planned = report.plan("relevance", {"grpo_steps": 56, "eval_every": 14, "lr": 5e-6})
+    assert planned["evaluation_steps"] == [0, 14, 28, 42, 56] and planned["settings"]["lr"] == 5e-6
+    assert report.plan("relevance", {"grpo_steps": 10, "eval_every": 4})["evaluation_steps"] == [0, 4, 8, 10]
+    assert report.missing(planned, [0, 14, 28, 42, 56]) == []
+    assert report.missing(planned, [0, 14, 28]) == [42, 56]
+
+
+def evaluations(steps):
+    return [report.figures("base", 0, [outcome(3, 1)] * 4),
+            report.figures("warm start", 0, [outcome(1, 1), outcome(1, 2), outcome(3, 3), outcome(4, 4)]),
+            *[report.figures("grpo", s, [outcome(k, k) for k in (1, 2, 3, 4)]) for s in steps]]
+
+
+LEXICAL = {"best_constant": 0.25, "query_term_overlap": 0.42, "bm25_on_shown_words": 0.40}
+WON = {"items": 4, "queries": 4, "gain": 0.25, "only_candidate_right": 1, "only_baseline_right": 0,
+       "per_item": {"p_value": 0.01}, "per_query": {"p_value": 0.02}}
+
+
+def test_a_run_that_stopped_before_its_plan_is_marked_and_never_meets_the_target():
+    planned = report.plan("relevance", {"grpo_steps": 56, "eval_every": 14})
+    lines = report.verdict("relevance", planned, evaluations([14, 28, 42, 56]), WON, LEXICAL)
+    assert "STOPPED" not in lines[0] and "target MET" in lines[-1]
+    short = report.verdict("relevance", planned, evaluations([14, 28]), WON, LEXICAL)
+    assert short[0].startswith("relevance: STOPPED BEFORE ITS PLAN: no evaluation at step(s) [42, 56]")
+    assert "target NOT met" in short[-1]
+
+
+def test_the_target_needs_both_tests_and_no_position_habit():
+    planned = report.plan("relevance", {"grpo_steps": 14, "eval_every": 14})
+    query_only = {**WON, "per_query": {"p_value": 0.2}}
+    assert "target NOT met" in report.verdict("relevance", planned, evaluations([14]), query_only, LEXICAL)[-1]
+    habit = [*evaluations([]), report.figures("grpo", 14, [outcome(1, 1)] * 3 + [outcome(1, 2)])]
+    lines = report.verdict("relevance", planned, habit, WON, LEXICAL)
+    assert "1.00 (ABOVE 0.5)" in lines[-2] and "target NOT met" in lines[-1]
+
+
+def test_outcomes_are_written_compressed_one_per_line(tmp_path):
+    rows = [{"task": "relevance", "stage": "grpo", "step": 2, "item": i, "qid": "q", "gold": 1, "answer": 2}
+            for i in range(3)]
+    report.write_outcomes(tmp_path / "o.jsonl.gz", rows)
+    with gzip.open(tmp_path / "o.jsonl.gz", "rt") as handle:
+        assert [json.loads(line) for line in handle] == rows
+
+
+def test_zero_spread_is_counted_per_step(tmp_path):
     rows = {"1": [("a_0_0", 1.0), ("a_1_0", 0.0), ("b_0_0", -1.0), ("b_1_0", -1.0)], "2": [("c_0_0", 0.0)]}
     for step, dumped in rows.items():
         (tmp_path / f"{step}.jsonl").write_text("".join(json.dumps({"uid": u, "score": s}) + "\n" for u, s in dumped))
     assert report.zero_spread(tmp_path) == {1: 0.5, 2: 1.0}
-    assert list(report.validations(tmp_path)) == [1, 2]
-
-
-def test_verdict_names_significance_and_the_position_share():
-    evals = [report.figures("base", 0, [item(-1, 0)] * 4), report.figures("sft", 8, [item(0, 0), item(1, 0)] * 2),
-             report.figures("grpo", 40, [item(0, 0)] * 4)]
-    test = {"items": 4, "reward": {"mean_gain": 0.5, "p_value": 0.01}, "top1": {"mean_gain": 0.5, "p_value": 0.5}}
-    lines = report.verdict("phrase", evals, test)
-    assert "GRPO above its start at p < 0.05" in lines[1]
-    assert "1.00 (ABOVE 0.6)" in lines[2]
-    test["reward"]["p_value"] = 0.2
-    assert "NOT significantly" in report.verdict("phrase", evals, test)[1]
 
 
 def test_merge_overrides_replaces_keys_and_appends_new_ones():
@@ -179,18 +316,22 @@ def test_merge_overrides_replaces_keys_and_appends_new_ones():
     assert merged == ["a.b=5", "c.d='y'", "+e=2", "f=3", "g=7"]
 
 
+def fake_data(task, folder, args):
+    return {"sft": [], "probe": [], "grpo": [], "held": []}
+
+
 def test_a_saved_warm_start_made_with_other_settings_is_refused(tmp_path, monkeypatch):
     from rearank.errors import RearankError
     from recipes.learn import run
 
-    monkeypatch.setattr(run, "build_data", lambda task, folder, args: ([], [], []))
+    monkeypatch.setattr(run, "build_data", fake_data)
     args = run.build_parser().parse_args(["--out", str(tmp_path)])
-    (tmp_path / "phrase" / "sft-model").mkdir(parents=True)
-    (tmp_path / "phrase" / "sft-model" / "config.json").write_text("{}")
+    (tmp_path / "relevance" / "sft-model").mkdir(parents=True)
+    (tmp_path / "relevance" / "sft-model" / "config.json").write_text("{}")
     saved = {key: getattr(args, key) for key in run.WARM_START_SETTINGS}
-    (tmp_path / "phrase" / "warm_start.json").write_text(json.dumps({"settings": {**saved, "sft_steps": 99}}))
+    (tmp_path / "relevance" / "warm_start.json").write_text(json.dumps({"settings": {**saved, "sft_steps": 99}}))
     with pytest.raises(RearankError, match="sft_steps.: 99.*delete"):
-        run.run_task("phrase", tmp_path, args)
+        run.run_task("relevance", tmp_path, args, {})
 
 
 class _Inline:
@@ -221,15 +362,19 @@ def test_the_warm_start_runs_in_a_child_process_and_is_read_back(tmp_path, monke
 
     context = _Inline()
     monkeypatch.setattr(run.multiprocessing, "get_context", lambda method: context if method == "spawn" else None)
-    monkeypatch.setattr(run, "build_data", lambda task, folder, args: ([], [], []))
-    made = {"evaluations": [{"stage": "base"}], "gate": {"passed": False}, "times": {"sft_s": 1}}
+    monkeypatch.setattr(run, "build_data", fake_data)
+    monkeypatch.setattr(report, "baselines", lambda rows: {})
+    made = {"outcomes": {"base": [outcome(1, 2)], "warm start": [outcome(2, 2)]}, "gate": {"passed": False},
+            "sft_steps_run": 8, "sft_checks": [], "sft_loss": [1.0], "times": {"sft_s": 1}}
     monkeypatch.setattr(run, "warm_start", lambda *a: dict(made))
     args = run.build_parser().parse_args(["--out", str(tmp_path)])
-    result = run.run_task("phrase", tmp_path, args)
-    assert context.started == ["phrase-warm-start"]
-    saved = json.loads((tmp_path / "phrase" / "warm_start.json").read_text())
+    entry, rows = run.run_task("relevance", tmp_path, args, {"evaluation_steps": [0]})
+    assert context.started == ["relevance-warm-start"]
+    saved = json.loads((tmp_path / "relevance" / "warm_start.json").read_text())
     assert saved["settings"] == {key: getattr(args, key) for key in run.WARM_START_SETTINGS}
-    assert result["evaluations"] == made["evaluations"] and "GRPO not run" in result["verdict"][0]
+    assert [(e["stage"], e["top1"]) for e in entry["evaluations"]] == [("base", 0.0), ("warm start", 1.0)]
+    assert "GRPO not run" in entry["verdict"][0]
+    assert [(r["stage"], r["answer"]) for r in rows] == [("base", 1), ("warm start", 2)]
 
 
 def test_a_warm_start_process_that_fails_ends_the_task_with_one_line(tmp_path, monkeypatch):
@@ -237,10 +382,10 @@ def test_a_warm_start_process_that_fails_ends_the_task_with_one_line(tmp_path, m
     from recipes.learn import run
 
     monkeypatch.setattr(run.multiprocessing, "get_context", lambda method: _Inline(fails=1))
-    monkeypatch.setattr(run, "build_data", lambda task, folder, args: ([], [], []))
+    monkeypatch.setattr(run, "build_data", fake_data)
     args = run.build_parser().parse_args(["--out", str(tmp_path)])
-    with pytest.raises(RearankError, match="phrase: the warm start's process ended with exit code 1 and no .*warm_start"):
-        run.run_task("phrase", tmp_path, args)
+    with pytest.raises(RearankError, match="relevance: the warm start's process ended with exit code 1 and no "):
+        run.run_task("relevance", tmp_path, args, {})
 
 
 def test_the_warm_start_stops_at_the_first_check_that_says_so():
@@ -260,14 +405,60 @@ def test_the_warm_start_stops_at_the_first_check_that_says_so():
     assert len(train_on_answers(model, examples, 3, 1e-3, 2, 0)) == 3  # no check: every step runs
 
 
-def test_verl_validates_as_the_warm_start_was_evaluated(tmp_path):
+def test_grpo_runs_with_kl_balanced_batches_and_checkpoints_at_the_evaluation_steps(tmp_path):
     from recipes.learn import run
 
-    sampled = run.grpo_overrides(tmp_path, run.build_parser().parse_args([]))
-    assert {"actor_rollout_ref.rollout.val_kwargs.do_sample=true", "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
-            "actor_rollout_ref.rollout.val_kwargs.n=1", "trainer.val_before_train=true"} <= set(sampled)
-    greedy = run.grpo_overrides(tmp_path, run.build_parser().parse_args(["--eval-temperature", "0"]))
-    assert "actor_rollout_ref.rollout.val_kwargs.do_sample=false" in greedy
+    overrides = set(run.grpo_overrides(tmp_path, run.build_parser().parse_args([])))
+    assert {"actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.actor.kl_loss_coef=0.01",
+            "actor_rollout_ref.actor.kl_loss_type=low_var_kl", "data.train_batch_size=8",
+            "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.optim.lr=5e-06", "data.shuffle=false",
+            "trainer.save_freq=14", "actor_rollout_ref.actor.checkpoint.save_contents=['hf_model']",
+            "trainer.test_freq=-1", "trainer.val_before_train=false"} <= overrides
+    assert "actor_rollout_ref.actor.use_kl_loss=false" in run.grpo_overrides(
+        tmp_path, run.build_parser().parse_args(["--kl", "0"]))
+
+
+def test_report_only_takes_the_settings_of_the_recorded_plan(tmp_path, monkeypatch):
+    from recipes.learn import run
+
+    output = tmp_path / "fig.json"
+    planned = report.plan("relevance", run.planned_settings(run.build_parser().parse_args(["--grpo-steps", "20"])))
+    run.write_figures(output, {"relevance": {"plan": planned}})
+    seen = {}
+
+    def fake_run(task, out, args, plan):
+        seen.update(args=args, plan=plan)
+        return {"verdict": []}, []
+
+    monkeypatch.setattr(run, "run_task", fake_run)
+    monkeypatch.setattr(report, "plot", lambda tasks, path: None)
+    assert run.main(["--report-only", "--output", str(output), "--grpo-steps", "99", "--lr", "1e-3"]) == 0
+    assert (seen["args"].grpo_steps, seen["args"].lr, seen["plan"]) == (20, 5e-6, planned)
+    assert json.loads(output.read_text())["tasks"]["relevance"]["plan"] == planned  # still the recorded plan
+
+
+def test_the_plan_is_on_record_before_anything_trains(tmp_path, monkeypatch):
+    from rearank.errors import RearankError
+    from recipes.learn import run
+
+    output = tmp_path / "fig.json"
+
+    def fake_run(task, out, args, plan):
+        recorded = json.loads(output.read_text())["tasks"][task]
+        assert recorded == {"plan": plan, "status": "planned; not run yet"}
+        raise RearankError("stopped here")
+
+    monkeypatch.setattr(run, "run_task", fake_run)
+    assert run.main(["--output", str(output), "--grpo-steps", "30", "--eval-every", "10"]) == 1
+    planned = json.loads(output.read_text())["tasks"]["relevance"]["plan"]
+    assert planned["evaluation_steps"] == [0, 10, 20, 30] and planned["settings"]["grpo_steps"] == 30
+
+
+def test_report_only_without_a_plan_says_so(tmp_path, capsys):
+    from recipes.learn import run
+
+    assert run.main(["--report-only", "--output", str(tmp_path / "none.json")]) == 1
+    assert "holds no plan for relevance" in capsys.readouterr().err
 
 
 def test_the_gate_probe_holds_each_best_position_equally():
