@@ -47,11 +47,11 @@ class Case:
 
 CASES = (
     Case("listwise", RunConfig(backend="hf", method="listwise", backend_options={"batch_size": 8},
-                               options={"prompt": "rearank", "window": 4, "step": 2, "top_k": 12,
+                               options={"template": "rearank", "window": 4, "step": 2, "top_k": 12,
                                         "passage_budget": "20 words"},
                                sampling=SamplingSettings(max_new_tokens=32), batch_size=8), 8),
     Case("groupwise", RunConfig(backend="hf", method="groupwise", backend_options={"batch_size": 8},
-                                options={"prompt": "grouprank-answer", "group_size": 4, "top_k": 8,
+                                options={"template": "grouprank-answer", "group_size": 4, "top_k": 8,
                                          "passage_budget": "20 words"},
                                 sampling=SamplingSettings(max_new_tokens=48), batch_size=8), 2),
 )
