@@ -47,8 +47,8 @@ from rearank.measures.ir import evaluate
 from rearank.methods.card import Checkpoint
 from rearank.run import job
 from rearank.run.config import RunConfig, resume_settings
-from rearank.run.stats import plural
 from rearank.run.provenance import run_provenance
+from rearank.run.stats import plural
 
 
 def add_arguments(parser: argparse.ArgumentParser, checks: bool = False) -> None:
@@ -269,14 +269,14 @@ def report_only(out: Path) -> SuiteResult:
 def _expected(args: argparse.Namespace) -> Checkpoint | None:
     """The checkpoint ``--expect`` compares with, resolved before anything runs (a wrong name fails at once)."""
     expect = getattr(args, "expect", None)
+    if not 0 <= getattr(args, "tolerance", 0.0) < math.inf:
+        raise RearankError(f"--tolerance must be a number of points >= 0, got {args.tolerance:g}")
     if not expect:
         if getattr(args, "expect_model", None):
             raise RearankError("--expect-model names the checkpoint of --expect; give --expect published|FILE too")
         return None
     if getattr(args, "ablation", None):
         raise RearankError("--expect checks one suite; run the ablation's variants without it")
-    if not 0 <= args.tolerance < math.inf:
-        raise RearankError(f"--tolerance must be a number of points >= 0, got {args.tolerance:g}")
     model = args.expect_model
     if model is None:
         model = load_suite(args.out).config.get("model") if args.report_only else args.model

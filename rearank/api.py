@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rearank.machine import startup
 from rearank.backends.base import ERROR, Backend, SamplingSettings
 from rearank.backends.registry import BACKENDS, backend_class
 from rearank.data import packs
 from rearank.engine import Engine
 from rearank.errors import InputError, RearankError
 from rearank.io.outputs import check_outputs
+from rearank.machine import startup
 from rearank.methods import METHODS, method_options
 from rearank.run import job
 from rearank.run.config import RunConfig, default_max_new_tokens

@@ -28,8 +28,8 @@ from rearank.io.outputs import reads, writes
 from rearank.run import job
 from rearank.run.config import RunConfig, resume_settings
 from rearank.run.job import ALL_CANDIDATES
-from rearank.run.stats import plural
 from rearank.run.provenance import run_provenance
+from rearank.run.stats import plural
 from rearank.types import Request
 
 

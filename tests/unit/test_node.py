@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rearank.machine import node
 from rearank.cli import doctor
+from rearank.machine import node
 
 NODE_CHECKS = ("driver", "nccl", "gpus", "attention")
 

@@ -141,7 +141,8 @@ def test_config_metrics_and_table_files_are_exact(tmp_path):
     text = (out / "metrics.json").read_text()
     assert text.startswith('{\n  "questions": 1,\n  "k": {\n    "1": {\n      "em": 0.0,\n')
     assert text.endswith('\n  "config": {\n    "label": "t"\n  }\n}\n') and json.loads(text) == metrics
-    assert (out / "table.md").read_text().endswith(" |\n")
+    table, notes = (out / "table.md").read_text().split("\n\n")
+    assert table.endswith(" |") and notes.startswith("Published rows: ") and notes.endswith("an LLM reader.\n")
 
 
 def test_refusals_name_the_folder_and_every_changed_setting(tmp_path):
