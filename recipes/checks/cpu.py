@@ -230,9 +230,10 @@ def train(stage: Stage, data: Path, model: Path, folder: Path, steps: int, nodes
     if model.name == "tiny-model":
         # the tiny model's matrices run fastest on one thread per process, the rollout server's included
         settings.update(OMP_NUM_THREADS="1", REARANK_ROLLOUT_THREADS="1")
-    env = {**os.environ, **settings, "VERL_PLATFORM": "cpu", "RAY_DEDUP_LOGS": "0"}
-    if nodes.address:
-        env["RAY_ADDRESS"] = nodes.address
+    # a Ray of its own unless told which cluster to join: ray.init would otherwise join a cluster another run started
+    # on this machine (RAY_ADDRESS in the environment, or a `ray start` one) and then refuse num_cpus
+    env = {**os.environ, **settings, "VERL_PLATFORM": "cpu", "RAY_DEDUP_LOGS": "0",
+           "RAY_ADDRESS": nodes.address or "local"}
     folder_name, file_name = stage.recipe.split("/")
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-dir", str(RECIPES_DIR / folder_name),
            "--config-name", file_name,

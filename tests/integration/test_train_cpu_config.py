@@ -14,8 +14,9 @@ require("verl", "the `train` extra")
 require("hydra", "the `train` extra")
 
 from rearank.errors import RearankError
+from recipes.checks import cpu
 from recipes.checks.check import compose_recipe
-from recipes.checks.cpu import check_metrics, fitted_prompt_tokens, merge_metrics, size_overrides
+from recipes.checks.cpu import Nodes, check_metrics, fitted_prompt_tokens, merge_metrics, size_overrides
 from recipes.checks.models import tiny_base
 from recipes.checks.table import STAGES
 
@@ -119,3 +120,16 @@ def test_prompts_are_padded_to_the_longest_row_not_the_stages_ceiling(tmp_path):
     assert f"data.max_prompt_length={fitted}" in overrides
     assert f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={fitted + stage.response_tokens}" in overrides
     assert fitted_prompt_tokens(replace(stage, prompt_tokens=256), tmp_path, model) == 256  # the ceiling: verl drops what is longer
+
+
+def test_a_run_starts_a_ray_of_its_own_unless_given_a_cluster(tmp_path, monkeypatch):
+    """Another run's cluster on the machine (here: RAY_ADDRESS set) is not joined; --ray-address is."""
+    envs = []
+    monkeypatch.setattr(cpu, "fitted_prompt_tokens", lambda *args: 64)
+    monkeypatch.setattr(cpu, "size_overrides", lambda *args: [])
+    monkeypatch.setattr(cpu, "_run", lambda cmd, log, env: envs.append(env["RAY_ADDRESS"]) or 1.0)
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    stage = STAGES["rearank"]
+    cpu.train(stage, tmp_path, tmp_path / "tiny-model", tmp_path / "run", 1)
+    cpu.train(stage, tmp_path, tmp_path / "tiny-model", tmp_path / "run", 1, Nodes(2, "10.0.0.1:6379"))
+    assert envs == ["local", "10.0.0.1:6379"]
