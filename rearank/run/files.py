@@ -69,10 +69,12 @@ def _trace(line: str) -> WindowTrace | None:
         return None
 
 
-def _run_blocks(path: Path) -> tuple[dict[str, list[str]], set[str]]:
-    """Group the lines of a run file by qid; return the groups and the qids with a malformed line."""
+def _run_blocks(path: Path) -> tuple[dict[str, list[str]], set[str], str | None]:
+    """Group the lines of a run file by qid; return the groups, the qids with a malformed line and the qid of a
+    torn last line (no newline: a write cut short, its qid maybe cut too) when no other line has it."""
     blocks: dict[str, list[str]] = {}
     bad: set[str] = set()
+    torn = None
     text = path.read_text(encoding="utf-8", errors="replace")
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -85,7 +87,9 @@ def _run_blocks(path: Path) -> tuple[dict[str, list[str]], set[str]]:
         partial = number == len(lines) and not text.endswith("\n")
         if partial or len(fields) != 6 or not _is_number(fields[3]) or not _is_number(fields[4]):
             bad.add(fields[0])
-    return blocks, bad
+        if partial and len(blocks[fields[0]]) == 1:
+            torn = fields[0]
+    return blocks, bad, torn
 
 
 def _is_number(text: str) -> bool:
@@ -110,7 +114,7 @@ def recover(run_path: PathLike, traces_path: PathLike | None, expected: Mapping[
     run_file = Path(run_path)
     if not run_file.is_file():
         return set()
-    blocks, bad = _run_blocks(run_file)
+    blocks, bad, _ = _run_blocks(run_file)
     done = {qid for qid, lines in blocks.items() if qid not in bad and len(lines) == expected.get(qid, len(lines))}
     traces = _trace_lines(Path(traces_path)) if traces_path is not None and Path(traces_path).is_file() else {}
     if expected_traces is not None and traces_path is not None:
@@ -154,7 +158,8 @@ def check_resumable(run_path: PathLike, traces_path: PathLike | None, expected: 
     run_file = Path(run_path)
     if not run_file.is_file():
         return
-    blocks, _ = _run_blocks(run_file)
+    blocks, _, torn = _run_blocks(run_file)
+    blocks.pop(torn, None)  # recover() drops it; its qid may be a cut-off one
     if not blocks:
         return
     queries = plural(len(blocks), "query", "queries")
