@@ -42,6 +42,7 @@ PINS = (
     "jsonschema==4.26.0", "jsonschema-specifications==2025.9.1", "referencing==0.37.0", "rpds-py==2026.9.1",
     "pydantic==2.14.4", "pydantic-core==2.50.5", "annotated-types==0.8.0", "typing-inspection==0.4.5",
     "fastapi==0.165.0", "starlette==1.10.0", "uvicorn==0.54.0",
+    "opentelemetry-api==1.45.2",  # fastapi 0.165 imports it (the first GPU run stopped there: ModuleNotFoundError)
     "ir-measures==0.4.3", "pytrec-eval-terrier==0.5.11",  # `rearank rerank` scores its run (rearank.measures.ir)
 )
 #: Released as source only (pure Python): built into wheels here.
@@ -56,6 +57,15 @@ RAY_UNUSED = ("jars", "rllib", "tune", "train", "serve", "data", "llm", "workflo
 #: Entry-point groups of pyproject.toml the carried dist-info declares.
 ENTRY_GROUPS = ("rearank.commands", "verl.plugins")
 MARKER = ".carry-unpacked"
+#: The GPU machine's packages (one name a line; ``#`` comments): what a carried package may need without carrying it.
+MACHINE_PACKAGES = Path(__file__).with_name("machine_packages.txt")
+#: Declared requirements no verl run imports: wandb (verl's optional logger), importlib-metadata (tensordict 0.10
+#: declares it and imports the standard library's importlib.metadata).
+UNUSED_REQUIREMENTS = frozenset({"wandb", "importlib-metadata"})
+#: The GPU machine's interpreter, for requirement markers.
+MACHINE_ENV = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux",
+               "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+               "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
 
 
 class CarryError(Exception):
@@ -80,6 +90,32 @@ def install(wheels: Path, site: Path) -> None:
     _pip("install", "--no-index", "--no-deps", "--no-compile", "--quiet", "--target", str(site), *PLATFORM,
          *map(str, sorted(wheels.glob("*.whl"))))
     shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts with this machine's interpreter in them
+
+
+def missing_requirements(site: Path, machine: Path = MACHINE_PACKAGES) -> dict[str, list[str]]:
+    """The requirements of the packages installed in ``site`` that neither ``site`` nor the machine (``machine``'s
+    names) has, but :data:`UNUSED_REQUIREMENTS`: requirement -> the carried packages that declare it."""
+    from email.parser import Parser
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lines = (line.split("#")[0].strip() for line in machine.read_text().splitlines())
+    have = {canonicalize_name(line) for line in lines if line} | UNUSED_REQUIREMENTS
+    declared = {}
+    for meta in site.glob("*.dist-info/METADATA"):
+        message = Parser().parsestr(meta.read_text(encoding="utf-8"))
+        declared[canonicalize_name(message["Name"])] = message.get_all("Requires-Dist") or []
+    have |= set(declared)
+    missing: dict[str, list[str]] = {}
+    for name, requirements in sorted(declared.items()):
+        for text in requirements:
+            requirement = Requirement(text)
+            if requirement.marker is not None and not requirement.marker.evaluate(MACHINE_ENV):
+                continue
+            if canonicalize_name(requirement.name) not in have:
+                missing.setdefault(canonicalize_name(requirement.name), []).append(name)
+    return missing
 
 
 def trim_ray(site: Path) -> list[str]:
@@ -200,6 +236,10 @@ def build(out: Path, overwrite: bool, wheels: Path | None) -> int:
             download(wheels)
         site = stage / "site"
         install(wheels, site)
+        missing = missing_requirements(site)
+        if missing:
+            raise CarryError("the GPU machine lacks what carried packages require: " + "; ".join(
+                f"{name} (for {', '.join(by)})" for name, by in missing.items()) + ": add them to PINS")
         removed = trim_ray(site)
         saved = strip_binaries(site)
         write_dist_info(site)

@@ -147,3 +147,27 @@ def test_gpu_memory_takes_the_peak_from_nvidia_smi(tmp_path, monkeypatch):
     with run.GpuMemory(every_s=0.01) as memory:
         pass
     assert memory.peak_mib is None
+
+
+def _dist(site, name: str, *requires: str) -> None:
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", "Version: 1.0", *(f"Requires-Dist: {r}" for r in requires)]
+    (info / "METADATA").write_text("\n".join(lines) + "\n")
+
+
+def test_a_requirement_neither_carried_nor_on_the_machine_is_named_with_who_needs_it(tmp_path):
+    site, machine = tmp_path / "site", tmp_path / "machine.txt"
+    machine.write_text("# the machine\ntyping-extensions\nPyYAML  # a comment\n")
+    _dist(site, "fastapi", "starlette", "opentelemetry-api>=1", "typing_extensions", "httpx; extra == 'all'")
+    _dist(site, "starlette", "pyyaml", "uvloop; sys_platform == 'win32'", "wandb")
+    _dist(site, "verl", "opentelemetry_api", "tensorboard; python_version < '3.8'")
+    assert carry.missing_requirements(site, machine) == {"opentelemetry-api": ["fastapi", "verl"]}
+    _dist(site, "opentelemetry-api", "typing-extensions")
+    assert carry.missing_requirements(site, machine) == {}
+
+
+def test_the_machine_list_holds_what_the_gpu_run_found_there():
+    names = {line.split("#")[0].strip() for line in carry.MACHINE_PACKAGES.read_text().splitlines()}
+    assert {"torch", "transformers", "pandas", "pyarrow", "typing-extensions"} <= names
+    assert not {"ray", "verl", "fastapi", "opentelemetry-api"} & names  # what the carry must bring
