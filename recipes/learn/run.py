@@ -357,6 +357,21 @@ def read_figures(path: Path) -> dict[str, Any]:
         raise RearankError(f"{path}: not JSON ({err}); move it away or give another --output") from None
 
 
+def earlier_attempts(entry: dict[str, Any], output: Path, task: str) -> list[dict[str, Any]]:
+    """What a new plan for ``task`` keeps of the entry it replaces: the entry's earlier attempts, then the entry itself
+    if it ran (``attempt`` N; its per-item outcomes file renamed ``<stem>_<task>_attemptN_outcomes.jsonl.gz``)."""
+    kept = list(entry.get("earlier_attempts", []))
+    if "verdict" in entry:
+        number = len(kept) + 1
+        outcomes = output.with_name(f"{output.stem}_{task}_outcomes.jsonl.gz")
+        renamed = output.with_name(f"{output.stem}_{task}_attempt{number}_outcomes.jsonl.gz")
+        if outcomes.exists():
+            outcomes.replace(renamed)
+        kept.append({**{k: v for k, v in entry.items() if k != "earlier_attempts"}, "attempt": number,
+                     **({"outcomes_file": renamed.name} if renamed.exists() else {})})
+    return kept
+
+
 def write_figures(path: Path, tasks: dict[str, Any]) -> None:
     figures = {"trainer": "verl", "model": "SmolLM2-135M-Instruct (embedded GGUF), full fine-tune, float32",
                "recipe": f"recipes/{STAGE.recipe}.yaml", "reward": "recipes.learn.reward.compute_score",
@@ -384,7 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 task_args = plan_args(args, planned)
             else:
                 task_args, planned = args, report.plan(task, planned_settings(args))
-                tasks[task] = {"plan": planned, "status": "planned; not run yet"}
+                earlier = earlier_attempts(tasks.get(task, {}), args.output, task)
+                tasks[task] = {"plan": planned, "status": "planned; not run yet",
+                               **({"earlier_attempts": earlier} if earlier else {})}
                 write_figures(args.output, tasks)  # the plan is on record before anything trains
             before = tasks.get(task, {})
             started = time.perf_counter()
@@ -393,7 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.report_only:  # the training's own times stay those the training run recorded
                 entry.setdefault("times", {}).update({k: v for k, v in before.get("times", {}).items() if k == "grpo_s"})
                 entry["wall_s"] = before.get("wall_s", entry["wall_s"])
-            tasks[task] = {**entry, "plan": planned}  # the plan recorded before the run, whatever ran
+            earlier = {k: before[k] for k in ("earlier_attempts",) if k in before}
+            tasks[task] = {**entry, "plan": planned, **earlier}  # the plan recorded before the run, whatever ran
             report.write_outcomes(args.output.with_name(f"{args.output.stem}_{task}_outcomes.jsonl.gz"), rows)
             write_figures(args.output, tasks)
             for line in entry["verdict"]:

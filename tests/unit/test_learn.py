@@ -12,7 +12,7 @@ from recipes.checks.cpu import merge_overrides
 from recipes.learn import report
 from recipes.learn.lexical import BM25, overlap, unique_best
 from recipes.learn.reward import compute_score
-from recipes.learn.run import sft_examples
+from recipes.learn.run import earlier_attempts, sft_examples
 from recipes.learn.windows import PHRASE_WORDS, balanced_order, heldout, lexical_windows, windows
 from tests.conftest import require
 
@@ -468,3 +468,19 @@ def test_the_gate_probe_holds_each_best_position_equally():
     probe = balanced(rows, 8)
     assert [r["extra_info"]["target"] for r in probe] == [1, 1, 2, 3, 2, 4, 4, 3]
     assert len(balanced(rows, 4)) == 4
+
+
+def test_a_new_plan_keeps_the_attempts_that_ran_with_their_outcomes(tmp_path):
+    output = tmp_path / "train_learn.json"
+    outcomes = tmp_path / "train_learn_relevance_outcomes.jsonl.gz"
+    outcomes.write_bytes(b"attempt two")
+    first = {"verdict": ["missed"], "attempt": 1}
+    ran = {"plan": {"grpo_steps": 56}, "verdict": ["the gate failed"], "earlier_attempts": [first]}
+    kept = earlier_attempts(ran, output, "relevance")
+    assert kept[0] == first and kept[1]["verdict"] == ["the gate failed"] and kept[1]["attempt"] == 2
+    assert "earlier_attempts" not in kept[1]  # not nested
+    assert kept[1]["outcomes_file"] == "train_learn_relevance_attempt2_outcomes.jsonl.gz"
+    assert not outcomes.exists() and (tmp_path / kept[1]["outcomes_file"]).read_bytes() == b"attempt two"
+    planned_only = {"plan": {"grpo_steps": 56}, "status": "planned; not run yet", "earlier_attempts": kept}
+    assert earlier_attempts(planned_only, output, "relevance") == kept  # a plan that never ran is not an attempt
+    assert earlier_attempts({}, output, "relevance") == []
