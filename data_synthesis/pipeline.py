@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from data_synthesis.filters import FILTERS, FilterConfig, SetScores, labels_for, query_ideal_dcg, rejection, score_set
+from data_synthesis.filters import FILTERS, FilterConfig, KeptSet, labels_for, query_ideal_dcg, rejection, score_set
 from data_synthesis.sampling import ORDERS, draw_sets, split_queries
 from data_synthesis.set_prompts import set_prompts
 from data_synthesis.stats import recommended_max_prompt_length, render_markdown, spread, token_summary
@@ -26,7 +26,7 @@ from data_synthesis.writers import staged_outputs, write_jsonl, write_parquet, w
 from rearank.errors import RearankError
 from rearank.methods.card import RANK, card, cards
 from rearank.prompts import as_budget
-from rearank.types import Candidate, Request
+from rearank.types import Request
 
 #: What to do with a query that has fewer candidates than the set size.
 SMALL_QUERY_MODES = ("use-all", "skip")
@@ -79,18 +79,6 @@ class SynthConfig:
             as_budget(self.passage_budget)
         except ValueError as err:
             raise RearankError(str(err)) from None
-
-
-@dataclass(frozen=True)
-class KeptSet:
-    """A set that passed the filters: its passages in presented order and their labels."""
-
-    qid: str
-    set_index: int
-    candidates: tuple[Candidate, ...]
-    labels: tuple[int, ...]
-    scores: SetScores
-    pool: tuple[int, ...] = ()
 
 
 def sample_query(request: Request, judged: Mapping[str, int], config: SynthConfig, set_size: int) -> tuple[

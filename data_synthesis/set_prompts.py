@@ -10,10 +10,11 @@ rerank`` sends it, and whose ``answer_text`` is the direct-SFT target; its promp
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tqdm import tqdm
 
+from data_synthesis.filters import KeptSet
 from data_synthesis.sampling import query_rng
 from data_synthesis.tokens import PromptTokenCounter, prompt_tokens
 from rearank.errors import RearankError
@@ -22,9 +23,6 @@ from rearank.methods.card import Card
 from rearank.methods.templates import load_template, with_reasoning
 from rearank.prompts import as_budget, build_messages, render_passages
 from rearank.types import Candidate, Query, Request
-
-if TYPE_CHECKING:
-    from data_synthesis.pipeline import KeptSet
 
 #: Sets whose prompt length is recounted exactly to check the fast count.
 TOKEN_CHECK_SETS = 64

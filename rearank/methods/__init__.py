@@ -39,7 +39,7 @@ class MethodClasses(Mapping[str, type]):
         return iter([c.name for c in cards(RANK) if c.method is not None])
 
     def __len__(self) -> int:
-        return len(list(self))
+        return sum(1 for _ in self)
 
     def __contains__(self, name: object) -> bool:
         if name not in CARDS:
