@@ -93,8 +93,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="replace the synthesis outputs already in --output-dir (default: refuse)")
     out.add_argument("--sft", action="store_true", help="also write the direct-SFT JSONL (target: the ideal ranking)")
     out.add_argument("--method", default="listwise", metavar="NAME",
-                     help="the method card whose rows to write: listwise (Rearank permutation answers, default) or "
-                     "groupwise (GroupRank JSON scores) from sampled sets; reasonrank: teacher lists with the "
+                     help="the method card whose rows to write: listwise (Rearank permutation answers, default), "
+                     "groupwise (GroupRank JSON scores) or a plugin's ranking method (its own prompt) from sampled "
+                     "sets; reasonrank: teacher lists with the "
                      "self-consistency filter (docs/reasonrank.md); barrag-selector, barrag-generator, arena (or a "
                      "plugin's card) read --qa files (docs/rag_training.md)")
     out.add_argument("--labels", choices=("grouprank",),

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rearank.measures.ndcg import ideal_dcg_at_k, ndcg_at_k
+from rearank.types import Candidate
 
 #: Filter names in the order they are checked; a rejected set is counted under the first filter it fails.
 FILTERS = ("no_relevant", "initial_ndcg", "ideal_ndcg")
@@ -39,6 +40,18 @@ class SetScores:
     set_ndcg: float
     pool_ndcg: float
     n_relevant: int
+
+
+@dataclass(frozen=True)
+class KeptSet:
+    """A set that passed the filters: its passages in presented order and their labels."""
+
+    qid: str
+    set_index: int
+    candidates: tuple[Candidate, ...]
+    labels: tuple[int, ...]
+    scores: SetScores
+    pool: tuple[int, ...] = ()
 
 
 def labels_for(docids: Sequence[str], judged: Mapping[str, int]) -> list[int]:

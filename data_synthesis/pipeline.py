@@ -1,8 +1,9 @@
 """Multi-sampling initial-state expansion: many (query, passage set, initial order) states per judged query.
 
 For each query: draw K distinct sets of n passages from its top-k candidates (:mod:`.sampling`), label and
-filter them (:mod:`.filters`), render each kept set with the one prompt builder, split by query, and write verl
-RL parquet (and optionally SFT JSONL) with a stats report (:mod:`.writers`, :mod:`.stats`).
+filter them (:mod:`.filters`), prompt each kept set as the method's card declares (:mod:`.set_prompts`: its
+ranking template, or its method's own prompt), split by query, and write verl RL parquet (and optionally SFT
+JSONL) with a stats report (:mod:`.writers`, :mod:`.stats`).
 """
 
 from __future__ import annotations
@@ -17,25 +18,18 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from data_synthesis.filters import FILTERS, FilterConfig, SetScores, labels_for, query_ideal_dcg, rejection, score_set
-from data_synthesis.sampling import ORDERS, draw_sets, ideal_permutation, query_rng, split_queries
+from data_synthesis.filters import FILTERS, FilterConfig, KeptSet, labels_for, query_ideal_dcg, rejection, score_set
+from data_synthesis.sampling import ORDERS, draw_sets, split_queries
+from data_synthesis.set_prompts import set_prompts
 from data_synthesis.stats import recommended_max_prompt_length, render_markdown, spread, token_summary
-from data_synthesis.tokens import PromptTokenCounter
 from data_synthesis.writers import staged_outputs, write_jsonl, write_parquet, write_text
 from rearank.errors import RearankError
-from rearank.methods.groupwise.prompt import load_group_template
-from rearank.methods.groupwise.prompt import sft_target as group_sft_target
-from rearank.methods.listwise.answer import format_answer
-from rearank.methods.templates import load_template, with_reasoning
-from rearank.prompts import PromptTemplate, as_budget, build_messages, render_passages
-from rearank.types import Candidate, Request
+from rearank.methods.card import RANK, card, cards
+from rearank.prompts import as_budget
+from rearank.types import Request
 
 #: What to do with a query that has fewer candidates than the set size.
 SMALL_QUERY_MODES = ("use-all", "skip")
-#: listwise: the Rearank permutation prompt; groupwise: the GroupRank JSON-score prompt.
-METHODS = ("listwise", "groupwise")
-#: Sets whose prompt length is recounted exactly to check the fast count.
-TOKEN_CHECK_SETS = 64
 #: Grades of a query's judged pool kept in the ground truth (the highest ones: enough for its ideal DCG@10,
 #: which the released reward normalises by).
 POOL_GRADES = 10
@@ -53,6 +47,8 @@ class SynthConfig:
     top_k: int = 100
     filters: FilterConfig = field(default_factory=FilterConfig)
     small_queries: str = "use-all"
+    #: A ranking card that synthesizes sampled sets (``synth="sets"``): listwise (the Rearank permutation prompt),
+    #: groupwise (the GroupRank JSON-score prompt), or a plugin's.
     method: str = "listwise"
     template: str | None = None
     passage_budget: str | None = None
@@ -76,24 +72,13 @@ class SynthConfig:
         if self.small_queries not in SMALL_QUERY_MODES:
             raise RearankError(f"small-queries must be one of {', '.join(SMALL_QUERY_MODES)}, "
                                f"got {self.small_queries!r}")
-        if self.method not in METHODS:
-            raise RearankError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        methods = [c.name for c in cards(RANK) if c.synth == "sets"]
+        if self.method not in methods:
+            raise RearankError(f"method must be one of {', '.join(methods)}, got {self.method!r}")
         try:
             as_budget(self.passage_budget)
         except ValueError as err:
             raise RearankError(str(err)) from None
-
-
-@dataclass(frozen=True)
-class KeptSet:
-    """A set that passed the filters: its passages in presented order and their labels."""
-
-    qid: str
-    set_index: int
-    candidates: tuple[Candidate, ...]
-    labels: tuple[int, ...]
-    scores: SetScores
-    pool: tuple[int, ...] = ()
 
 
 def sample_query(request: Request, judged: Mapping[str, int], config: SynthConfig, set_size: int) -> tuple[
@@ -144,9 +129,8 @@ def synthesize(
     stats; the train/val split is by query across all sources.
     """
     config.check()
-    groupwise = config.method == "groupwise"
-    template = with_reasoning(load_group_template(config.template) if groupwise
-                              else load_template(config.template or "rearank"), config.reasoning)
+    method = card(config.method)
+    prompter = set_prompts(method, config, tokenizer)
     max_label = max((g for judged in qrels.values() for g in judged.values()), default=1)
     seen_qids = Counter(r.query.qid for r in requests)
     repeated = [qid for qid, n in seen_qids.items() if n > 1]
@@ -188,41 +172,40 @@ def synthesize(
             f"(removed: {removed or 'none'}); check the qrels grades or switch filters off (see --help)"
         )
     val_qids = split_queries(kept, config.val_fraction, config.seed)
-    queries = {r.query.qid: r.query.text for r in requests}
+    queries = {r.query.qid: r.query for r in requests}
     all_sets = [s for sets in kept.values() for s in sets]
-    texts = _render_texts(all_sets, config, template, tokenizer, progress)
+    prompter.render(all_sets, progress)
 
     rows: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
     sft_rows: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
     prompts: list[list[dict]] = []
     for s in tqdm(all_sets, desc="render", unit="set", disable=not progress, dynamic_ncols=True):
         split = "val" if s.qid in val_qids else "train"
-        messages = build_messages(queries[s.qid], [texts[c.docid] for c in s.candidates], template, clean=False)
+        messages = prompter.messages(queries[s.qid], s.candidates)
         prompts.append(messages)
         extra = {
             "qid": s.qid, "set_index": s.set_index, "docids": [c.docid for c in s.candidates],
             "set_ndcg10": s.scores.set_ndcg, "pool_ndcg10": s.scores.pool_ndcg,
-            "split": split, "index": len(rows[split]), "query": queries[s.qid],
+            "split": split, "index": len(rows[split]), "query": queries[s.qid].text,
         }
         truth = {"labels": list(s.labels), "pool": list(s.pool)}
         rows[split].append({
             "data_source": config.data_source or f"rearank/{(sources or {}).get(s.qid, 'custom')}",
             "prompt": messages,
-            "ability": "rerank",
+            "ability": method.ability,
             "reward_model": {"style": "rule", "ground_truth": json.dumps(truth)},
             "extra_info": extra,
         })
         if config.sft:
-            sft_rows[split].append({"prompt": messages, "completion": [
-                group_sft_target(s.labels, max_label, template.reasoning) if groupwise
-                else sft_target(s.labels, template.reasoning)], "extra_info": extra})
+            sft_rows[split].append({"prompt": messages, "completion": [prompter.sft(s.labels, max_label)],
+                                    "extra_info": extra})
 
     token_stats = None
     if tokenizer is not None:
-        lengths = prompt_lengths(kept, prompts, texts, PromptTokenCounter(tokenizer, template), config.seed, progress)
+        lengths = prompter.lengths(kept, prompts, config.seed, progress)
         token_stats = _token_stats(lengths, [s.qid in val_qids for s in all_sets], tokenizer_name)
 
-    stats = _stats(config, template, counts, kept, val_qids, rows, len(requests), token_stats)
+    stats = _stats(config, prompter.settings, counts, kept, val_qids, rows, len(requests), token_stats)
     if sources is not None:
         stats["sources"] = source_counts(requests, kept, val_qids, sources)
     with staged_outputs(output_dir, overwrite) as out:  # earlier outputs: replaced only with overwrite
@@ -254,67 +237,6 @@ def source_counts(
     return out
 
 
-def sft_target(labels: Sequence[int], reasoning: bool = True) -> dict[str, str]:
-    """The assistant turn of the direct-SFT variant: an empty think block (none with ``reasoning=False``) and the
-    ideal ranking."""
-    answer = f"<answer>{format_answer(ideal_permutation(labels))}</answer>"
-    return {"role": "assistant", "content": f"<think>\n</think>\n{answer}" if reasoning else answer}
-
-
-def _render_texts(
-    sets: Sequence[KeptSet], config: SynthConfig, template: PromptTemplate, tokenizer: Any | None, progress: bool
-) -> dict[str, str]:
-    """Render each distinct passage of the kept sets once: docid -> prompt text."""
-    distinct: dict[str, Candidate] = {}
-    for s in sets:
-        for c in s.candidates:
-            distinct.setdefault(c.docid, c)
-    todo = list(distinct.values())
-    texts: dict[str, str] = {}
-    chunk = 2048
-    for start in tqdm(range(0, len(todo), chunk), desc="passages", unit="chunk", disable=not progress or not todo,
-                      dynamic_ncols=True):
-        part = todo[start: start + chunk]
-        texts.update(zip((c.docid for c in part),
-                         render_passages(part, template, budget=config.passage_budget, tokenizer=tokenizer)))
-    return texts
-
-
-def prompt_lengths(
-    kept: Mapping[str, Sequence[KeptSet]],
-    prompts: Sequence[list[dict]],
-    texts: Mapping[str, str],
-    counter: PromptTokenCounter,
-    seed: int,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Prompt length in tokens of every kept set (in ``kept`` order, matching ``prompts``), and its check.
-
-    Each distinct passage is tokenized once; each query's fixed part is measured exactly on its first set; a
-    seeded sample of :data:`TOKEN_CHECK_SETS` sets is recounted exactly to measure the error of the sum.
-    """
-    docids = sorted({c.docid for sets in kept.values() for s in sets for c in s.candidates})
-    passage_tokens = dict(zip(docids, counter.passage_lengths([texts[d] for d in docids])))
-    firsts, position = [], 0
-    for sets in kept.values():
-        firsts.append(position)
-        position += len(sets)
-    exact_firsts = counter.exact([prompts[i] for i in firsts])
-    lengths: list[int] = []
-    bar = tqdm(total=len(prompts), desc="tokens", unit="set", disable=not progress, dynamic_ncols=True)
-    for sets, exact_first in zip(kept.values(), exact_firsts):
-        sums = [sum(passage_tokens[c.docid] for c in s.candidates) for s in sets]
-        overhead = exact_first - sums[0]
-        lengths.extend(overhead + total for total in sums)
-        bar.update(len(sets))
-    bar.close()
-    rng = query_rng(seed, "", "token-check")
-    sample = sorted(rng.choice(len(prompts), size=min(TOKEN_CHECK_SETS, len(prompts)), replace=False).tolist())
-    exact = counter.exact([prompts[i] for i in sample])
-    error = max((abs(e - lengths[i]) for e, i in zip(exact, sample)), default=0)
-    return {"lengths": lengths, "check": {"sets": len(sample), "max_abs_error": int(error)}}
-
-
 def _token_stats(measured: Mapping[str, Any], is_val: Sequence[bool], tokenizer_name: str) -> dict[str, Any]:
     lengths = measured["lengths"]
     longest = max(lengths, default=0)
@@ -330,7 +252,7 @@ def _token_stats(measured: Mapping[str, Any], is_val: Sequence[bool], tokenizer_
 
 def _stats(
     config: SynthConfig,
-    template: PromptTemplate,
+    settings: Mapping[str, Any],
     counts: Counter,
     kept: Mapping[str, Sequence[KeptSet]],
     val_qids: set[str],
@@ -340,10 +262,7 @@ def _stats(
 ) -> dict[str, Any]:
     all_sets = [s for sets in kept.values() for s in sets]
     labels = Counter(label for s in all_sets for label in s.labels)
-    cfg = asdict(config)
-    cfg["template"] = template.name
-    cfg["passage_budget"] = str(template.passage_budget if config.passage_budget is None
-                                else as_budget(config.passage_budget))
+    cfg = {**asdict(config), **settings}
     return {
         "config": cfg,
         "inputs": {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,11 +85,6 @@ def draw_sets(
         order_rng = query_rng(seed, qid, "order")
         drawn = [tuple(positions[i] for i in order_rng.permutation(set_size).tolist()) for positions in drawn]
     return QuerySets(tuple(drawn), duplicates, possible)
-
-
-def ideal_permutation(labels: Sequence[float]) -> list[int]:
-    """0-based presented positions sorted by label, best first; ties keep their presented order."""
-    return sorted(range(len(labels)), key=lambda i: -labels[i])
 
 
 def split_queries(qids: Iterable[str], val_fraction: float, seed: int) -> set[str]:

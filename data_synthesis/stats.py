@@ -45,8 +45,9 @@ def render_markdown(stats: Mapping[str, Any]) -> str:
         f"# Synthesis report: {cfg['data_source'] or ', '.join(stats.get('sources', {}))}",
         "",
         (f"{cfg['samples_per_query']} sets of {cfg['set_size']} passages per query from the top {cfg['top_k']}, "
-        f"order `{cfg['order']}`, seed {cfg['seed']}, template `{cfg['template']}`, "
-        f"validation fraction {cfg['val_fraction']}."),
+        f"order `{cfg['order']}`, seed {cfg['seed']}, "
+        + (f"template `{cfg['template']}`, " if cfg["template"] else f"the `{cfg['method']}` method's own prompts, ")
+        + f"validation fraction {cfg['val_fraction']}."),
         "",
         "## Queries",
         "",

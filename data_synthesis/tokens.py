@@ -9,7 +9,8 @@ where ``overhead(query)`` (template, query text, chat markup, passage numbers) i
 the query (passages as :func:`rearank.prompts.render_passages` renders them). This is exact when tokens never
 span a passage's boundary, which holds for the builtin templates
 (each passage sits in its own chat message, after ``"] "``) and byte-level BPE tokenizers;
-:func:`data_synthesis.pipeline.prompt_lengths` recounts sampled sets exactly and the stats report the error.
+:meth:`data_synthesis.set_prompts.TemplatePrompts.lengths` recounts sampled sets exactly and the stats report the
+error.
 """
 
 from __future__ import annotations
@@ -72,8 +73,11 @@ class PromptTokenCounter:
 
     def exact(self, prompts: Sequence[list[dict]]) -> list[int]:
         """Exact token counts of chat prompts (batched)."""
-        rendered = [
-            self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            for messages in prompts
-        ]
-        return count_tokens(self.tokenizer, rendered)
+        return prompt_tokens(self.tokenizer, prompts)
+
+
+def prompt_tokens(tokenizer: Any, prompts: Sequence[list[dict]]) -> list[int]:
+    """Exact token counts of chat prompts as verl counts them (chat template with generation prompt; batched)."""
+    rendered = [tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+                for messages in prompts]
+    return count_tokens(tokenizer, rendered)

@@ -22,14 +22,12 @@ from rearank.errors import RearankError
 from rearank.io.files import id_problem
 from rearank.io.outputs import reads
 from rearank.methods import METHODS, method_options, option_default
-from rearank.methods.groupwise.presets import preset
+from rearank.methods.card import RANK, card, cards
 from rearank.methods.templates import RANKING, names
 from rearank.prompts import as_reasoning
 from rearank.run.config import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS, RunConfig, default_max_new_tokens
 
-#: Settings a ``--preset`` may fill, and their parser defaults (a flag still at its default takes the preset's).
-_PRESET_KEYS = ("template", "temperature", "top_p", "max_new_tokens", "group_size", "fusion_weight", "fusion",
-                "shuffle_all")
+#: The parser defaults of the settings a ``--preset`` may fill (a flag still at its default takes the preset's).
 _DEFAULTS: dict[str, Any] = {}
 #: Each method's own flags (those of options no other method shares): dest -> (method, parser default).
 _OWN_FLAGS: dict[str, tuple[str, Any]] = {}
@@ -66,7 +64,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                                help="listwise sliding windows, groupwise scoring (GroupRank), pointwise scores (with "
                                "--backend scorer, the default for it: --model a saved RRPO scorer, a cross-encoder or "
                                "a causal LM; -O kind=, device=, num_layers=), or a method an installed package "
-                               "registers (entry points rearank.methods)")
+                               "registers (entry points rearank.cards)")
     reads(rank.add_argument("--template", metavar="NAME|FILE",
                             help=f"ranking template ({', '.join(names(RANKING))}) or a YAML template file "
                             "(default: rearank; grouprank for --method groupwise)"))
@@ -86,12 +84,13 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
             continue
         available.append(name)
     method.choices = available
+    presets = {name: settings for c in cards(RANK) for name, settings in c.presets.items()}
     rank.add_argument(
-        "--preset", choices=("grouprank-released",),
+        "--preset", choices=list(presets),
         help="groupwise only; grouprank-released: GroupRank's released inference (one user message of [i]. text, "
         "3,000 characters, temperature 0.3, top-p 0.8, 8,000 new tokens, reshuffled repeats, "
         "0.6 x score/10 + 0.4 x raw retriever score); flags left at their defaults take its values")
-    _DEFAULTS.update({key: parser.get_default(key) for key in _PRESET_KEYS})
+    _DEFAULTS.update({key: parser.get_default(key) for settings in presets.values() for key in settings})
 
 
 def _add_own_flags(parser: argparse.ArgumentParser, method: str, declared: set[str]) -> None:
@@ -235,15 +234,17 @@ def max_new_tokens_for(args: argparse.Namespace) -> int:
 
 
 def apply_defaults(args: argparse.Namespace) -> None:
-    """Fill the defaults that hang on other flags: ``--backend`` (``scorer`` for ``--method pointwise``, else ``hf``)
-    and the settings of ``--preset`` left at their defaults (groupwise only)."""
+    """Fill the defaults that hang on other flags: ``--backend`` (the method card's ``backend``, else ``hf``) and
+    the settings of ``--preset`` (one of the method card's ``presets``) left at their defaults."""
+    method = card(args.method)
     if args.backend is None:
-        args.backend = "scorer" if args.method == "pointwise" else "hf"
+        args.backend = method.backend or "hf"
     if not getattr(args, "preset", None):
         return
-    if args.method != "groupwise":
-        raise RearankError(f"--preset {args.preset} is a groupwise preset: add --method groupwise")
-    for key, value in preset(args.preset).items():
+    if args.preset not in method.presets:
+        owner = next(c.name for c in cards(RANK) if args.preset in c.presets)
+        raise RearankError(f"--preset {args.preset} is a {owner} preset: add --method {owner}")
+    for key, value in method.presets[args.preset].items():
         if getattr(args, key) == _DEFAULTS.get(key):
             setattr(args, key, value)
 

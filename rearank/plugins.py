@@ -1,11 +1,11 @@
 """Registries that packages outside rearank extend through entry points.
 
 A registry maps a name to something loaded on first use: rearank's own entries are named in code beside the
-kind they register (:data:`rearank.methods.METHODS`, :data:`rearank.backends.registry.BACKENDS`), and every
+kind they register (:data:`rearank.methods.card.CARDS`, :data:`rearank.backends.registry.BACKENDS`), and every
 installed distribution may add more in its ``pyproject.toml``::
 
-    [project.entry-points."rearank.methods"]
-    toy = "toy_plugin.method:ToyMethod"
+    [project.entry-points."rearank.cards"]
+    toy = "toy_plugin.method:CARD"
     [project.entry-points."rearank.backends"]
     toy = "toy_plugin.backend:ToyBackend"
 

@@ -196,8 +196,8 @@ def render() -> str:
         "|---|---|---|---|---|---|---|",
         *(card_row(CARDS[name]) for name in CARDS.builtin_names),
         "",
-        ("Other packages add methods, backends and cards through entry points (`rearank.methods`, `rearank.backends`, "
-        "`rearank.cards`; [architecture](architecture.md)); they declare the same capabilities and are not listed "
+        ("Other packages add methods (each by its card) and backends through entry points (`rearank.cards`, "
+        "`rearank.backends`; [architecture](architecture.md)); they declare the same capabilities and are not listed "
         "here."),
         "",
     ]

@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--model", help="hub id, local folder, .gguf or 'embedded' (hf, vllm); the served model "
                        "name for openai (fronting a `vllm serve`/SGLang deployment, with -O base_url=...)")
     model.add_argument("--method", choices=list(METHODS), default="listwise",
-                       help="reranking method (or one an installed package registers: entry points rearank.methods)")
+                       help="reranking method (or one an installed package registers: entry points rearank.cards)")
     model.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
                        help="any option of rearank.Reranker, repeatable: method (window=20, step=10, group_size=20), "
                        "sampling (max_new_tokens=1024, temperature=0), reranking (top_k=100, batch_size=32), or "

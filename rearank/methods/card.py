@@ -1,16 +1,19 @@
-"""A method's card: what every consumer needs to know about a method, declared once in the method's folder.
+"""A method's card: the whole method, declared once in the method's folder.
 
 A card names the method and its kind (``rank``: the engine reranks with it; ``reader``: a RAG answer format a
-reader writes; ``selector``: a RAG answer format that picks passages), its prompt templates (YAML files in its
-folder, each name registered in :data:`rearank.methods.templates.TEMPLATES`), and the pieces that training,
-inference, synthesis and the recipe checks share: renderer, parser, answer grammar, verl reward, oracle answer,
-example completions, synthesis rows and the paper's figures a run is printed beside. Consumers loop over
-:data:`CARDS` instead of switching on names.
+reader writes; ``selector``: a RAG answer format that picks passages), a ranking card's ``Method`` class, presets
+and default backend, its prompt templates (YAML files in its folder, each name registered in
+:data:`rearank.methods.templates.TEMPLATES`), and the pieces that training, inference, synthesis and the recipe
+checks share: renderer, parser, answer grammar, verl reward, oracle answer, example completions, synthesis rows
+and the paper's figures a run is printed beside. :data:`CARDS` is the one registry of methods
+(:data:`rearank.methods.METHODS` is the view of its ranking cards' classes); consumers loop over it instead of
+switching on names.
 
 rearank's cards are named here and loaded on first use; another package adds its own through the entry-point
 group ``rearank.cards`` (a :class:`Card`)::
 
     [project.entry-points."rearank.cards"]
+    toy-sort = "toy_plugin.method:CARD"
     toy-reader = "toy_plugin.card:CARD"
 """
 
@@ -46,6 +49,16 @@ class Examples:
     make: Callable[[dict], dict[str, str]]
     best: str
     expected: Callable[[str, dict], float | None] = _no_fixed_score
+
+
+@dataclass(frozen=True)
+class TemplateSets:
+    """A ranking card whose sampled sets ``rearank synth`` writes with a ranking template (``--template``, default
+    its method's ``template`` option): each set's prompt is the template's chat over the set's passages (each
+    passage rendered once for all its sets, prompt tokens counted fast), and ``sft(labels, top grade, reasoning)``
+    the assistant message of its direct-SFT row (``reasoning``: the template's)."""
+
+    sft: Callable[[Sequence[int], int, bool], dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -160,6 +173,10 @@ class QARow:
 class Card:
     """One method, declared.
 
+    ``method``: a ``rank`` card's :class:`~rearank.methods.base.Method` class, named as the card (``METHODS[name]``;
+    None: a training format another method's class runs, as ReasonRank's); ``presets``: its named settings (preset
+    name -> ``rearank rerank`` settings that ``--preset NAME`` gives the flags left at their defaults);
+    ``backend``: the backend ``rearank rerank --method NAME`` runs without ``--backend`` (None: ``hf``).
     ``templates``: template name -> YAML file in ``folder`` (a ``reader``/``selector`` card's first template is
     its default). ``placeholders``: for a ``reader``/``selector`` card,
     the ``str.format`` fields its RAG prompt files (``answer_format: <card name>``) may use in ``system``/``user``
@@ -169,18 +186,23 @@ class Card:
     function name). ``oracle``: the ideal answer in the method's format (``rank``: ``(labels, top_grade)``;
     ``reader``/``selector``: ``(gold answer, 1-based ids of the shown supporting passages)``). ``examples``: the
     recipe checks' completions. ``synth``: what ``rearank synth --method NAME`` reads (:data:`SYNTH_INPUTS`; None:
-    no synthesis); ``rows(QARow)``: for ``qa``, one question's row -- ``(messages, ground truth, shown pids)`` or
-    the reason it is skipped; ``first_stage``: its rows read the question's first-stage ranking; ``evidence``: they
-    read a selector's choices (``--evidence``); ``ability``: the rows' ``ability`` column. ``reading``: how
-    ``rag eval`` reads and scores it when not by each ``--k`` (:class:`Reading`; None: by each ``--k``, EM/F1/Hit).
-    ``published``: the paper's figures ``rag eval`` prints beside a run of it (:class:`Published`; None: none).
-    ``checkpoints``: the released checkpoints of the method whose published nDCG@10 figures ``rearank benchmark
-    --expect published`` checks a suite against (:class:`Checkpoint`).
+    no synthesis); for ``sets``, ``template_sets``: the sets are written with a ranking template
+    (:class:`TemplateSets`; None: each set is one request to ``method``, whose one task is its prompt and whose
+    ``answer_text`` its direct-SFT target); ``rows(QARow)``: for ``qa``, one question's row -- ``(messages, ground
+    truth, shown pids)`` or the reason it is skipped; ``first_stage``: its rows read the question's first-stage
+    ranking; ``evidence``: they read a selector's choices (``--evidence``); ``ability``: the rows' ``ability``
+    column. ``reading``: how ``rag eval`` reads and scores it when not by each ``--k`` (:class:`Reading`; None: by
+    each ``--k``, EM/F1/Hit). ``published``: the paper's figures ``rag eval`` prints beside a run of it
+    (:class:`Published`; None: none). ``checkpoints``: the released checkpoints of the method whose published
+    nDCG@10 figures ``rearank benchmark --expect published`` checks a suite against (:class:`Checkpoint`).
     """
 
     name: str
     kind: str
     folder: Path
+    method: type | None = None
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    backend: str | None = None
     templates: Mapping[str, str] = field(default_factory=dict)
     placeholders: tuple[frozenset[str], frozenset[str]] | None = None
     render: Callable[..., list] | None = None
@@ -190,6 +212,7 @@ class Card:
     oracle: Callable[..., str] | None = None
     examples: Examples | None = None
     synth: str | None = None
+    template_sets: TemplateSets | None = None
     rows: Callable[[QARow], Any] | None = None
     first_stage: bool = False
     evidence: bool = False
@@ -206,8 +229,18 @@ class Card:
                                f"got {self.synth!r}")
         if self.synth == "qa" and self.rows is None:
             raise RearankError(f"card {self.name!r}: synth 'qa' needs a rows builder")
+        if self.synth == "sets" and self.method is None:
+            raise RearankError(f"card {self.name!r}: synth 'sets' needs a method")
+        if self.template_sets is not None and self.synth != "sets":
+            raise RearankError(f"card {self.name!r}: template sets go with synth 'sets'")
         if self.kind != RANK and (self.placeholders is None or self.render is None or self.parse is None):
             raise RearankError(f"card {self.name!r}: a {self.kind} card declares placeholders, render and parse")
+        if self.kind != RANK and (self.method or self.presets or self.backend or self.template_sets):
+            raise RearankError(f"card {self.name!r}: a {self.kind} card has no method, presets, backend or "
+                               "template sets")
+        if self.method is not None and getattr(self.method, "name", None) != self.name:
+            raise RearankError(f"card {self.name!r}: its method {self.method.__name__} is named "
+                               f"{getattr(self.method, 'name', None)!r}")
 
     def template_files(self) -> dict[str, Path]:
         """Template name -> its file."""

@@ -1,6 +1,7 @@
-"""A method and a backend from a package outside rearank (tests/fixtures/toy_plugin), registered only by the
-entry points of its pyproject.toml, run through ``rearank rerank``, ``rearank benchmark``, ``rearank serve`` and
-the face, in child processes that see the package as pip would install it (a dist-info folder on the path)."""
+"""A ranking method (its card) and a backend from a package outside rearank (tests/fixtures/toy_plugin), registered
+only by the entry points of its pyproject.toml, run through ``rearank rerank``, ``rearank benchmark``, ``rearank
+serve``, the face and ``rearank synth``, in child processes that see the package as pip would install it (a
+dist-info folder on the path)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pyarrow.parquet as pq
 import pytest
 import tomllib
 
@@ -122,17 +124,46 @@ def test_face_runs_the_plugin_and_names_a_broken_one(plugin_env, tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [1, 2, 0]  # previews "a", "ab", "ab"
     broken = tmp_path / "broken-site"
-    install_metadata(broken, "broken-plugin", {"rearank.methods": {"broken": "toy_plugin.nowhere:Nothing"}})
+    install_metadata(broken, "broken-plugin", {"rearank.cards": {"broken": "toy_plugin.nowhere:Nothing"}})
     env = {**plugin_env, "PYTHONPATH": f"{broken}{os.pathsep}{plugin_env['PYTHONPATH']}"}
     script = "from rearank import Reranker\nReranker('any', backend='toy-length', method='broken')\n"
     done = subprocess.run([sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
-    assert ("RearankError: the rearank.methods entry point 'broken' (toy_plugin.nowhere:Nothing) failed to load: "
+    assert ("RearankError: the rearank.cards entry point 'broken' (toy_plugin.nowhere:Nothing) failed to load: "
             "ModuleNotFoundError") in done.stderr
     # the command line still works for every other method, and says which one it left out
     done = rearank(env, "rerank", "--help")
     assert done.returncode == 0 and "toy-sort" in done.stdout
     assert "'broken' (toy_plugin.nowhere:Nothing) failed to load" in done.stderr
+
+
+def test_synth_writes_verl_rows_of_the_plugin_method(plugin_env, dl19, tmp_path):
+    # as for the builtin methods (test_synth_sources.py): sampled sets of dl21 and dl19, one parquet split by query;
+    # each set prompted by the plugin's method as `rerank` prompts it, its SFT target the method's ideal answer
+    dl21 = require_pack("msmarco-v2-passage/dl21")
+    out = tmp_path / "rows"
+    done = rearank(plugin_env, "synth", "--method", "toy-sort", "--dataset", "dl21,dl19", "--samples-per-query", "3",
+                   "--tokenizer", "embedded", "--sft", "--output-dir", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["config"]["method"] == "toy-sort" and list(stats["sources"]) == ["dl21", "dl19"]
+    assert stats["prompt_tokens"]["check"]["max_abs_error"] == 0 and stats["prompt_tokens"]["all"]["max"] > 0
+    assert "the `toy-sort` method's own prompts" in (out / "stats.md").read_text()
+    rows = [row for split in ("train", "val") for row in pq.read_table(out / f"{split}.parquet").to_pylist()]
+    assert len(rows) == stats["filters"]["kept"] > 0
+    assert {row["ability"] for row in rows} == {"rerank"}
+    assert {row["data_source"] for row in rows} == {"rearank/dl21", "rearank/dl19"}
+    texts = {c.docid: c.text for pack in (dl21, dl19) for request in packs.load_requests(
+        run=pack / "run.bm25.top100.trec", topics=pack / "topics.tsv", docs=pack / "docs.tsv") for c in request.candidates}
+    sft = {(r["extra_info"]["qid"], r["extra_info"]["set_index"]): r["completion"][0]["content"] for split in ("train", "val")
+           for r in map(json.loads, (out / f"sft_{split}.jsonl").read_text().splitlines())}
+    for row in rows:
+        info, labels = row["extra_info"], json.loads(row["reward_model"]["ground_truth"])["labels"]
+        lines = [f"[{i + 1}] {texts[docid][:200]}" for i, docid in enumerate(info["docids"])]
+        assert row["prompt"] == [{"role": "user", "content": f"Query: {info['query']}\n" + "\n".join(lines)}]
+        assert len(labels) == len(info["docids"]) == 20
+        best_first = sorted(range(len(labels)), key=lambda i: -labels[i])
+        assert sft[info["qid"], info["set_index"]] == " ".join(str(i + 1) for i in best_first)
 
 
 def test_a_plugin_backend_is_a_rag_reader(plugin_env, tmp_path):

@@ -8,11 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from data_synthesis import SynthConfig, synthesize
-from data_synthesis.sampling import ideal_permutation
 from data_synthesis.tokens import load_tokenizer
 from rearank.data.packs import load_requests
 from rearank.io.trec import read_qrels
-from rearank.methods.listwise.answer import format_answer
+from rearank.methods.listwise.answer import format_answer, ideal_permutation
 from rearank.methods.listwise.reward import compute_score
 from tests.conftest import require
 

@@ -1,5 +1,6 @@
-"""The registry behind METHODS and BACKENDS: entry points beside rearank's own entries, loaded on use; a taken
-name keeps its first owner (with a warning); a plugin that fails to load is a one-line error naming it."""
+"""The registry behind CARDS (and so METHODS) and BACKENDS: entry points beside rearank's own entries, loaded on
+use; a taken name keeps its first owner (with a warning); a plugin that fails to load is a one-line error naming
+it."""
 
 from __future__ import annotations
 

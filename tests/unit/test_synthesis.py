@@ -14,12 +14,12 @@ import pytest
 
 from data_synthesis import FilterConfig, SynthConfig, synthesize, writers
 from data_synthesis.filters import labels_for, query_ideal_dcg, rejection, score_set
-from data_synthesis.pipeline import sample_query, sft_target
-from data_synthesis.sampling import draw_sets, ideal_permutation, split_queries, stable_seed
+from data_synthesis.pipeline import sample_query
+from data_synthesis.sampling import draw_sets, split_queries, stable_seed
 from data_synthesis.writers import staged_outputs, verify, write_text
 from rearank.cli import main
 from rearank.errors import RearankError
-from rearank.methods.listwise.answer import parse_answer
+from rearank.methods.listwise.answer import ideal_permutation, parse_answer, sft_target
 from rearank.types import Candidate, Query, Request
 
 #: SHA-256 of the reward_model and extra_info columns for seed 0 in test_synthesis_outputs_are_pinned_for_a_fixed_seed,

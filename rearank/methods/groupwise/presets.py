@@ -1,4 +1,5 @@
-"""Named groupwise settings: ``--preset grouprank-released`` reproduces GroupRank's released inference script.
+"""Named groupwise settings (the card's ``presets``): ``--preset grouprank-released`` reproduces GroupRank's released
+inference script.
 
 Values (facts from the released script): one user message listing every document as ``[i]. text``, documents
 cut to 3,000 characters, temperature 0.3, top-p 0.8, up to 8,000 new tokens, groups of 20, the candidates
@@ -9,8 +10,6 @@ without normalisation.
 from __future__ import annotations
 
 from typing import Any
-
-from rearank.errors import RearankError
 
 #: Preset name -> rerank CLI settings (attribute names of ``rearank rerank``'s parsed arguments).
 PRESETS: dict[str, dict[str, Any]] = {
@@ -26,9 +25,3 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
-
-def preset(name: str) -> dict[str, Any]:
-    """The settings of a preset; :class:`RearankError` naming the known ones for an unknown name."""
-    if name not in PRESETS:
-        raise RearankError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
-    return dict(PRESETS[name])

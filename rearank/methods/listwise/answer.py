@@ -133,13 +133,24 @@ def format_answer(permutation: Sequence[int]) -> str:
     return " > ".join(f"[{i + 1}]" for i in permutation)
 
 
+def ideal_permutation(labels: Sequence[float]) -> list[int]:
+    """0-based presented positions sorted by label, best first; ties keep their presented order."""
+    return sorted(range(len(labels)), key=lambda i: -labels[i])
+
+
 def ideal_answer(labels: Sequence[int], reasoning: bool = True) -> str:
     """The completion that orders a window by its graded ``labels`` (presented order; ties keep it), in the
     reasoning format (``reasoning=False``: the ``<answer>`` alone): what the oracle backend answers for a
     listwise window."""
-    order = sorted(range(len(labels)), key=lambda i: -labels[i])
-    answer = f"<answer>{format_answer(order)}</answer>"
+    answer = f"<answer>{format_answer(ideal_permutation(labels))}</answer>"
     if not reasoning:
         return answer
     grades = ", ".join(f"[{i + 1}]={label}" for i, label in enumerate(labels))
     return f"<think>Relevance judgments: {grades}.</think>\n{answer}"
+
+
+def sft_target(labels: Sequence[int], reasoning: bool = True) -> dict[str, str]:
+    """The assistant turn of a sampled set's direct-SFT row: an empty think block (none with ``reasoning=False``)
+    and the ideal ranking."""
+    answer = ideal_answer(labels, reasoning=False)
+    return {"role": "assistant", "content": f"<think>\n</think>\n{answer}" if reasoning else answer}
