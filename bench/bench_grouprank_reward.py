@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from reward_harness import main, reasoning
+from reward_harness import main, reasoning, tagged
 
 from rearank.methods.groupwise.parser import format_scores
 from rearank.methods.groupwise.reward import compute_score
@@ -29,12 +29,7 @@ def make_completion(rng: random.Random) -> str:
         scores = scores[: N_DOCS - 3]
     elif kind < 0.15:  # a score off the scale and a float
         scores[4], scores[7] = 12, 6.5
-    answer = format_scores(scores)
-    if kind > 0.95:  # truncated inside the JSON
-        return f"<reason>{reason}</reason>\n<answer>{answer[: len(answer) // 2]}"
-    if kind > 0.90:  # no tags
-        return f"{reason}\n{answer}"
-    return f"<reason>{reason}</reason>\n<answer>{answer}</answer>"
+    return tagged(kind, "reason", reason, format_scores(scores))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from reward_harness import main, reasoning
+from reward_harness import main, reasoning, tagged
 
 from rearank.methods.listwise.answer import format_answer
 from rearank.methods.listwise.reward import compute_score
@@ -32,12 +32,7 @@ def make_completion(rng: random.Random) -> str:
         perm[3] = perm[1]
     elif kind < 0.15:  # out-of-range id
         perm[5] = N_PASSAGES + 3
-    answer = format_answer(perm)
-    if kind > 0.95:  # truncated inside the answer
-        return f"<think>{think}</think>\n<answer>{answer[: len(answer) // 2]}"
-    if kind > 0.90:  # no tags
-        return f"{think}\n{answer}"
-    return f"<think>{think}</think>\n<answer>{answer}</answer>"
+    return tagged(kind, "think", think, format_answer(perm))
 
 
 if __name__ == "__main__":

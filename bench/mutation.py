@@ -60,6 +60,8 @@ MODULES: dict[str, list[str]] = {
     "rearank/methods/listwise/method.py": ["tests/unit/test_engine_listwise.py", "tests/unit/test_engine_in_flight.py",
                                     "tests/unit/test_listwise_method_edges.py", "tests/unit/test_tdpart.py",
                                     "tests/unit/test_reasoning_switch.py", "tests/unit/test_think_budget_hits.py"],
+    "rearank/methods/listwise/policies.py": ["tests/unit/test_engine_listwise.py", "tests/unit/test_engine_in_flight.py",
+                                      "tests/unit/test_listwise_method_edges.py", "tests/unit/test_tdpart.py"],
     "rearank/methods/groupwise/method.py": ["tests/unit/test_grouprank_ranker.py", "tests/unit/test_groupwise_method_edges.py"],
     "rearank/methods/arena/parser.py": ["tests/unit/test_arena_reward.py", "tests/unit/test_rag_format_edges.py",
                                     "tests/unit/test_rag_eval_barrag_arena.py"],

@@ -204,7 +204,8 @@ class Reranker:
             startup.warn_if_late()
         self.model_name = model or backend
         self.settings = self.config.sampling
-        self.engine = Engine(self.config.make_backend(qrels), self.method, self.settings, **engine)
+        self.engine = Engine(self.config.make_backend(qrels), self.method, self.settings,
+                             concurrency=self.config.concurrency, **engine)
         #: The backend the engine calls (an oracle answering in the method's format).
         self.backend: Backend = self.engine.backend
 

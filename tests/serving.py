@@ -1,5 +1,6 @@
-"""Test helpers: an oracle rerank service judging by text, served on 127.0.0.1 in a thread for real HTTP clients;
-and ``rearank serve`` run as a user runs it, in a subprocess."""
+"""Test helpers: an oracle rerank service judging by text, served on 127.0.0.1 in a thread for real HTTP clients,
+with the server tests' query, passages and judgments; and ``rearank serve`` run as a user runs it, in a
+subprocess."""
 
 from __future__ import annotations
 
@@ -16,6 +17,18 @@ from rearank.api import Reranker
 from rearank.server import Limits, RerankService, TextJudge, serve_in_thread
 
 running = serve_in_thread
+
+#: The server tests' query, its six passages, their judgments, the order the oracle ranks them in, and an API key.
+QUERY = "what is a flea"
+TEXTS = ["fleas are insects", "dogs bark", "the flea life cycle: egg, larva, pupa, adult", "cats purr",
+         "flea eggs hatch in days", "stocks rose"]
+TOPICS = {"q1": QUERY}
+DOCS = {f"d{i}": ("", text) for i, text in enumerate(TEXTS)}
+QRELS = {"q1": {"d2": 3, "d4": 2, "d0": 1}}
+# Windows of 4 by 2 over 6, back to front: (2,6) sorts docs [2,3,4,5] by grade [3,0,2,0] -> [2,4,3,5];
+# then (0,4) sorts [0,1,2,4] by [1,0,3,2] -> [2,4,0,1]. Final: [2,4,0,1,3,5].
+EXPECTED = [2, 4, 0, 1, 3, 5]
+KEY = "s3cr3t-key-for-tests"
 
 
 def oracle_service(topics: dict[str, str], docs: dict[str, tuple[str, str]], qrels: dict[str, dict[str, int]],

@@ -71,7 +71,8 @@ FINISH_REASONS = (STOP, LENGTH, ERROR)
 #: oracles); ``concurrent``, one prompt per call from many threads at once (a server behind HTTP), so the engine
 #: keeps windows in flight instead of waiting for whole batches.
 BATCH, CONCURRENT = "batch", "concurrent"
-#: A concurrent backend's ``concurrency`` that lets the engine find the number of requests in flight itself.
+#: The ``concurrency`` (the engine's requests in flight on a concurrent backend) that lets the engine find the number
+#: itself.
 AUTO = "auto"
 #: How ``--engine ray`` runs a backend (:attr:`BackendBase.RAY`): Ray Data ``map_batches`` over an actor pool, each
 #: actor building the backend once; or Ray Data LLM's vLLM engine replicas (:mod:`rearank.backends.ray`).
@@ -101,8 +102,8 @@ class Generation:
 class Backend(Protocol):
     """Anything that turns a batch of prompts into one generation each, in order.
 
-    ``calls`` says how it takes work (:data:`BATCH` or :data:`CONCURRENT`; a concurrent backend also has
-    ``concurrency``: a number of requests in flight, or ``"auto"``). ``tokenizer`` is the model's tokenizer or
+    ``calls`` says how it takes work (:data:`BATCH` or :data:`CONCURRENT`: the engine keeps its ``concurrency``
+    of requests in flight). ``tokenizer`` is the model's tokenizer or
     None (then passage budgets in tokens count words). ``answer_format`` replaces the backend by one that
     answers in a method's format (only the oracles care); ``close`` frees what it holds. Subclass
     :class:`BackendBase` for the defaults.
@@ -110,7 +111,6 @@ class Backend(Protocol):
 
     name: str
     calls: str
-    concurrency: int | str
     tokenizer: Any
 
     def generate(self, prompts: Sequence[Prompt], settings: SamplingSettings) -> list[Generation]:
@@ -131,7 +131,6 @@ class BackendBase:
 
     name = "backend"
     calls = BATCH
-    concurrency: int | str = AUTO
     tokenizer: Any = None
     #: Capability: the backend loads ``model``'s own Hugging Face tokenizer, so a driver elsewhere (Ray) can load
     #: the same one and cut passages to the same tokens.

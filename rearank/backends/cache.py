@@ -75,7 +75,7 @@ class ResponseCache:
 
 class CachedBackend:
     """Wrap a backend: greedy prompts already answered come from ``cache``, the rest go in one batch. Everything
-    else (``calls``, ``concurrency``, ``tokenizer``, a server's load and 429 counts) is the wrapped backend's, so
+    else (``calls``, ``tokenizer``, a server's load and 429 counts) is the wrapped backend's, so
     the engine schedules a cached backend as it would the backend itself; calls may come from many threads."""
 
     def __init__(self, backend: Backend, model: str, cache: ResponseCache | None = None) -> None:

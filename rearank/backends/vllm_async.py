@@ -26,7 +26,9 @@ class VLLMAsyncBackend(BackendBase):
     """Generate with ``vllm.AsyncLLMEngine``; ``model`` as for the ``vllm`` backend (default: the embedded SmolLM2).
 
     Extra keyword options go to ``vllm.AsyncEngineArgs`` (``max_model_len``, ``gpu_memory_utilization``,
-    ``kv_cache_memory_bytes``, ``enforce_eager``, …). ``concurrency``: windows in flight, or ``auto``.
+    ``kv_cache_memory_bytes``, ``enforce_eager``, …). ``concurrency`` (windows in flight, or ``auto``) is the
+    engine's setting: checked here with the other options, given to the engine by whoever builds it
+    (:meth:`rearank.run.config.RunConfig.engine`).
     ``constrain`` and ``max_think_tokens`` as for the hf backend (through vLLM's logits processors).
     """
 
@@ -45,7 +47,6 @@ class VLLMAsyncBackend(BackendBase):
                  max_think_tokens: int | None = None, **engine_options: Any) -> None:
         self.answers = AnswerRequests(model, constrain, max_think_tokens, self.name)
         self._vllm = vllm = import_vllm()
-        self.concurrency = concurrency
         path = vllm_model(model)
         args = vllm.AsyncEngineArgs(model=path, tensor_parallel_size=tensor_parallel_size,
                                     enable_prefix_caching=enable_prefix_caching, dtype=dtype, seed=seed,

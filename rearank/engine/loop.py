@@ -7,9 +7,10 @@ backend, hands every generation back to the method, and emits each query's resul
 * **batches** (backends whose ``calls`` is ``batch``: hf, vllm, the oracles): ``batch_size`` ready tasks from
   as many queries go to the backend in one call, and a query that finishes makes room for the next one, so an
   inference engine sees full batches;
-* **in flight** (``concurrent`` backends: a server behind HTTP): up to ``concurrency`` tasks are outstanding at
-  all times; a query's next window is sent as soon as its previous one returns, and no request waits for a
-  round's slowest window. ``concurrency="auto"`` finds the count while the run goes on
+* **in flight** (``concurrent`` backends: a server behind HTTP): up to ``concurrency`` tasks (the engine's
+  setting, given by whoever builds it: a run's ``-O concurrency``) are outstanding at all times; a query's next
+  window is sent as soon as its previous one returns, and no request waits for a round's slowest window.
+  ``concurrency="auto"`` (the default) finds the count while the run goes on
   (:class:`rearank.engine.concurrency.InFlightLimit`): it starts from the backend's ``auto_start``, is told how many
   windows the ready queries can fill, reads the server's load every second from the backend's
   ``server_load()`` (vLLM's and SGLang's ``/metrics``) where the server reports one, and the backend's 429/503
@@ -96,13 +97,13 @@ class Engine:
     ``batch_size``: tasks per backend call on a batch backend. ``in_flight``: None follows the backend (windows
     in flight on a ``concurrent`` backend, batches otherwise); False forces batches (lockstep rounds of
     ``batch_size`` even on a server), True forces windows in flight. ``concurrency``: tasks in flight, a number
-    or ``"auto"`` (default: the backend's own ``concurrency``, else ``"auto"``). ``journal``: where answers are
+    or ``"auto"`` (the default): the engine's own, never read from the backend. ``journal``: where answers are
     kept for resume (see the module docstring). The method gets the backend's tokenizer when it has none, and the
     backend answers in the method's format (the oracles). :attr:`lock` is held during each call of a batch backend.
     """
 
     def __init__(self, backend: Backend, method: Method | None = None, settings: SamplingSettings | None = None, *,
-                 batch_size: int = 32, in_flight: bool | None = None, concurrency: int | str | None = None,
+                 batch_size: int = 32, in_flight: bool | None = None, concurrency: int | str = AUTO,
                  journal: Journal | None = None) -> None:
         check_batch_size(batch_size)
         if method is not None and method.tokenizer is None and backend.tokenizer is not None:
@@ -112,9 +113,9 @@ class Engine:
         self.settings = settings or SamplingSettings()
         self.batch_size = batch_size
         # a backend with only ``generate`` (a reader's duck-typed one) has BackendBase's defaults
-        calls, own = getattr(backend, "calls", BATCH), getattr(backend, "concurrency", AUTO)
+        calls = getattr(backend, "calls", BATCH)
         self.in_flight = calls == CONCURRENT if in_flight is None else in_flight
-        self.concurrency = parse_concurrency(concurrency if concurrency is not None else own)
+        self.concurrency = parse_concurrency(concurrency)
         self.counts = EngineCounts()
         self.journal = journal
         self.lock = threading.Lock()

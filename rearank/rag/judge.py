@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from rearank.backends.base import Prompt, SamplingSettings
+from rearank.backends.base import AUTO, Prompt, SamplingSettings
 from rearank.backends.cache import CachedBackend, ResponseCache
 from rearank.methods.templates import load_prompt_file
 from rearank.rag.readers import complete
@@ -29,7 +29,7 @@ class Judge:
     """Judge responses against gold answers through a backend."""
 
     def __init__(self, backend: Any, model: str, *, template: str = "judge", cache: ResponseCache | None = None,
-                 batch_size: int = 32, max_new_tokens: int = 8) -> None:
+                 batch_size: int = 32, max_new_tokens: int = 8, concurrency: int | str = AUTO) -> None:
         self.name = f"judge:{model}"
         self.template = template
         self.spec = load_prompt_file(template)
@@ -37,7 +37,7 @@ class Judge:
             raise ValueError(f"judge prompt {template!r} has answer_format {self.spec.answer_format!r}, not judge")
         self.backend = CachedBackend(backend, model, cache)
         self.settings = SamplingSettings(max_new_tokens=max_new_tokens, temperature=0.0)
-        self.batch_size = batch_size
+        self.batch_size, self.concurrency = batch_size, concurrency
 
     def prompt(self, answers: Sequence[str], response: str) -> Prompt:
         listing = "\n".join(f"- {a}" for a in answers)
@@ -45,7 +45,8 @@ class Judge:
 
     def judge(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[float]:
         """One verdict per (gold answers, response) pair."""
-        replies = complete(self.backend, [self.prompt(a, r) for a, r in pairs], self.settings, self.batch_size)
+        replies = complete(self.backend, [self.prompt(a, r) for a, r in pairs], self.settings, self.batch_size,
+                           self.concurrency)
         return [verdict(reply) for reply in replies]
 
     def close(self) -> None:
@@ -56,4 +57,5 @@ def make_judge(model: str, backend: str = "openai", cache: ResponseCache | None 
     """``--judge MODEL``: a judge through ``backend`` (options go to the backend, e.g. base_url)."""
     from rearank.backends.registry import make_backend
 
-    return Judge(make_backend(backend, model, **options), model, cache=cache)
+    return Judge(make_backend(backend, model, **options), model, cache=cache,
+                 concurrency=options.get("concurrency", AUTO))

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rearank.backends.base import Backend, Generation, Prompt, SamplingSettings
+from rearank.backends.base import AUTO, Backend, Generation, Prompt, SamplingSettings
 from rearank.backends.cache import CachedBackend, ResponseCache
 from rearank.engine import Engine
 from rearank.errors import RearankError
@@ -78,11 +78,12 @@ def _shown(passages: Sequence[Passage], texts: Sequence[str]) -> list[Passage]:
 
 
 class LLMReader:
-    """Answer through a backend with a template; ``batch_size`` prompts (from as many questions) per call."""
+    """Answer through a backend with a template; ``batch_size`` prompts (from as many questions) per call on a batch
+    backend, ``concurrency`` in flight on a concurrent one."""
 
     def __init__(self, backend: Backend, model: str, template: str = "plain", settings: SamplingSettings | None = None,
                  cache: ResponseCache | None = None, batch_size: int = 32,
-                 max_passage_tokens: int | None = MAX_PASSAGE_TOKENS) -> None:
+                 max_passage_tokens: int | None = MAX_PASSAGE_TOKENS, concurrency: int | str = AUTO) -> None:
         self.card = reader_card(template)
         if batch_size < 1:
             raise RearankError(f"reader batch_size must be at least 1, got {batch_size}")
@@ -90,7 +91,7 @@ class LLMReader:
         self.backend = CachedBackend(backend, model, cache)
         self.template = template
         self.settings = settings or SamplingSettings(max_new_tokens=READER_MAX_NEW_TOKENS)
-        self.batch_size = batch_size
+        self.batch_size, self.concurrency = batch_size, concurrency
         self.max_passage_tokens = max_passage_tokens
         self.tokenizer = getattr(backend, "tokenizer", None)
 
@@ -112,22 +113,24 @@ class LLMReader:
     def read(self, batch: Sequence[tuple[QAItem, Sequence[Passage]]]) -> list[ReaderOutput]:
         """Answers in order, ``batch_size`` prompts a backend call (greedy ones cached); a failed one is marked."""
         generations = generate(self.backend, [self.prompt(item, passages) for item, passages in batch],
-                               self.settings, self.batch_size)
+                               self.settings, self.batch_size, self.concurrency)
         parse = self.card.parse
         return [ReaderOutput("", parse(""), failed=True, error=g.error) if g.finish_reason == "error"
                 else ReaderOutput(g.text, parse(g.text)) for g in generations]
 
 
-def generate(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSettings,
-             batch_size: int) -> list[Generation]:
+def generate(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSettings, batch_size: int,
+             concurrency: int | str = AUTO) -> list[Generation]:
     """Generate ``prompts`` through ``backend`` by the engine's schedule (:meth:`rearank.engine.Engine.generate`):
-    ``batch_size`` a call on a batch backend, in flight (``concurrency``, ``auto`` by default) on a server."""
-    return Engine(backend, settings=settings, batch_size=batch_size).generate(prompts)
+    ``batch_size`` a call on a batch backend, ``concurrency`` in flight on a server."""
+    return Engine(backend, settings=settings, batch_size=batch_size, concurrency=concurrency).generate(prompts)
 
 
-def complete(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSettings, batch_size: int) -> list[str]:
-    """Generate ``prompts`` through ``backend``, ``batch_size`` a call; a failed generation is ``""``."""
-    return ["" if g.finish_reason == "error" else g.text for g in generate(backend, prompts, settings, batch_size)]
+def complete(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSettings, batch_size: int,
+             concurrency: int | str = AUTO) -> list[str]:
+    """Generate ``prompts`` through ``backend`` (as :func:`generate`); a failed generation is ``""``."""
+    return ["" if g.finish_reason == "error" else g.text
+            for g in generate(backend, prompts, settings, batch_size, concurrency)]
 
 
 class OracleReader:
@@ -247,4 +250,5 @@ def make_reader(name: str, model: str | None = None, *, template: str = "plain",
                                          **{**options, "base_url": url}) for url in urls])
     backend = make_backend(name, model, **options)
     return LLMReader(backend, model or "embedded", template=template, settings=settings, cache=cache,
-                     batch_size=batch_size, max_passage_tokens=max_passage_tokens)
+                     batch_size=batch_size, max_passage_tokens=max_passage_tokens,
+                     concurrency=options.get("concurrency", AUTO))

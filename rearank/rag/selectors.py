@@ -146,7 +146,7 @@ def listwise_selector(
 ) -> RequestSelector:
     """``listwise:MODEL``: rearank's listwise method over the item's passages (options: backend, template, window,
     step, batch_size, max_new_tokens; the rest go to the backend)."""
-    from rearank.backends.base import SamplingSettings
+    from rearank.backends.base import AUTO, SamplingSettings
     from rearank.backends.registry import make_backend
     from rearank.engine import Engine
     from rearank.methods import Listwise
@@ -155,5 +155,5 @@ def listwise_selector(
         raise RearankError("listwise selector: use --selector oracle for the oracle")
     method = Listwise(template=template, window=window, step=step)
     reranker = Engine(make_backend(backend, arg, **options), method, SamplingSettings(max_new_tokens=max_new_tokens),
-                      batch_size=batch_size)
+                      batch_size=batch_size, concurrency=options.get("concurrency", AUTO))
     return RequestSelector(f"listwise:{arg or 'embedded'}", reranker)

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from rearank.backends import registry
-from rearank.backends.base import Backend, SamplingSettings
+from rearank.backends.base import AUTO, Backend, SamplingSettings
 from rearank.backends.models import is_embedded
 from rearank.engine import Engine, check_batch_size
 from rearank.errors import RearankError
@@ -115,9 +115,15 @@ class RunConfig:
         """Build the backend (loads the model); the oracle judges by ``qrels``."""
         return registry.make_backend(self.backend, self.model, **self.backend_kwargs(qrels))
 
+    @property
+    def concurrency(self) -> int | str:
+        """The engine's windows in flight on a concurrent backend: ``-O concurrency`` (default ``auto``)."""
+        return self.backend_options.get("concurrency", AUTO)
+
     def engine(self, backend: Backend) -> Engine:
-        """The engine running the method on ``backend`` with these sampling settings and batch size."""
-        return Engine(backend, self.ranking_method, self.sampling, batch_size=self.batch_size)
+        """The engine running the method on ``backend`` with these sampling settings, batch size and concurrency."""
+        return Engine(backend, self.ranking_method, self.sampling, batch_size=self.batch_size,
+                      concurrency=self.concurrency)
 
     def record(self) -> dict[str, Any]:
         """The settings as recorded in stats and ``suite.json``: flat, the method under ``method``, its options under

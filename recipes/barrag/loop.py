@@ -134,13 +134,7 @@ def plan(settings: Settings) -> list[Stage]:
     for i in range(1, settings.iterations + 1):
         it = root / f"iter{i}"
         reader = generator  # G_{i-1}
-        stages.append(Stage(f"iter{i}/train_selector",
-                            _train(settings, "selector", selector_data, selector, it / "selector" / "checkpoints", i),
-                            str(it / "selector" / "checkpoints" / "latest_checkpointed_iteration.txt"), reader, env))
-        selector = str(it / "selector" / "model")
-        stages.append(Stage(f"iter{i}/export_selector",
-                            (py, "-m", "recipes.checks.export", str(it / "selector" / "checkpoints"), "--output-dir",
-                             selector, "--force"), str(Path(selector) / "config.json")))
+        selector = _trained(settings, "selector", selector_data, selector, i, stages, reader, env)
         selections = it / "selections.jsonl"
         stages.append(Stage(f"iter{i}/select",
                             (py, "-m", "recipes.barrag.loop", "select", "--data", str(selector_data), "--model",
@@ -152,14 +146,22 @@ def plan(settings: Settings) -> list[Stage]:
                             (py, "-m", "rearank", "synth", "--method", "barrag-generator", *_qa_args(settings),
                              "--evidence", str(selections), "--output-dir", str(gen_data), "--overwrite", "--quiet"),
                             str(gen_data / "train.parquet")))
-        stages.append(Stage(f"iter{i}/train_generator",
-                            _train(settings, "generator", gen_data, generator, it / "generator" / "checkpoints", i),
-                            str(it / "generator" / "checkpoints" / "latest_checkpointed_iteration.txt"), None, env))
-        generator = str(it / "generator" / "model")
-        stages.append(Stage(f"iter{i}/export_generator",
-                            (py, "-m", "recipes.checks.export", str(it / "generator" / "checkpoints"), "--output-dir",
-                             generator, "--force"), str(Path(generator) / "config.json")))
+        generator = _trained(settings, "generator", gen_data, generator, i, stages, None, env)
     return stages
+
+
+def _trained(settings: Settings, role: str, data: Path, model: str, iteration: int, stages: list[Stage],
+             reader: str | None, env: dict[str, str]) -> str:
+    """Add the stages that train ``role`` (selector or generator) from ``model`` on ``data`` in ``iteration`` and
+    export it (the reader serving ``reader`` meanwhile); return the exported model's folder."""
+    folder = settings.root.resolve() / f"iter{iteration}" / role
+    checkpoints, exported = folder / "checkpoints", str(folder / "model")
+    stages.append(Stage(f"iter{iteration}/train_{role}", _train(settings, role, data, model, checkpoints, iteration),
+                        str(checkpoints / "latest_checkpointed_iteration.txt"), reader, env))
+    stages.append(Stage(f"iter{iteration}/export_{role}",
+                        (settings.python, "-m", "recipes.checks.export", str(checkpoints), "--output-dir", exported,
+                         "--force"), str(Path(exported) / "config.json")))
+    return exported
 
 
 def serve_command(settings: Settings, model: str, port: int) -> tuple[str, ...]:

@@ -118,16 +118,20 @@ def test_fetch_beir_pack_from_local_files(scifact: Path, tmp_path: Path, monkeyp
         {q: real_qrels[q] for q in qids}, real_run).per_query
 
 
+def _tsv_dataset(src: Path, queries: str, qrels: str, docs: str) -> Dataset:
+    """An ir_datasets dataset of a queries TSV, TREC qrels and a docs TSV written (as these texts) under ``src``."""
+    src.mkdir()
+    (src / "q.tsv").write_text(queries)
+    (src / "qrels.txt").write_text(qrels)
+    (src / "d.tsv").write_text(docs)
+    return ir_datasets.create_dataset(docs_tsv=str(src / "d.tsv"), queries_tsv=str(src / "q.tsv"),
+                                      qrels_trec=str(src / "qrels.txt"))
+
+
 def test_fetch_keeps_a_complete_pack_unless_forced(dl19: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds"))
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "q.tsv").write_text("1\tfirst\n")
-    (src / "qrels.txt").write_text("1 0 a 1\n")
-    (src / "d.tsv").write_text("a\talpha\nb\tbeta\n")
-    dataset = ir_datasets.create_dataset(docs_tsv=str(src / "d.tsv"), queries_tsv=str(src / "q.tsv"),
-                                         qrels_trec=str(src / "qrels.txt"))
+    dataset = _tsv_dataset(tmp_path / "src", "1\tfirst\n", "1 0 a 1\n", "a\talpha\nb\tbeta\n")
     bm25 = injected_bm25({"1": [("a", 2.0), ("b", 1.0)]})
     fetch_pack("dl20", tmp_path / "data", dataset=dataset, bm25=bm25)
     fetch_pack("dl20", tmp_path / "data", dataset=dataset, bm25=bm25)
@@ -139,13 +143,8 @@ def test_fetch_keeps_a_complete_pack_unless_forced(dl19: Path, tmp_path: Path,
 
 def test_bright_exclusions_leave_run_and_qrels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds"))
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "q.tsv").write_text("1\thow do bees see\n")
-    (src / "qrels.txt").write_text("1 0 gold 1\n1 0 self -100\n")
-    (src / "d.tsv").write_text("gold\tbees see ultraviolet\nself\tthe question itself\nother\tants\n")
-    dataset = ir_datasets.create_dataset(docs_tsv=str(src / "d.tsv"), queries_tsv=str(src / "q.tsv"),
-                                         qrels_trec=str(src / "qrels.txt"))
+    dataset = _tsv_dataset(tmp_path / "src", "1\thow do bees see\n", "1 0 gold 1\n1 0 self -100\n",
+                           "gold\tbees see ultraviolet\nself\tthe question itself\nother\tants\n")
     bm25 = injected_bm25({"1": [("self", 3.0), ("gold", 2.0), ("other", 1.0)]})
     pack = fetch_pack("bright-biology", tmp_path / "data", dataset=dataset, bm25=bm25)
     assert pack.dir == tmp_path / "data" / "bright" / "biology"

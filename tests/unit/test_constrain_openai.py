@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 
 import pytest
 
@@ -16,7 +15,7 @@ from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar
 from rearank.methods import Listwise
 from rearank.methods.listwise.answer import parse_answer
-from tests.unit.test_openai_backend import FAST, Reply, Stub, completion
+from tests.unit.test_openai_backend import FAST, Reply, completion, stub  # noqa: F401 (stub: a fixture)
 
 GRAMMAR = Listwise().answer_grammar(3)
 PROMPT = Prompt(messages=({"role": "user", "content": "rank"},), answer=GRAMMAR)
@@ -24,25 +23,9 @@ SETTINGS = SamplingSettings(max_new_tokens=64)
 GOOD = "<think>short</think>\n<answer>[2] > [3] > [1]</answer>"
 
 
-@pytest.fixture
-def stub():
-    servers: list[Stub] = []
-
-    def start(*script: Reply) -> Stub:
-        server = Stub(list(script))
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.mark.parametrize(("api", "field"), [("vllm", "structured_outputs"), ("vllm-guided", "guided_regex"),
                                             ("sglang", "regex"), ("rearank", "vllm_xargs")])
-def test_each_server_kind_gets_its_request(stub, api, field):
+def test_each_server_kind_gets_its_request(stub, api, field):  # noqa: F811
     server = stub(Reply(body=completion(GOOD)))
     backend = OpenAIBackend("m", base_url=server.root, constrain="answer", structured_output=api, **FAST)
     [generation] = backend.generate([PROMPT], SETTINGS)
@@ -60,7 +43,7 @@ def test_each_server_kind_gets_its_request(stub, api, field):
         assert not re.fullmatch(regex, GOOD.replace("short", "x" * (room + 1)))
 
 
-def test_no_constraint_no_grammar_no_request_field(stub):
+def test_no_constraint_no_grammar_no_request_field(stub):  # noqa: F811
     server = stub(Reply(body=completion("anything")))
     OpenAIBackend("m", base_url=server.root, **FAST).generate([PROMPT], SETTINGS)
     OpenAIBackend("m", base_url=server.root, constrain="answer", **FAST).generate(
@@ -68,7 +51,7 @@ def test_no_constraint_no_grammar_no_request_field(stub):
     assert not any(key in r["body"] for r in server.requests for key in ("structured_outputs", "vllm_xargs"))
 
 
-def test_a_server_that_ignores_the_request_stops_the_run(stub):
+def test_a_server_that_ignores_the_request_stops_the_run(stub):  # noqa: F811
     server = stub(Reply(body=completion("I think [1] is best.")))
     backend = OpenAIBackend("m", base_url=server.root, constrain="answer", **FAST)
     with pytest.raises(RearankError, match=r"answered outside the format .* or -O constrain=off"):
@@ -79,7 +62,7 @@ def test_a_server_that_ignores_the_request_stops_the_run(stub):
     assert cut.finish_reason == "length"
 
 
-def test_a_server_that_refuses_the_request_stops_the_run(stub):
+def test_a_server_that_refuses_the_request_stops_the_run(stub):  # noqa: F811
     server = stub(Reply(status=400, body={"error": "unknown field structured_outputs"}))
     backend = OpenAIBackend("m", base_url=server.root, constrain="answer", structured_output="vllm", **FAST)
     with pytest.raises(RearankError, match=r"refused the structured-output request \(HTTP 400"):

@@ -139,8 +139,8 @@ def test_the_progress_bar_shows_autos_current_limit(capsys, concurrency, start):
 class Echo:
     """Answers each prompt with its qid; records every call's size and the most calls running at once."""
 
-    def __init__(self, calls=BATCH, concurrency="auto"):
-        self.calls, self.concurrency = calls, concurrency
+    def __init__(self, calls=BATCH):
+        self.calls = calls
         self.batches, self.lock, self.running, self.most = [], threading.Lock(), 0, 0
 
     def generate(self, prompts, settings):
@@ -166,8 +166,8 @@ def test_generate_gives_one_generation_per_prompt_in_order_in_batches():
 
 
 def test_generate_on_a_concurrent_backend_sends_prompts_in_flight_and_keeps_their_order():
-    backend = Echo(CONCURRENT, concurrency=3)
-    engine = Engine(backend, batch_size=32)
+    backend = Echo(CONCURRENT)
+    engine = Engine(backend, batch_size=32, concurrency=3)
     assert engine.in_flight
     out = engine.generate(prompts(20))
     assert [g.text for g in out] == [f"p{i}" for i in range(20)]

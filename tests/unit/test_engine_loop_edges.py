@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from rearank.backends.base import CONCURRENT, BackendBase, Generation, Prompt, SamplingSettings
+from rearank.backends.base import AUTO, CONCURRENT, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.metrics import ServerLoad
 from rearank.engine import STREAM_POLL_S, THROTTLE_CHECK_S, Engine, check_batch_size, loop
 from rearank.engine.concurrency import InFlightLimit
 from rearank.engine.journal import Journal
 from rearank.errors import RearankError
 from rearank.methods.base import Task
+from rearank.run.config import RunConfig
 from rearank.types import Query, Request, Result
 from tests.methods import request
 from tests.unit.test_engine_generate_edges import BARS, Bar
@@ -162,7 +163,7 @@ class Flight:
 def test_a_fixed_count_keeps_that_many_out_on_as_many_threads_and_reads_neither_load_nor_429s(monkeypatch):
     backend = Server(loads=[], throttles=0, concurrency=5)  # a poll would meet an empty list
     flight = Flight(monkeypatch, step=lambda n: setattr(backend, "throttles", n))
-    engine = Engine(backend, Fan(), concurrency=2)  # the engine's count before the backend's
+    engine = Engine(backend, Fan(), concurrency=2)  # the engine's own count: a backend's concurrency is not read
     [result] = engine.rerank([request(3)], progress=False)
     assert result.candidates == request(3).candidates
     assert flight.pools == [{"max_workers": 2, "thread_name_prefix": "rearank-window"}]
@@ -172,6 +173,12 @@ def test_a_fixed_count_keeps_that_many_out_on_as_many_threads_and_reads_neither_
     assert flight.told == [("available", 1), ("available", 1 + 1), ("available", 1), ("available", 0)]
     assert flight.shutdowns == [{"wait": True, "cancel_futures": True}]
     assert engine.counts.limits == []
+
+
+def test_the_in_flight_limit_is_the_engines_setting_given_by_the_run_never_read_from_the_backend():
+    assert Engine(Server(concurrency=3), Fan()).concurrency == AUTO  # an openai client's pool size stays its own
+    given, default = RunConfig(backend="openai", model="m", backend_options={"concurrency": 3}), RunConfig("openai", "m")
+    assert (given.engine(Server()).concurrency, default.engine(Server()).concurrency) == (3, AUTO)
 
 
 def test_auto_polls_the_load_every_poll_s_from_the_start_and_counts_each_new_limit(monkeypatch):
@@ -262,9 +269,9 @@ def prompts(n):
     return [Prompt(({"role": "user", "content": str(i)},), qid=f"q{i}") for i in range(n)]
 
 
-def test_generate_in_flight_at_the_backends_count_counts_its_prompts_as_unstarted(monkeypatch):
+def test_generate_in_flight_at_the_engines_count_counts_its_prompts_as_unstarted(monkeypatch):
     flight = Flight(monkeypatch)
-    out = Engine(Server(concurrency=1)).generate(prompts(2))
+    out = Engine(Server(), concurrency=1).generate(prompts(2))
     assert [g.text for g in out] == ["0", "1"]
     assert flight.pools == [{"max_workers": 1, "thread_name_prefix": "rearank-window"}]
     assert flight.said("available") == [(2,), (1,), (0,)]

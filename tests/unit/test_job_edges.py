@@ -221,7 +221,7 @@ def test_resume_reruns_a_query_whose_traces_were_cut(tmp_path):
     qrels = {r.query.qid: {c.docid: i % 3 for i, c in enumerate(r.candidates)} for r in requests}
     output, traces = tmp_path / "run.trec", tmp_path / "run.trec.traces.jsonl"
     engine = lambda: listwise(OracleBackend(qrels), window=4, step=2)
-    windows = {r.query.qid: len(Listwise(window=4, step=2).windows(12)) for r in requests}
+    windows = {r.query.qid: len(Listwise(window=4, step=2).policy.windows(12)) for r in requests}
     job.rerank_to_files(requests, engine, output=output, windows=windows, progress=False)
     full = read_traces(traces)
     lines = traces.read_text().splitlines()

@@ -37,8 +37,8 @@ def test_listwise_settings_refused_with_their_message(kwargs, message):
 
 
 def test_smallest_settings_accepted():
-    assert Listwise(window=2, step=2).windows(4) == [(2, 4, 0), (0, 2, 0)]
-    assert Listwise(window=2, step=1, top_k=1).windows(5) == []
+    assert Listwise(window=2, step=2).policy.windows(4) == [(2, 4, 0), (0, 2, 0)]
+    assert Listwise(window=2, step=1, top_k=1).policy.windows(5) == []
     assert Listwise(strategy="tdpart", window=3, pivot=2, budget=2).budget == 2  # a budget may equal the pivot
     with pytest.raises(RearankError, match="group_size must be at least 2, got 1"):
         Groupwise(group_size=1)
@@ -51,8 +51,8 @@ def test_bad_passage_budget_message_is_kept():
 
 def test_two_candidates_make_one_window_one_makes_none():
     method = Listwise()
-    assert method.windows(2) == [(0, 2, 0)]
-    assert method.windows(1) == []
+    assert method.policy.windows(2) == [(0, 2, 0)]
+    assert method.policy.windows(1) == []
     state, tasks = method.start(request(1))
     assert tasks == [] and state.texts == []
 
@@ -63,7 +63,7 @@ def test_two_candidates_make_one_window_one_makes_none():
 def test_task_count_is_the_number_of_windows(kwargs, n):
     # (4, 2) over 6: windows 2-6 and 0-4, twice; (3, 1) over 7: 5 windows; (20, 10) over 30: 10-30 and 0-20, 3 times
     method = Listwise(**kwargs)
-    assert method.task_count(n) == len(method.windows(n)) == {10: 4, 7: 5, 30: 6}[n]
+    assert method.task_count(n) == len(method.policy.windows(n)) == {10: 4, 7: 5, 30: 6}[n]
 
 
 def test_answer_grammar_follows_the_template():

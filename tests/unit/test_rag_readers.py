@@ -11,6 +11,7 @@ from rearank.backends.base import CONCURRENT, Generation, SamplingSettings
 from rearank.backends.cache import CachedBackend, ResponseCache, cache_key
 from rearank.errors import FormatError, RearankError
 from rearank.methods.plain.reader import extract_answer, plain_messages
+from rearank.rag.judge import make_judge
 from rearank.rag.readers import (
     WRONG_ANSWER,
     LLMReader,
@@ -161,7 +162,7 @@ class ServerLike:
     """One prompt a call from many threads, as an OpenAI-compatible server takes them: the first two calls wait
     for each other (so a reader that sent one prompt at a time would fail here), answers are each prompt's qid."""
 
-    name, calls, concurrency = "served", CONCURRENT, 4
+    name, calls = "served", CONCURRENT
 
     def __init__(self) -> None:
         self.batches: list[int] = []
@@ -174,9 +175,16 @@ class ServerLike:
         return [Generation(f"Answer: {p.qid}", 10, 3) for p in prompts]
 
 
+def test_a_readers_and_a_judges_concurrency_option_is_their_engines_in_flight_limit():
+    url = "http://127.0.0.1:9/v1"  # nothing is sent
+    assert make_reader("openai", "m", base_url=url, concurrency=2).concurrency == 2
+    assert make_reader("openai", "m", base_url=url).concurrency == "auto"
+    assert make_judge("m", base_url=url, concurrency=3).concurrency == 3
+
+
 def test_llm_reader_on_a_concurrent_backend_reads_in_flight_through_the_engine():
     backend = ServerLike()
-    reader = LLMReader(backend, "m", template="plain", batch_size=8)
+    reader = LLMReader(backend, "m", template="plain", batch_size=8, concurrency=4)
     items = [QAItem(f"q{i}", f"Question {i}?", ("x",), PASSAGES) for i in range(8)]
     out = reader.read([(item, PASSAGES[:1]) for item in items])
     assert [o.answer for o in out] == [f"q{i}" for i in range(8)]  # in the batch's order

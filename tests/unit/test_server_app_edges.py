@@ -18,18 +18,7 @@ from starlette.requests import Request
 from rearank.api import Reranker
 from rearank.server import Limits, RerankService, create_app
 from rearank.server.app import ServerError, fused_order
-from tests.serving import oracle_service
-
-QUERY = "what is a flea"
-TEXTS = ["fleas are insects", "dogs bark", "the flea life cycle: egg, larva, pupa, adult", "cats purr",
-         "flea eggs hatch in days", "stocks rose"]
-TOPICS = {"q1": QUERY}
-DOCS = {f"d{i}": ("", text) for i, text in enumerate(TEXTS)}
-QRELS = {"q1": {"d2": 3, "d4": 2, "d0": 1}}
-# Windows of 4 by 2 over 6, back to front: (2,6) sorts docs [2,3,4,5] by grade [3,0,2,0] -> [2,4,3,5];
-# then (0,4) sorts [0,1,2,4] by [1,0,3,2] -> [2,4,0,1]. Final: [2,4,0,1,3,5].
-EXPECTED = [2, 4, 0, 1, 3, 5]
-KEY = "s3cr3t-key-for-tests"
+from tests.serving import DOCS, EXPECTED, KEY, QRELS, QUERY, TEXTS, TOPICS, oracle_service
 
 
 def service_of(**options) -> RerankService:

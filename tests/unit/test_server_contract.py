@@ -8,7 +8,8 @@ import anyio
 import pytest
 
 from tests.conftest import require
-from tests.unit.test_server_app_edges import QUERY, TEXTS, InProcess, error, service_of
+from tests.serving import QUERY, TEXTS
+from tests.unit.test_server_app_edges import InProcess, error, service_of
 
 require("mcp", "the MCP server is built on the official SDK (rearank[serve])")
 from mcp import Client

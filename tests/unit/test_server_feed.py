@@ -157,7 +157,7 @@ def test_stop_answers_the_waiting_requests():
 class HeldBackend(BackendBase):
     """A concurrent backend (a server behind HTTP): each window waits until its query is let go."""
 
-    name, calls, concurrency = "held", CONCURRENT, 4
+    name, calls = "held", CONCURRENT
 
     def __init__(self) -> None:
         self.go = {"large": threading.Event(), "small": threading.Event()}
@@ -176,7 +176,8 @@ class HeldBackend(BackendBase):
 
 def test_windows_in_flight_a_small_request_is_sent_at_once_and_answered_while_the_large_one_waits():
     backend = HeldBackend()
-    feed = Feed(Engine(backend, Listwise(window=4, step=2)), capacity=10)
+    engine = Engine(backend, Listwise(window=4, step=2), concurrency=4)  # both queries' first windows go out at once
+    feed = Feed(engine, capacity=10)
     answers = Answers()
     feed.start()
     feed.submit(request("large", 20), answers.done_for("large"))

@@ -14,7 +14,8 @@ import pytest
 import uvicorn
 
 from rearank.server import create_app
-from tests.unit.test_server_app_edges import EXPECTED, QUERY, TEXTS, service_of
+from tests.serving import EXPECTED, QUERY, TEXTS
+from tests.unit.test_server_app_edges import service_of
 
 CALL_S = 1.0  # each backend call of the oracle takes this long: the request below is in flight for two of them
 

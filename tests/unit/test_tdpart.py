@@ -145,8 +145,7 @@ def test_bad_tdpart_settings_are_one_line_errors(kwargs, message):
 def test_the_server_ranks_with_tdpart_and_reports_rounds_and_partitions():
     import httpx
 
-    from tests.serving import oracle_service, running
-    from tests.unit.test_server import DOCS, QRELS, QUERY, TEXTS, TOPICS
+    from tests.serving import DOCS, QRELS, QUERY, TEXTS, TOPICS, oracle_service, running
 
     # window 3, pivot 2 over 6: the top window [0,1,2] by grade [1,0,3] -> [2,0,1], pivot doc 0; partitions
     # (0; 3,4) and (0; 5) put doc 4 (grade 2) above it; the candidates [2,4] are ranked last: [2,4,0,1,3,5]

@@ -1,20 +1,17 @@
 """Listwise reranking (Rearank / RankGPT): windows over the top-k, each answered with a permutation.
 
-Two strategies. ``sliding`` (the default): windows of one query depend on each other (each reorders what the
-previous left), so a query has one task ready at a time: its next window. ``tdpart`` (top-down partitioning,
-:mod:`rearank.methods.listwise.tdpart`): a query's windows come in rounds, and every window of a round is ready
-at once; a round is applied when all its windows are answered, in window order, so the result does not depend on
-the order the answers come in. Each trace names its ``round`` and its ``partition`` (window within the round). The
-prompt comes from the template (:mod:`rearank.prompts`), the answer is
-read by the one parser (:func:`rearank.methods.listwise.answer.parse_answer`) that the training reward
-(:mod:`rearank.methods.listwise.reward`) also uses, and the schedule is
-:func:`rearank.methods.listwise.window.schedule`.
+Which windows a query is sent in, and how their answers reorder it, is the reorder policy the ``strategy`` names
+(:mod:`rearank.methods.listwise.policies`: ``sliding``, the default, or ``tdpart``). The prompt comes from the
+template (:mod:`rearank.prompts`), the answer is read by the one parser
+(:func:`rearank.methods.listwise.answer.parse_answer`) that the training reward
+(:mod:`rearank.methods.listwise.reward`) also uses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,41 +19,29 @@ from rearank.backends.base import ERROR, LENGTH, Generation, Prompt
 from rearank.errors import RearankError
 from rearank.grammar import AnswerGrammar, id_list_answer, template_asks
 from rearank.methods.base import Task, check_budget, check_positive
-from rearank.methods.listwise.answer import apply_permutation, ideal_answer, parse_answer
-from rearank.methods.listwise.tdpart import TopDown, Window
-from rearank.methods.listwise.window import schedule, window_count
+from rearank.methods.listwise.answer import ideal_answer, parse_answer
+from rearank.methods.listwise.policies import (
+    POLICIES,
+    SLIDING_STEP,
+    TDPART_BUDGET,
+    TDPART_PIVOT,
+    QueryState,
+    ReorderPolicy,
+)
+from rearank.methods.listwise.tdpart import Window
 from rearank.methods.reasoning import reasoning_template
 from rearank.prompts import BudgetLike, PromptTemplate, build_messages, render_passages
 from rearank.prompts.builder import Tokenizer
 from rearank.types import Request, Result, WindowTrace
 
-#: The sliding windows' default stride (a ``tdpart`` run takes no other), and ``tdpart``'s default pivot and budget
-#: (a sliding run takes no other).
-SLIDING_STEP, TDPART_PIVOT, TDPART_BUDGET = 10, 10, 100
-#: ``strategy`` options: sliding windows back to front, or top-down partitioning.
-STRATEGIES = ("sliding", "tdpart")
-
-
-@dataclass
-class QueryState:
-    """A query in progress: current order of its top-k head, its remaining windows, its traces; with ``tdpart``
-    its partitioning and the answers of the round in flight (by task index)."""
-
-    request: Request
-    texts: list[str]
-    windows: list[tuple[int, int, int]]  # (start, end, pass_index)
-    order: list[int] = field(default_factory=list)
-    traces: list[WindowTrace] = field(default_factory=list)
-    topdown: TopDown | None = None
-    answers: dict[int, Generation] = field(default_factory=dict)
-
 
 @dataclass(frozen=True, eq=False)
 class Listwise:
-    """Sliding windows of ``window`` passages, ``step`` apart, back to front, ``passes`` times over the first
-    ``top_k`` candidates (candidates beyond keep their order after them); or, with ``strategy="tdpart"``, top-down
-    partitioning of the first ``top_k`` (the depth) around the passage at rank ``pivot`` of the top window,
-    keeping at most ``budget`` candidates a level (:mod:`rearank.methods.listwise.tdpart`). Passages are rendered with
+    """Windows over the first ``top_k`` candidates (candidates beyond keep their order after them), scheduled by
+    the reorder policy ``strategy`` names (:data:`rearank.methods.listwise.policies.POLICIES`): ``sliding``, windows
+    of ``window`` passages, ``step`` apart, back to front, ``passes`` times; ``tdpart``, top-down partitioning
+    around the passage at rank ``pivot`` of the top window, keeping at most ``budget`` candidates a level
+    (:mod:`rearank.methods.listwise.tdpart`). Passages are rendered with
     :func:`rearank.prompts.render_passages`, cut to the template's declared budget or ``passage_budget``
     (``400c``, ``300 words``, ``300 tokens``: tokens of ``tokenizer``, else whitespace words). Settings are
     checked when the method is built, before any model loads. ``reasoning`` (on/off; None: the template's own)
@@ -80,7 +65,7 @@ class Listwise:
         "window": {"help": "passages per window"},
         "step": {"help": "window stride (sliding)"},
         "passes": {"help": "sliding passes over the list"},
-        "strategy": {"choices": STRATEGIES, "help": "sliding: windows back to front, one after another; tdpart: "
+        "strategy": {"choices": tuple(POLICIES), "help": "sliding: windows back to front, one after another; tdpart: "
                      "top-down partitioning (Parry et al. 2024): the top window, then the rest of the top-k compared "
                      "with its pivot in windows sent together, then the passages that beat the pivot -- fewer "
                      "windows and far fewer sequential rounds per query"},
@@ -92,62 +77,32 @@ class Listwise:
     def __post_init__(self) -> None:
         check_positive(window=self.window, step=self.step, passes=self.passes, top_k=self.top_k, pivot=self.pivot,
                        budget=self.budget)
-        if self.strategy not in STRATEGIES:
-            raise RearankError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        if self.strategy == "tdpart" and self.pivot >= self.window:
-            raise RearankError(f"pivot ({self.pivot}) must be below window ({self.window}): the pivot is a rank "
-                               "of the top window")
-        if self.strategy == "tdpart" and self.budget < self.pivot:
-            raise RearankError(f"budget ({self.budget}) must be at least pivot ({self.pivot}): a level keeps the "
-                               "passages above the pivot")
-        if self.strategy == "tdpart" and self.passes != 1:
-            raise RearankError(f"passes ({self.passes}) is for the sliding strategy; tdpart ranks once")
-        if self.strategy == "tdpart" and self.step != SLIDING_STEP:
-            raise RearankError(f"step ({self.step}) is for the sliding strategy; tdpart's windows follow from "
-                               "window, pivot and budget")
-        if self.strategy == "sliding" and (self.pivot, self.budget) != (TDPART_PIVOT, TDPART_BUDGET):
-            raise RearankError(f"pivot ({self.pivot}) and budget ({self.budget}) are for the tdpart strategy; the "
-                               "sliding windows follow from window, step and passes")
-        if self.strategy == "sliding" and self.step > self.window:
-            raise RearankError(f"step ({self.step}) must not exceed window ({self.window}), "
-                               "or some passages are never compared")
+        if self.strategy not in POLICIES:
+            raise RearankError(f"strategy must be one of {', '.join(POLICIES)}, got {self.strategy!r}")
+        self.policy.check()
         check_budget(self.passage_budget)
         object.__setattr__(self, "template", reasoning_template(self.template, self.reasoning))
         object.__setattr__(self, "reasoning", self.template.reasoning)
 
-    def windows(self, n_candidates: int) -> list[tuple[int, int, int]]:
-        """The ``(start, end, pass_index)`` windows for a list of ``n_candidates`` (none for fewer than 2)."""
-        n = min(n_candidates, self.top_k)
-        if n < 2:
-            return []
-        one = schedule(n, self.window, self.step)
-        return [(start, end, p) for p in range(self.passes) for start, end in one]
+    @cached_property
+    def policy(self) -> ReorderPolicy:
+        """The reorder policy ``strategy`` names, for this method."""
+        return POLICIES[self.strategy](self)
 
     def task_count(self, n_candidates: int) -> int | None:
         """Windows of a query with ``n_candidates`` (its traces once finished); None with ``tdpart``, whose
         windows depend on the answers."""
-        if self.strategy == "tdpart":
-            return None
-        return window_count(n_candidates, self.window, self.step, self.passes, self.top_k)
+        return self.policy.task_count(n_candidates)
 
     def start(self, request: Request) -> tuple[QueryState, list[Task]]:
-        """First-stage order, passage texts and schedule of ``request``; its first window (round)."""
+        """First-stage order and passage texts of ``request``; its first ready windows (by the policy)."""
         n = min(len(request.candidates), self.top_k)
-        windows = self.windows(len(request.candidates)) if self.strategy == "sliding" else []
         head = request.candidates[:n] if n >= 2 else ()
         texts = render_passages(head, self.template, budget=self.passage_budget, tokenizer=self.tokenizer)
-        state = QueryState(request, texts, windows, order=list(range(n)))
-        if self.strategy == "tdpart":
-            state.topdown = TopDown(list(range(n)), self.window, self.pivot, self.budget)
-            return state, self._round(state)
-        return state, self._next(state)
+        state = QueryState(request, texts, order=list(range(n)))
+        return state, self.policy.start(state)
 
-    def prompt(self, state: QueryState) -> Prompt:
-        """The prompt of the next window of ``state`` (sliding)."""
-        start, end, _ = state.windows[0]
-        return self._prompt(state, state.order[start:end])
-
-    def _prompt(self, state: QueryState, ids: Sequence[int]) -> Prompt:
+    def window_prompt(self, state: QueryState, ids: Sequence[int]) -> Prompt:
         """The prompt of a window presenting the passages ``ids`` (positions in the first-stage order)."""
         messages = build_messages(state.request.query.text, [state.texts[i] for i in ids], self.template, clean=False)
         docids = tuple(state.request.candidates[i].docid for i in ids)
@@ -163,41 +118,12 @@ class Listwise:
         texts = (template.system, template.prefix_user, template.post)
         return id_list_answer(n, reasoning=bool(self.reasoning), tags=template_asks(texts, "<answer>"))
 
-    def _next(self, state: QueryState) -> list[Task]:
-        return [Task(len(state.traces), self.prompt(state))] if state.windows else []
-
-    def _round(self, state: QueryState) -> list[Task]:
-        """The windows of the current tdpart round, numbered on from the traces so far."""
-        assert state.topdown is not None
-        first = len(state.traces)
-        return [Task(first + i, self._prompt(state, window.ids)) for i, window in enumerate(state.topdown.windows())]
-
     def apply(self, state: QueryState, task: Task, generation: Generation) -> list[Task]:
-        """Parse ``generation`` as the answer to the next window, reorder the window, add its trace; with tdpart,
-        keep it until its round is answered, then apply the round and return the next one."""
-        if state.topdown is None:
-            start, end, pass_index = state.windows.pop(0)
-            window = Window(tuple(state.order[start:end]), start, end)
-            permutation = self._trace(state, generation, window, pass_index, len(state.traces), 0)
-            state.order[start:end] = apply_permutation(state.order[start:end], permutation)
-            return self._next(state)
-        topdown = state.topdown
-        state.answers[task.index] = generation
-        windows = topdown.windows()
-        if len(state.answers) < len(windows):
-            return []
-        first = len(state.traces)
-        ranked = []
-        for partition, window in enumerate(windows):
-            answer = state.answers.pop(first + partition)
-            permutation = self._trace(state, answer, window, 0, topdown.round, partition)
-            ranked.append(apply_permutation(list(window.ids), permutation))
-        topdown.advance(ranked)
-        state.order = topdown.order()
-        return self._round(state)
+        """Apply ``generation``, the answer to ``task``, by the policy; return the windows this made ready."""
+        return self.policy.apply(state, task, generation)
 
-    def _trace(self, state: QueryState, generation: Generation, window: Window, pass_index: int,
-               round_index: int, partition: int) -> tuple[int, ...]:
+    def trace(self, state: QueryState, generation: Generation, window: Window, pass_index: int,
+              round_index: int, partition: int) -> tuple[int, ...]:
         """Parse ``generation`` as the answer to ``window``, add its trace and return its permutation."""
         size = len(window.ids)
         if generation.finish_reason == ERROR:

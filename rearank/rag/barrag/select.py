@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rearank.backends.base import Backend, Prompt, SamplingSettings
+from rearank.backends.base import AUTO, Backend, Prompt, SamplingSettings
 from rearank.backends.cache import CachedBackend
 from rearank.methods.barrag.grammar import selection_grammar
 from rearank.methods.barrag.parser import parse_selection
@@ -59,11 +59,11 @@ class BarragSelector:
     """
 
     def __init__(self, backend: Backend, model: str, *, candidates: int = SELECTOR_CANDIDATES,
-                 max_new_tokens: int = 1024, batch_size: int = 8) -> None:
+                 max_new_tokens: int = 1024, batch_size: int = 8, concurrency: int | str = AUTO) -> None:
         self.name = f"barrag:{model}"
         self.backend = CachedBackend(backend, model)
         self.settings = SamplingSettings(max_new_tokens=max_new_tokens)
-        self.candidates, self.batch_size = candidates, batch_size
+        self.candidates, self.batch_size, self.concurrency = candidates, batch_size, concurrency
         self.details: dict[str, dict[str, str]] = {}
 
     @property
@@ -75,7 +75,7 @@ class BarragSelector:
                           docids=tuple(p.pid for p in selector_candidates(item, self.candidates)),
                           answer=selection_grammar(len(selector_candidates(item, self.candidates))))
                    for item in items]
-        texts = complete(self.backend, prompts, self.settings, self.batch_size)
+        texts = complete(self.backend, prompts, self.settings, self.batch_size, self.concurrency)
         out = []
         for item, text in zip(items, texts):
             self.details[item.qid] = {"status": selection_status(item, text, self.candidates), "completion": text}
@@ -93,4 +93,5 @@ def barrag_selector(arg: str | None, *, backend: str = "hf", candidates: int = S
     if backend in ("oracle", "qa-oracle"):
         raise RearankError(f"barrag selector: the {backend} backend does not select passages; use hf, vllm or openai")
     return BarragSelector(make_backend(backend, arg, **options), arg or "embedded", candidates=int(candidates),
-                          max_new_tokens=int(max_new_tokens), batch_size=int(batch_size))
+                          max_new_tokens=int(max_new_tokens), batch_size=int(batch_size),
+                          concurrency=options.get("concurrency", AUTO))
