@@ -14,7 +14,6 @@ import math
 import warnings
 from typing import Any
 
-from rearank.backends.base import SamplingSettings
 from rearank.backends.options import parse_pairs
 from rearank.backends.registry import rerank_backends
 from rearank.engine import check_batch_size
@@ -22,10 +21,9 @@ from rearank.errors import RearankError
 from rearank.io.files import id_problem
 from rearank.io.outputs import reads
 from rearank.methods import METHODS, method_options, option_default
-from rearank.methods.groupwise.presets import preset
 from rearank.methods.templates import RANKING, names
 from rearank.prompts import as_reasoning
-from rearank.run.config import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS, RunConfig, default_max_new_tokens
+from rearank.run.config import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS, RunConfig, default_backend
 
 #: Settings a ``--preset`` may fill, and their parser defaults (a flag still at its default takes the preset's).
 _PRESET_KEYS = ("template", "temperature", "top_p", "max_new_tokens", "group_size", "fusion_weight", "fusion",
@@ -87,7 +85,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
         available.append(name)
     method.choices = available
     rank.add_argument(
-        "--preset", choices=("grouprank-released",),
+        "--preset", choices=sorted({name for m in available for name in getattr(METHODS[m], "PRESETS", {})}),
         help="groupwise only; grouprank-released: GroupRank's released inference (one user message of [i]. text, "
         "3,000 characters, temperature 0.3, top-p 0.8, 8,000 new tokens, reshuffled repeats, "
         "0.6 x score/10 + 0.4 x raw retriever score); flags left at their defaults take its values")
@@ -197,16 +195,13 @@ def check_sampling_args(args: argparse.Namespace) -> None:
 
 def run_config(args: argparse.Namespace) -> RunConfig:
     """The typed configuration of the model, method and sampling flags (checked now: before any data or model
-    loads); an option left unset (None) takes the method's default."""
+    loads; :meth:`RunConfig.build`); an option left unset (None) takes the method's default."""
     check_sampling_args(args)
     apply_defaults(args)
     check_method_flags(args)
-    sampling = SamplingSettings(max_new_tokens=max_new_tokens_for(args), temperature=args.temperature,
-                                top_p=args.top_p, seed=args.seed)
-    return RunConfig(backend=args.backend, model=args.model, method=args.method,
-                     options={key: getattr(args, key) for key in method_options(args.method)},
-                     backend_options=backend_options(args.backend_option), sampling=sampling,
-                     batch_size=args.batch_size)
+    given = (*method_options(args.method), "max_new_tokens", "temperature", "top_p", "seed", "batch_size")
+    return RunConfig.build(args.method, args.backend, args.model, backend_options=backend_options(args.backend_option),
+                           **{key: getattr(args, key) for key in given})
 
 
 def check_method_flags(args: argparse.Namespace) -> None:
@@ -227,24 +222,18 @@ def backend_options(pairs: list[str]) -> dict[str, Any]:
     return parse_pairs(pairs)
 
 
-def max_new_tokens_for(args: argparse.Namespace) -> int:
-    """``--max-new-tokens``, else the default for the chosen model (smaller for the embedded one)."""
-    if args.max_new_tokens is not None:
-        return args.max_new_tokens
-    return default_max_new_tokens(args.backend, args.model)
-
-
 def apply_defaults(args: argparse.Namespace) -> None:
-    """Fill the defaults that hang on other flags: ``--backend`` (``scorer`` for ``--method pointwise``, else ``hf``)
-    and the settings of ``--preset`` left at their defaults (groupwise only)."""
+    """Fill the defaults that hang on other flags: ``--backend`` (the one the method declares, else ``hf``:
+    :func:`~rearank.run.config.default_backend`) and the settings of ``--preset`` left at their defaults (a preset
+    is the method's that declares it in ``PRESETS``)."""
     if args.backend is None:
-        args.backend = "scorer" if args.method == "pointwise" else "hf"
+        args.backend = default_backend(args.method)
     if not getattr(args, "preset", None):
         return
-    if args.method != "groupwise":
-        raise RearankError(f"--preset {args.preset} is a groupwise preset: add --method groupwise")
-    for key, value in preset(args.preset).items():
+    settings = getattr(METHODS[args.method], "PRESETS", {}).get(args.preset)
+    if settings is None:
+        owner = next(m for m in METHODS if args.preset in getattr(METHODS[m], "PRESETS", {}))
+        raise RearankError(f"--preset {args.preset} is a {owner} preset: add --method {owner}")
+    for key, value in settings.items():
         if getattr(args, key) == _DEFAULTS.get(key):
             setattr(args, key, value)
-
-

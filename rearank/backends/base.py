@@ -73,6 +73,12 @@ FINISH_REASONS = (STOP, LENGTH, ERROR)
 BATCH, CONCURRENT = "batch", "concurrent"
 #: A concurrent backend's ``concurrency`` that lets the engine find the number of requests in flight itself.
 AUTO = "auto"
+#: What a backend is for (:attr:`BackendBase.ROLE`): ``generator``, a chat model that writes text for any prompt (a
+#: reranker, a RAG reader or selector, a judge of answers); ``scorer``, scores (query, passage) pairs without
+#: generating; ``judge``, writes each prompt's ideal answer from relevance judgments; ``reader``, answers the
+#: questions of a QA file (a reader behind a chat server) and does not rerank.
+GENERATOR, SCORER, JUDGE, READER = "generator", "scorer", "judge", "reader"
+ROLES = (GENERATOR, SCORER, JUDGE, READER)
 #: How ``--engine ray`` runs a backend (:attr:`BackendBase.RAY`): Ray Data ``map_batches`` over an actor pool, each
 #: actor building the backend once; or Ray Data LLM's vLLM engine replicas (:mod:`rearank.backends.ray`).
 RAY_ACTORS, RAY_DATA_LLM = "actor pool", "Ray Data LLM"
@@ -133,6 +139,20 @@ class BackendBase:
     calls = BATCH
     concurrency: int | str = AUTO
     tokenizer: Any = None
+    #: Capability: what it is for (one of :data:`ROLES`); callers ask this, never a backend's name.
+    ROLE = GENERATOR
+    #: Capability: it takes ``model`` first; False: it takes none (the oracle).
+    TAKES_MODEL = True
+    #: Capability: it ranks by relevance judgments, given as ``qrels=`` (a run without qrels is refused).
+    NEEDS_QRELS = False
+    #: Capability: it runs a chat model in this process, named by a hub id, a local folder, a ``.gguf`` file or
+    #: ``embedded`` (the default: a run without ``--model`` runs the embedded model), and applies its chat template.
+    LOCAL_MODEL = False
+    #: Capability: with the embedded model, a run that names no ``--max-new-tokens`` gets the short budget
+    #: (:data:`rearank.run.config.EMBEDDED_MAX_NEW_TOKENS`: the 135M model cannot reason usefully, and a CPU runs it).
+    EMBEDDED_SHORT_BUDGET = False
+    #: Capability: prompts per call when a run names no batch size.
+    BATCH_SIZE = 32
     #: Capability: the backend loads ``model``'s own Hugging Face tokenizer, so a driver elsewhere (Ray) can load
     #: the same one and cut passages to the same tokens.
     MODEL_TOKENIZER = False

@@ -149,3 +149,62 @@ def test_every_backend_class_lives_in_rearank_backends():
                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                  if isinstance(node, ast.ClassDef) and _is_backend(node)]
     assert elsewhere == []
+
+
+#: Comparisons with a registered name allowed outside its own folder (issue #47: callers ask a capability instead).
+MAX_NAME_COMPARISONS = 5
+
+
+def _registered_names() -> dict[str, Path]:
+    """Every builtin backend, ranking method and card name -> the folder it may be compared in."""
+    from rearank.backends.registry import BACKENDS
+    from rearank.methods import METHODS
+    from rearank.methods.card import CARDS
+
+    home = {name: ROOT / "rearank" / "backends" for name in BACKENDS.builtin_names}
+    for name in METHODS.builtin_names:
+        home.setdefault(name, ROOT.joinpath(*METHODS[name].__module__.split(".")[:3]))
+    for name in CARDS.builtin_names:
+        home.setdefault(name, Path(CARDS[name].folder))
+    return home
+
+
+def _literals(node: ast.AST) -> list[str]:
+    """The string literals of ``node``: itself, or the items of a tuple, list or set literal."""
+    items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    return [n.value for n in items if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def name_lookups(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, name literal)`` of every ``==``/``!=``/``in``/``not in`` comparison, ``x["name"]`` and
+    ``x.get("name")`` in ``tree`` (any string literal; the caller keeps the registered names)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for i, op in enumerate(node.ops):
+                left, right = sides[i], sides[i + 1]
+                if isinstance(op, ast.Eq | ast.NotEq):
+                    found += [(node.lineno, s) for side in (left, right) if isinstance(side, ast.Constant)
+                              for s in _literals(side)]
+                elif isinstance(op, ast.In | ast.NotIn):
+                    found += [(node.lineno, s) for s in _literals(left) + (
+                        _literals(right) if isinstance(right, ast.Tuple | ast.List | ast.Set) else [])]
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            found += [(node.lineno, s) for s in _literals(node.slice)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and node.args:
+            found += [(node.lineno, s) for s in _literals(node.args[0])]
+    return found
+
+
+def test_at_most_five_comparisons_with_a_backend_or_method_name_outside_its_folder():
+    """Callers ask what a backend or a method declares (``NEEDS_QRELS``, ``ROLE``, ``LOCAL_MODEL``, a card's
+    answer style, a method's ``DEFAULT_BACKEND``) instead of comparing its name: a backend name is compared only
+    in ``rearank/backends/``, a method's or card's only in its own folder."""
+    home = _registered_names()
+    paths = sorted((ROOT / "rearank").rglob("*.py")) + sorted((ROOT / "benchmark").rglob("*.py"))
+    places = [f"{path.relative_to(ROOT)}:{line} {name!r}" for path in paths
+              for line, name in name_lookups(ast.parse(path.read_text(encoding="utf-8")))
+              if name in home and not path.is_relative_to(home[name])]
+    assert len(places) <= MAX_NAME_COMPARISONS, "\n".join(places)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -24,6 +24,7 @@ from rearank.errors import RearankError
 from rearank.methods.base import Task, check_budget, check_positive
 from rearank.methods.groupwise.oracle import oracle_answer
 from rearank.methods.groupwise.parser import MAX_SCORE, parse_scores, scores_grammar
+from rearank.methods.groupwise.presets import PRESETS
 from rearank.methods.groupwise.prompt import load_group_template
 from rearank.methods.reasoning import reasoning_template
 from rearank.prompts import BudgetLike, PromptTemplate, build_messages, render_passages
@@ -147,6 +148,8 @@ class Groupwise:
     shuffle_all: bool = False
     reasoning: bool | str | None = None
     name: ClassVar[str] = "groupwise"
+    #: ``--preset NAME``: named settings (:mod:`.presets`; attribute names of ``rearank rerank``'s arguments).
+    PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = PRESETS
     #: Command-line flags of the options not shared with other methods (argparse keywords; see rearank.flags);
     #: None: no flag (``fusion`` and ``shuffle_all`` come with ``--preset grouprank-released``).
     FLAGS: ClassVar[dict[str, Any]] = {

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rearank.errors import RearankError
-
 #: Preset name -> rerank CLI settings (attribute names of ``rearank rerank``'s parsed arguments).
 PRESETS: dict[str, dict[str, Any]] = {
     "grouprank-released": {
@@ -25,10 +23,3 @@ PRESETS: dict[str, dict[str, Any]] = {
         "shuffle_all": True,
     },
 }
-
-
-def preset(name: str) -> dict[str, Any]:
-    """The settings of a preset; :class:`RearankError` naming the known ones for an unknown name."""
-    if name not in PRESETS:
-        raise RearankError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
-    return dict(PRESETS[name])

@@ -62,6 +62,8 @@ class Pointwise:
     tokenizer: Any = None
     reasoning: bool | str | None = None
     name: ClassVar[str] = "pointwise"
+    #: The backend of a run that names none: the scorer (a saved RRPO scorer, a cross-encoder or a causal LM).
+    DEFAULT_BACKEND: ClassVar[str] = "scorer"
 
     def __post_init__(self) -> None:
         check_positive(top_k=self.top_k)
