@@ -6,10 +6,13 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from rearank.grammar import AnswerGrammar
 from rearank.types import Message
+
+if TYPE_CHECKING:
+    from rearank.backends.options import Option
 
 #: The chat-template variable of a thinking switch (Qwen3 and others): ``-O enable_thinking=false``.
 THINKING_SWITCH = "enable_thinking"
@@ -139,6 +142,8 @@ class BackendBase:
     calls = BATCH
     concurrency: int | str = AUTO
     tokenizer: Any = None
+    #: Capability: its typed ``-O`` options (:class:`rearank.backends.options.Option`); others it accepts pass unchecked.
+    OPTIONS: tuple[Option, ...] = ()
     #: Capability: what it is for (one of :data:`ROLES`); callers ask this, never a backend's name.
     ROLE = GENERATOR
     #: Capability: it takes ``model`` first; False: it takes none (the oracle).

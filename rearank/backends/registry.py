@@ -71,7 +71,7 @@ def backend_class(name: str, model: str | None = None, **options: Any) -> tuple[
             raise RearankError(f"the {name} backend takes no model (got {model!r})")
     else:
         args = (model,)
-    options = check_options(name, getattr(cls, "OPTIONS", ()), options)
+    options = check_options(name, declared(name, "OPTIONS"), options)
     try:
         inspect.signature(cls).bind(*args, **options)
     except TypeError as err:

@@ -61,12 +61,12 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
                      "step, sampling, batch_size, and backend options such as kind, num_layers, device; barrag: "
                      "backend, max_new_tokens, batch_size, and backend options)")
     rd = p.add_argument_group("reader")
-    rd.add_argument("--reader", default="oracle", choices=reader_names(),
-                    help="oracle readers for checks; any other is the backend of that name running an LLM "
+    rd.add_argument("--reader", default="gold", choices=reader_names(),
+                    help="gold readers for checks; any other is the backend of that name running an LLM "
                     "(hf, vllm, vllm-async, openai, or a plugin's)")
     rd.add_argument("--reader-model", help="reader model (hub id, folder, .gguf, 'embedded', or the served name)")
     rd.add_argument("--reader-option", "-R", action="append", default=[], metavar="KEY=VALUE",
-                    help="reader option, repeatable (oracle: require=any|all; noisy-oracle: p, seed; "
+                    help="reader option, repeatable (gold: require=any|all; noisy-gold: p, seed; "
                     "LLM: backend options such as device=cuda, base_url=...)")
     reads(rd.add_argument("--template", default="plain", metavar="NAME|FILE",
                           help=f"reader prompt, a RAG prompt file ({', '.join(names(RAG))}) whose answer_format "
@@ -200,7 +200,7 @@ def _make_reader(name: str, model: str | None, options: dict[str, Any], template
     from rearank.backends.cache import ResponseCache
     from rearank.rag.readers import make_reader
 
-    if name in ("oracle", "noisy-oracle"):
+    if name in RULE_READERS:
         if model:
             raise RearankError(f"the {name} reader takes no --reader-model")
         try:

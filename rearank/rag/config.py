@@ -117,7 +117,7 @@ class RagConfig:
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
     selector: str = "none"
     selector_options: Mapping[str, Any] = field(default_factory=dict)
-    reader: str = "oracle"
+    reader: str = "gold"
     reader_model: str | None = None
     reader_options: Mapping[str, Any] = field(default_factory=dict)
     template: str = "plain"
