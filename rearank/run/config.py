@@ -73,6 +73,17 @@ def default_backend(method: str) -> str:
     return getattr(METHODS.get_or_raise(method), "DEFAULT_BACKEND", DEFAULT_BACKEND)
 
 
+def _option_of_another(method: str, key: str) -> bool:
+    """Whether ``key`` is an option of a method other than ``method`` (one that fails to load is left out)."""
+    for other in METHODS:
+        try:
+            if other != method and key in method_options(other):
+                return True
+        except RearankError:  # a broken plugin: named when it is used, not here
+            continue
+    return False
+
+
 def check_sampling(sampling: Mapping[str, Any]) -> None:
     """One-line errors for sampling settings out of range (by their keyword names)."""
     if not isinstance(sampling["max_new_tokens"], int) or sampling["max_new_tokens"] < 1:
@@ -113,7 +124,6 @@ class RunConfig:
         backend = backend or default_backend(method)
         registry.BACKENDS.get_or_raise(backend)
         own = method_options(method)
-        others = {name for m in METHODS if m != method for name in method_options(m)} - set(own)
         sampling = {**asdict(SamplingSettings()), "max_new_tokens": None}
         engine = {**dict.fromkeys(ENGINE_OPTIONS), "batch_size": registry.declared(backend, "BATCH_SIZE")}
         given: dict[str, Any] = {}
@@ -125,7 +135,7 @@ class RunConfig:
                 given[key] = value
             elif key in engine:
                 engine[key] = value
-            elif key in others:
+            elif _option_of_another(method, key):
                 raise RearankError(f"{key!r} is not an option of the {method} method; it takes: {', '.join(own)}")
             else:
                 to_backend[key] = value
