@@ -43,7 +43,8 @@ def declared(name: str, capability: str) -> Any:
 def role(name: str) -> str:
     """The ``ROLE`` backend ``name`` declares; a plugin whose class fails to load counts as a generator, so it is
     listed, and using it names the failure."""
-    BACKENDS.get_or_raise(name)
+    if name not in BACKENDS:
+        BACKENDS.get_or_raise(name)  # the one-line error naming the backends there are
     try:
         return declared(name, "ROLE")
     except RearankError:
