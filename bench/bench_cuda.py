@@ -90,7 +90,7 @@ def server_path(model: str) -> dict[str, Any]:
 
 def rrpo_path(model: str, qa: Path, out: Path) -> dict[str, Any]:
     settings = [f"data={qa}", "limit=4", "eval_data=null", f"output={out / 'rrpo'}", f"scorer={model}",
-                "kind=causal-yes", "max_passage_tokens=48", "device=cuda", "reader=noisy-oracle", "reader_model=null",
+                "kind=causal-yes", "max_passage_tokens=48", "device=cuda", "reader=noisy-gold", "reader_model=null",
                 "reader_options={}", "k=2", "batch_size=2", "epochs=1", "save_every=1"]
     flags = [arg for kv in settings for arg in ("--set", kv)]
     config = str(Path(__file__).resolve().parents[1] / "recipes" / "rrpo" / "hotpotqa.yaml")

@@ -1,7 +1,7 @@
-"""RRPO smoke on CPU: train a small pointwise scorer against an oracle reader and print the held-out curve.
+"""RRPO smoke on CPU: train a small pointwise scorer against a gold reader and print the held-out curve.
 
 The scorer is the embedded SmolLM2-135M cut to its first ``--layers`` layers, scored by the log-odds of "yes";
-the reader is the ``oracle`` (or ``noisy-oracle``) reader, so rewards measure only whether the picked passages
+the reader is the ``gold`` (or ``noisy-gold``) reader, so rewards measure only whether the picked passages
 carry the evidence. Prints the held-out mean step reward of the reference scorer (= the starting point), then
 after every epoch, and the per-step training reward beside the reference's on the same questions.
 
@@ -25,7 +25,7 @@ from rearank.rag.rrpo.trainer import RRPOConfig, build_trainer, evaluate_policy
 
 
 def run(args: argparse.Namespace, output: Path) -> dict:
-    reader_options = {"require": args.require} if args.reader == "oracle" else {"require": args.require, "p": 0.9}
+    reader_options = {"require": args.require} if args.reader == "gold" else {"require": args.require, "p": 0.9}
     reader = make_reader(args.reader, **reader_options)
     config = RRPOConfig(
         data=str(args.train), limit=args.train_limit, output=str(output), scorer="embedded", num_layers=args.layers,
@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--heldout", type=Path, default=data / "dev_distractor.first103.json")
     parser.add_argument("--train-limit", type=int, default=100)
     parser.add_argument("--heldout-limit", type=int, default=50)
-    parser.add_argument("--reader", choices=("oracle", "noisy-oracle"), default="oracle")
+    parser.add_argument("--reader", choices=("gold", "noisy-gold"), default="gold")
     parser.add_argument("--require", choices=("any", "all"), default="any")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--k", type=int, default=2)

@@ -32,6 +32,7 @@ from benchmark.plots import plot_length_bins, plot_pass_curves
 from benchmark.results import MAIN_MEASURE, TRACES_FILE, SuiteResult, load_suite
 from benchmark.suites import GROUPS
 from benchmark.tables import MISSING, LengthBin, fmt, group_average, load_paper_figures, markdown_table
+from rearank.backends.registry import declared
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import apply_defaults
 from rearank.io.files import atomic_write
@@ -193,10 +194,11 @@ THINKING = {"reasoning": "true", "zero-shot": "false"}
 
 
 def uses_thinking_switch(args: argparse.Namespace) -> bool:
-    """``--thinking-switch``: on/off as given; auto: whether the hf/vllm model's chat template has the switch."""
+    """``--thinking-switch``: on/off as given; auto: whether the chat template of a local model (a backend that
+    declares ``LOCAL_MODEL``) has the switch."""
     if args.thinking_switch != "auto":
         return args.thinking_switch == "on"
-    if args.backend not in ("hf", "vllm"):
+    if not declared(args.backend, "LOCAL_MODEL"):
         return False
     from rearank.backends.base import has_thinking_switch
     from rearank.backends.models import resolve_model

@@ -38,6 +38,7 @@ from benchmark.results import (
 )
 from benchmark.suites import SUITES, expand
 from rearank.backends.base import Backend
+from rearank.backends.registry import declared
 from rearank.data import packs
 from rearank.errors import MissingDataError, RearankError
 from rearank.flags import add_method_arguments, add_model_arguments, add_run_outcome_arguments, run_config
@@ -104,10 +105,11 @@ def settings_of(args: argparse.Namespace, run: RunConfig) -> dict[str, Any]:
 
 
 def _label(args: argparse.Namespace) -> str:
-    """The system's name in tables: ``--label``, else the model, else ``embedded`` (hf/vllm default) or the backend."""
+    """The system's name in tables: ``--label``, else the model, else ``embedded`` (the default of a backend that
+    runs a local model: ``LOCAL_MODEL``) or the backend."""
     if args.label or args.model:
         return str(args.label or args.model)
-    return "embedded" if args.backend in ("hf", "vllm") else args.backend
+    return "embedded" if declared(args.backend, "LOCAL_MODEL") else args.backend
 
 
 def _prepare(out: Path, config: dict[str, Any], resume: bool) -> None:
@@ -142,7 +144,7 @@ class SuiteRunner:
 
     def backend(self, qrels: dict[str, dict[str, int]]) -> Backend:
         """The backend for a dataset: the oracle judges with this dataset's qrels; others are built once."""
-        if self.run.backend == "oracle":
+        if self.run.declared("NEEDS_QRELS"):
             return self.run.make_backend(qrels)
         if self._backend is None:
             self._backend = self.run.make_backend()

@@ -14,20 +14,19 @@ engine (:class:`rearank.engine.Engine`), so their internals can change without c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rearank.backends.base import ERROR, Backend, SamplingSettings
-from rearank.backends.registry import BACKENDS, backend_class
+from rearank.backends.base import ERROR, JUDGE, Backend
+from rearank.backends.registry import backends
 from rearank.data import packs
-from rearank.engine import Engine
 from rearank.errors import InputError, RearankError
 from rearank.io.outputs import check_outputs
 from rearank.machine import startup
-from rearank.methods import METHODS, method_options
+from rearank.methods import method_options
 from rearank.run import job
-from rearank.run.config import RunConfig, default_max_new_tokens
+from rearank.run.config import ENGINE_OPTIONS, RunConfig
 from rearank.run.provenance import run_provenance
 from rearank.types import Candidate, Query, Request, Result, WindowTrace
 
@@ -36,10 +35,6 @@ Passage = str | tuple[str, str] | Candidate
 #: A query as :meth:`Reranker.rerank_many` takes it: a :class:`Request`, or ``(query text, passages)``.
 QueryInput = Request | tuple[str, Sequence[Passage]]
 Qrels = Mapping[str, Mapping[str, int]]
-
-#: Engine settings the face takes (``in_flight``/``concurrency``: see :class:`rearank.engine.Engine`).
-_ENGINE = {"batch_size": 32, "in_flight": None}
-
 
 def rank_scores(n: int) -> list[float]:
     """Scores of ranks ``0..n-1``: ``(n - rank) / n``, i.e. 1, (n-1)/n, …, 1/n: strictly decreasing, in (0, 1]."""
@@ -139,8 +134,9 @@ class Reranker:
     name, ``base_url=...``) or ``oracle`` (no model; ranks by ``qrels``, a mapping or a qrels file).
     ``method``: a key of :data:`rearank.methods.METHODS` (``listwise`` sliding windows, ``groupwise`` GroupRank
     scoring, ``pointwise`` scores: with ``backend="scorer"``, a saved RRPO scorer or a cross-encoder). Keyword
-    options: sampling (``max_new_tokens``, ``temperature``, ``top_p``, ``seed``), the engine's
-    (``batch_size``; ``in_flight``), the method's own (:func:`rearank.methods.method_options`: listwise ``template window step passes
+    options, sorted by :meth:`rearank.run.config.RunConfig.build`: sampling (``max_new_tokens``, ``temperature``,
+    ``top_p``, ``seed``), the engine's (``batch_size``, default the backend's: 32, the scorer 256; ``in_flight``),
+    the method's own (:func:`rearank.methods.method_options`: listwise ``template window step passes
     top_k passage_budget strategy pivot budget``, ``strategy="tdpart"`` for top-down partitioning; groupwise
     ``template group_size group_step shuffles fusion_weight fallback top_k fusion shuffle_all passage_budget``;
     ``passage_budget`` None keeps the template's; every method's ``reasoning``: True / ``"on"`` reasons before
@@ -152,60 +148,18 @@ class Reranker:
 
     def __init__(self, model: str | None = None, *, backend: str = "hf", method: str = "listwise",
                  qrels: Qrels | str | Path | None = None, progress: bool = False, **options: Any) -> None:
-        if method not in METHODS:
-            raise RearankError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
-        if backend not in BACKENDS:
-            raise RearankError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
         self.progress = progress
-        self.qrels_file: Path | None = None
-        names = method_options(method)
-        own: dict[str, Any] = {}
-        engine = dict(_ENGINE)
-        defaults = SamplingSettings()
-        sampling = {"max_new_tokens": default_max_new_tokens(backend, model) if backend != "oracle"
-                    else defaults.max_new_tokens, "temperature": defaults.temperature, "top_p": defaults.top_p,
-                    "seed": defaults.seed}
-        backend_options: dict[str, Any] = {}
-        others = {n for m in METHODS if m != method for n in method_options(m)} - set(names)
-        for key, value in options.items():
-            if key in sampling:
-                sampling[key] = value
-            elif key in names:
-                own[key] = value
-            elif key in engine:
-                engine[key] = value
-            elif key in others:
-                raise RearankError(f"{key!r} is not an option of the {method} method; it takes: {', '.join(names)}")
-            else:
-                backend_options[key] = value
-        _check_sampling(sampling)
-        if "seed" in names:
-            own["seed"] = sampling["seed"]
         #: The run's typed configuration (:class:`rearank.run.config.RunConfig`), as ``rearank rerank`` builds it.
-        self.config = RunConfig(backend=backend, model=model, method=method, options=own,
-                                backend_options=backend_options, sampling=SamplingSettings(**sampling),
-                                batch_size=engine["batch_size"])
-        if backend == "oracle":
-            if qrels is None:
-                raise RearankError("the oracle backend ranks by relevance judgments: pass qrels= "
-                                   "(a {qid: {docid: grade}} mapping or a qrels file)")
-            #: The qrels file the oracle judges by (an input no ``rerank_run`` output may be), if given as a file.
-            self.qrels_file = None if isinstance(qrels, Mapping) else Path(qrels)
-            qrels = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
-        elif qrels is not None:
-            raise RearankError(f"qrels= is for the oracle backend only (backend is {backend!r})")
-        try:
-            backend_class(backend, model, **self.config.backend_kwargs(qrels))
-        except RearankError as err:
-            accepted = ', '.join(dict.fromkeys([*names, *engine, *sampling]))
-            raise RearankError(f"{err}; reranking options are: {accepted}") from None
+        self.config = RunConfig.build(method, backend, model, **options)
+        #: The qrels file the oracle judges by (an input no ``rerank_run`` output may be), if given as a file.
+        self.qrels_file = None if qrels is None or isinstance(qrels, Mapping) else Path(qrels)
+        judged = _judgments(self.config, qrels)
         self.method = self.config.ranking_method
-        if BACKENDS.get_or_raise(backend).MODEL_TOKENIZER:  # its model loads in this process, on torch's threads
+        if self.config.declared("MODEL_TOKENIZER"):  # its model loads in this process, on torch's threads
             startup.warn_if_late()
         self.model_name = model or backend
         self.settings = self.config.sampling
-        self.engine = Engine(self.config.make_backend(qrels), self.method, self.settings,
-                             concurrency=self.config.concurrency, **engine)
+        self.engine = self.config.engine(self.config.make_backend(judged))
         #: The backend the engine calls (an oracle answering in the method's format).
         self.backend: Backend = self.engine.backend
 
@@ -286,10 +240,20 @@ def _run_inputs(run: str | Path, topics: str | Path | None, docs: str | Path | N
             "skip_missing": skip_missing}
 
 
-def _check_sampling(sampling: Mapping[str, Any]) -> None:
-    if not isinstance(sampling["max_new_tokens"], int) or sampling["max_new_tokens"] < 1:
-        raise RearankError(f"max_new_tokens must be an integer of at least 1, got {sampling['max_new_tokens']!r}")
-    if not sampling["temperature"] >= 0:
-        raise RearankError(f"temperature must be at least 0, got {sampling['temperature']!r}")
-    if not 0 < sampling["top_p"] <= 1:
-        raise RearankError(f"top_p must be in (0, 1], got {sampling['top_p']!r}")
+def _judgments(config: RunConfig, qrels: Qrels | str | Path | None) -> Qrels | None:
+    """The qrels a backend that ranks by judgments (``NEEDS_QRELS``: the oracle) needs, loaded from a file if given
+    as one, after checking the model and the backend's options (its error lists the face's other options)."""
+    if config.declared("NEEDS_QRELS"):
+        if qrels is None:
+            raise RearankError(f"the {config.backend} backend ranks by relevance judgments: pass qrels= "
+                               "(a {qid: {docid: grade}} mapping or a qrels file)")
+        qrels = qrels if isinstance(qrels, Mapping) else packs.load_qrels(qrels)
+    elif qrels is not None:
+        judges = backends(JUDGE)
+        raise RearankError(f"qrels= is for the {' or '.join(judges)} backend only (backend is {config.backend!r})")
+    try:
+        config.check_backend()
+    except RearankError as err:
+        accepted = ", ".join(dict.fromkeys([*method_options(config.method), *ENGINE_OPTIONS, *asdict(config.sampling)]))
+        raise RearankError(f"{err}; reranking options are: {accepted}") from None
+    return qrels

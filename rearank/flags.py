@@ -14,7 +14,6 @@ import math
 import warnings
 from typing import Any
 
-from rearank.backends.base import SamplingSettings
 from rearank.backends.options import parse_pairs
 from rearank.backends.registry import rerank_backends
 from rearank.engine import check_batch_size
@@ -25,7 +24,7 @@ from rearank.methods import METHODS, method_options, option_default
 from rearank.methods.card import RANK, card, cards
 from rearank.methods.templates import RANKING, names
 from rearank.prompts import as_reasoning
-from rearank.run.config import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS, RunConfig, default_max_new_tokens
+from rearank.run.config import DEFAULT_MAX_NEW_TOKENS, EMBEDDED_MAX_NEW_TOKENS, RunConfig, default_backend
 
 #: The parser defaults of the settings a ``--preset`` may fill (a flag still at its default takes the preset's).
 _DEFAULTS: dict[str, Any] = {}
@@ -196,16 +195,13 @@ def check_sampling_args(args: argparse.Namespace) -> None:
 
 def run_config(args: argparse.Namespace) -> RunConfig:
     """The typed configuration of the model, method and sampling flags (checked now: before any data or model
-    loads); an option left unset (None) takes the method's default."""
+    loads; :meth:`RunConfig.build`); an option left unset (None) takes the method's default."""
     check_sampling_args(args)
     apply_defaults(args)
     check_method_flags(args)
-    sampling = SamplingSettings(max_new_tokens=max_new_tokens_for(args), temperature=args.temperature,
-                                top_p=args.top_p, seed=args.seed)
-    return RunConfig(backend=args.backend, model=args.model, method=args.method,
-                     options={key: getattr(args, key) for key in method_options(args.method)},
-                     backend_options=backend_options(args.backend_option), sampling=sampling,
-                     batch_size=args.batch_size)
+    given = (*method_options(args.method), "max_new_tokens", "temperature", "top_p", "seed", "batch_size")
+    return RunConfig.build(args.method, args.backend, args.model, backend_options=backend_options(args.backend_option),
+                           **{key: getattr(args, key) for key in given})
 
 
 def check_method_flags(args: argparse.Namespace) -> None:
@@ -226,19 +222,12 @@ def backend_options(pairs: list[str]) -> dict[str, Any]:
     return parse_pairs(pairs)
 
 
-def max_new_tokens_for(args: argparse.Namespace) -> int:
-    """``--max-new-tokens``, else the default for the chosen model (smaller for the embedded one)."""
-    if args.max_new_tokens is not None:
-        return args.max_new_tokens
-    return default_max_new_tokens(args.backend, args.model)
-
-
 def apply_defaults(args: argparse.Namespace) -> None:
     """Fill the defaults that hang on other flags: ``--backend`` (the method card's ``backend``, else ``hf``) and
     the settings of ``--preset`` (one of the method card's ``presets``) left at their defaults."""
     method = card(args.method)
     if args.backend is None:
-        args.backend = method.backend or "hf"
+        args.backend = default_backend(args.method)
     if not getattr(args, "preset", None):
         return
     if args.preset not in method.presets:
@@ -247,5 +236,3 @@ def apply_defaults(args: argparse.Namespace) -> None:
     for key, value in method.presets[args.preset].items():
         if getattr(args, key) == _DEFAULTS.get(key):
             setattr(args, key, value)
-
-

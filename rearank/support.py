@@ -24,8 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rearank.backends.base import CONCURRENT, RAY_ACTORS
-from rearank.backends.registry import BACKENDS, READERS
+from rearank.backends.base import CONCURRENT, RAY_ACTORS, READER
+from rearank.backends.registry import BACKENDS, role
 from rearank.methods import METHODS, method_options, option_default
 from rearank.methods.card import CARDS, Card
 from rearank.types import Candidate, Query, Request
@@ -92,7 +92,7 @@ def method_caps(name: str) -> MethodCaps:
 
 def rerank_backend_names() -> list[str]:
     """rearank's own backends that rerank (the RAG readers left out)."""
-    return [name for name in BACKENDS.builtin_names if name not in READERS]
+    return [name for name in BACKENDS.builtin_names if role(name) != READER]
 
 
 def cell(method: MethodCaps, backend: BackendCaps) -> str:

@@ -6,10 +6,13 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from rearank.grammar import AnswerGrammar
 from rearank.types import Message
+
+if TYPE_CHECKING:
+    from rearank.backends.options import Option
 
 #: The chat-template variable of a thinking switch (Qwen3 and others): ``-O enable_thinking=false``.
 THINKING_SWITCH = "enable_thinking"
@@ -74,6 +77,12 @@ BATCH, CONCURRENT = "batch", "concurrent"
 #: The ``concurrency`` (the engine's requests in flight on a concurrent backend) that lets the engine find the number
 #: itself.
 AUTO = "auto"
+#: What a backend is for (:attr:`BackendBase.ROLE`): ``generator``, a chat model that writes text for any prompt (a
+#: reranker, a RAG reader or selector, a judge of answers); ``scorer``, scores (query, passage) pairs without
+#: generating; ``judge``, writes each prompt's ideal answer from relevance judgments; ``reader``, answers the
+#: questions of a QA file (a reader behind a chat server) and does not rerank.
+GENERATOR, SCORER, JUDGE, READER = "generator", "scorer", "judge", "reader"
+ROLES = (GENERATOR, SCORER, JUDGE, READER)
 #: How ``--engine ray`` runs a backend (:attr:`BackendBase.RAY`): Ray Data ``map_batches`` over an actor pool, each
 #: actor building the backend once; or Ray Data LLM's vLLM engine replicas (:mod:`rearank.backends.ray`).
 RAY_ACTORS, RAY_DATA_LLM = "actor pool", "Ray Data LLM"
@@ -132,6 +141,22 @@ class BackendBase:
     name = "backend"
     calls = BATCH
     tokenizer: Any = None
+    #: Capability: its typed ``-O`` options (:class:`rearank.backends.options.Option`); others it accepts pass unchecked.
+    OPTIONS: tuple[Option, ...] = ()
+    #: Capability: what it is for (one of :data:`ROLES`); callers ask this, never a backend's name.
+    ROLE = GENERATOR
+    #: Capability: it takes ``model`` first; False: it takes none (the oracle).
+    TAKES_MODEL = True
+    #: Capability: it ranks by relevance judgments, given as ``qrels=`` (a run without qrels is refused).
+    NEEDS_QRELS = False
+    #: Capability: it runs a chat model in this process, named by a hub id, a local folder, a ``.gguf`` file or
+    #: ``embedded`` (the default: a run without ``--model`` runs the embedded model), and applies its chat template.
+    LOCAL_MODEL = False
+    #: Capability: with the embedded model, a run that names no ``--max-new-tokens`` gets the short budget
+    #: (:data:`rearank.run.config.EMBEDDED_MAX_NEW_TOKENS`: the 135M model cannot reason usefully, and a CPU runs it).
+    EMBEDDED_SHORT_BUDGET = False
+    #: Capability: prompts per call when a run names no batch size.
+    BATCH_SIZE = 32
     #: Capability: the backend loads ``model``'s own Hugging Face tokenizer, so a driver elsewhere (Ray) can load
     #: the same one and cut passages to the same tokens.
     MODEL_TOKENIZER = False

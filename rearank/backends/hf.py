@@ -41,6 +41,8 @@ class HFBackend(BackendBase):
 
     name = "hf"
     MODEL_TOKENIZER = True
+    LOCAL_MODEL = True
+    EMBEDDED_SHORT_BUDGET = True
     OPTIONS = (Option("device", "device"), Option("dtype", "str"), Option("batch_size", "int", minimum=1),
                Option("trust_remote_code", "bool", nullable=False), Option("enable_thinking", "bool"),
                Option("max_think_tokens", "int", minimum=0))

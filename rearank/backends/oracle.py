@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rearank.backends.base import STOP, BackendBase, Generation, Prompt, SamplingSettings
+from rearank.backends.base import JUDGE, STOP, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.errors import RearankError
 
 
@@ -26,6 +26,8 @@ class OracleBackend(BackendBase):
 
     name = "oracle"
     #: It ranks by qrels, given as ``qrels=``, and takes no model.
+    ROLE = JUDGE
+    NEEDS_QRELS = True
     TAKES_MODEL = False
 
     def __init__(self, qrels: Mapping[str, Mapping[str, int]]) -> None:

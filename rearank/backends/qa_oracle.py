@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from rearank.backends.base import BackendBase, Generation, Prompt, SamplingSettings
+from rearank.backends.base import READER, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.io.qa import load_qa
 from rearank.qa.oracle import WRONG_ANSWER, coin, oracle_answer
 from rearank.types import QAItem
@@ -40,6 +40,7 @@ class QAOracleBackend(BackendBase):
     """Noisy-oracle reader over the QA items of the file ``model``; ``p`` = accuracy with all evidence shown."""
 
     name = "qa-oracle"
+    ROLE = READER
 
     def __init__(self, model: str, p: float = 0.7, seed: int = 0) -> None:
         if not 0.0 <= p <= 1.0:

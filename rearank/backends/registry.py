@@ -9,7 +9,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from rearank.backends.base import Backend
+from rearank.backends.base import GENERATOR, READER, ROLES, Backend, BackendBase
 from rearank.backends.options import check_options
 from rearank.errors import RearankError
 from rearank.plugins import Registry
@@ -20,8 +20,9 @@ def _lazy(module: str, name: str) -> Callable[[], type]:
     return lambda: getattr(importlib.import_module(f"{__package__}.{module}"), name)
 
 
-#: name -> backend class. Every backend takes ``model`` first, unless its class sets ``TAKES_MODEL = False``
-#: (the oracle, which takes ``qrels``).
+#: name -> backend class. What callers need to know of a backend its class declares (:class:`BackendBase`'s
+#: capabilities: ``ROLE``, ``TAKES_MODEL``, ``NEEDS_QRELS``, ``LOCAL_MODEL``, ...; :func:`declared` reads them), so no
+#: backend name is compared outside this package.
 BACKENDS = Registry("rearank.backends", "backend", {
     "hf": _lazy("hf", "HFBackend"),
     "vllm": _lazy("vllm", "VLLMBackend"),
@@ -31,13 +32,33 @@ BACKENDS = Registry("rearank.backends", "backend", {
     "scorer": _lazy("scorer", "ScorerBackend"),
     "qa-oracle": _lazy("qa_oracle", "QAOracleBackend"),
 })
-#: Backends that answer questions (RAG readers) and do not rerank.
-READERS = ("qa-oracle",)
+
+
+def declared(name: str, capability: str) -> Any:
+    """What backend ``name`` declares as ``capability`` (a class attribute of :class:`BackendBase`, e.g.
+    ``NEEDS_QRELS``): its class's, else :class:`BackendBase`'s default (a plugin's class need not subclass it)."""
+    return getattr(BACKENDS.get_or_raise(name), capability, getattr(BackendBase, capability))
+
+
+def role(name: str) -> str:
+    """The ``ROLE`` backend ``name`` declares; a plugin whose class fails to load counts as a generator, so it is
+    listed, and using it names the failure."""
+    if name not in BACKENDS:
+        BACKENDS.get_or_raise(name)  # the one-line error naming the backends there are
+    try:
+        return declared(name, "ROLE")
+    except RearankError:
+        return GENERATOR
+
+
+def backends(*roles: str) -> list[str]:
+    """The registered backends (entry points included) whose role is one of ``roles``."""
+    return [name for name in BACKENDS if role(name) in roles]
 
 
 def rerank_backends() -> list[str]:
     """The names of the backends that rerank: every registered one but the readers."""
-    return [name for name in BACKENDS if name not in READERS]
+    return backends(*(r for r in ROLES if r != READER))
 
 
 def backend_class(name: str, model: str | None = None, **options: Any) -> tuple[type, tuple[Any, ...], dict[str, Any]]:
@@ -46,12 +67,12 @@ def backend_class(name: str, model: str | None = None, **options: Any) -> tuple[
     (this imports the backend's module, but loads no model)."""
     cls = BACKENDS.get_or_raise(name)
     args: tuple[Any, ...] = ()
-    if not getattr(cls, "TAKES_MODEL", True):
+    if not declared(name, "TAKES_MODEL"):
         if model is not None:
             raise RearankError(f"the {name} backend takes no model (got {model!r})")
     else:
         args = (model,)
-    options = check_options(name, getattr(cls, "OPTIONS", ()), options)
+    options = check_options(name, declared(name, "OPTIONS"), options)
     try:
         inspect.signature(cls).bind(*args, **options)
     except TypeError as err:

@@ -17,7 +17,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from rearank.backends.base import BackendBase, Generation, Prompt, SamplingSettings
+from rearank.backends.base import SCORER, BackendBase, Generation, Prompt, SamplingSettings
 from rearank.backends.models import is_embedded, resolve_model
 from rearank.backends.options import Option
 from rearank.errors import RearankError
@@ -157,7 +157,10 @@ class ScorerBackend(BackendBase):
     causal-yes), greedy and deterministic; the prompts of one query in a call are scored together."""
 
     name = "scorer"
+    ROLE = SCORER
     FOR_METHODS = ("pointwise",)
+    #: Up to 256 prompts a call: it scores them through the model ``batch_size`` at a time.
+    BATCH_SIZE = 256
     OPTIONS = (Option("kind", "str"), Option("device", "device"), Option("num_layers", "int", minimum=1),
                Option("max_passage_tokens", "int", minimum=1), Option("batch_size", "int", minimum=1),
                Option("trust_remote_code", "bool", nullable=False))

@@ -113,6 +113,7 @@ class VLLMBackend(BackendBase):
 
     name = "vllm"
     MODEL_TOKENIZER = True
+    LOCAL_MODEL = True
     RAY = RAY_DATA_LLM
     OPTIONS = (Option("tensor_parallel_size", "int", minimum=1, nullable=False),
                Option("enable_prefix_caching", "bool", nullable=False), Option("dtype", "str", nullable=False),

@@ -34,6 +34,7 @@ class VLLMAsyncBackend(BackendBase):
 
     name = "vllm-async"
     MODEL_TOKENIZER = True
+    LOCAL_MODEL = True
     calls = CONCURRENT
     OPTIONS = (Option("concurrency", "count", minimum=1, nullable=False),
                Option("tensor_parallel_size", "int", minimum=1, nullable=False),

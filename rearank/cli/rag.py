@@ -17,7 +17,7 @@ from rearank.errors import RearankError
 from rearank.flags import add_run_outcome_arguments, backend_options
 from rearank.io.outputs import reads, writes
 from rearank.methods.templates import RAG, names
-from rearank.rag.config import QA_FORMATS, STYLES, RagConfig, add_retrieval_arguments, parse_ks, retrieval_settings
+from rearank.rag.config import QA_FORMATS, RagConfig, add_retrieval_arguments, parse_ks, retrieval_settings, styles
 from rearank.rag.readers import RULE_READERS, reader_names
 
 
@@ -52,20 +52,21 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
     add_retrieval_arguments(p)
     sel = p.add_argument_group("selection")
     sel.add_argument("--selector", default="none",
-                     help="none | oracle | bm25 (Lucene over the questions' own passages) | listwise:MODEL | "
-                     "pointwise:MODEL (a saved RRPO scorer, a cross-encoder, a causal LM, or 'embedded') | "
-                     "barrag:MODEL (a BAR-RAG selector: the passages it chooses from the first 25)")
+                     help="none | oracle | bm25 (Lucene over the questions' own passages) | barrag:MODEL (a BAR-RAG "
+                     "selector: the passages it chooses from the first 25) | METHOD:MODEL, any ranking method "
+                     "(listwise:MODEL; pointwise:MODEL, a saved RRPO scorer, a cross-encoder, a causal LM, or "
+                     "'embedded'; a plugin's)")
     sel.add_argument("--selector-option", "-S", action="append", default=[], metavar="KEY=VALUE",
-                     help="selector option, repeatable (pointwise: kind, num_layers, device; listwise: backend, "
-                     "window, step, and backend options; barrag: backend, max_new_tokens, batch_size, and backend "
-                     "options)")
+                     help="selector option, repeatable (a ranking method: backend, its options such as window and "
+                     "step, sampling, batch_size, and backend options such as kind, num_layers, device; barrag: "
+                     "backend, max_new_tokens, batch_size, and backend options)")
     rd = p.add_argument_group("reader")
-    rd.add_argument("--reader", default="oracle", choices=reader_names(),
-                    help="oracle readers for checks; any other is the backend of that name running an LLM "
+    rd.add_argument("--reader", default="gold", choices=reader_names(),
+                    help="gold readers for checks; any other is the backend of that name running an LLM "
                     "(hf, vllm, vllm-async, openai, or a plugin's)")
     rd.add_argument("--reader-model", help="reader model (hub id, folder, .gguf, 'embedded', or the served name)")
     rd.add_argument("--reader-option", "-R", action="append", default=[], metavar="KEY=VALUE",
-                    help="reader option, repeatable (oracle: require=any|all; noisy-oracle: p, seed; "
+                    help="reader option, repeatable (gold: require=any|all; noisy-gold: p, seed; "
                     "LLM: backend options such as device=cuda, base_url=...)")
     reads(rd.add_argument("--template", default="plain", metavar="NAME|FILE",
                           help=f"reader prompt, a RAG prompt file ({', '.join(names(RAG))}) whose answer_format "
@@ -87,7 +88,7 @@ def _register_eval(sub: argparse._SubParsersAction) -> None:
                     help="judge backend option, repeatable (e.g. base_url=http://host:8000/v1)")
     sc = p.add_argument_group("scoring and output")
     sc.add_argument("--k", default="1,3,5", help="comma-separated top-k values read by the reader")
-    sc.add_argument("--style", default="squad", choices=STYLES, help="answer normalisation")
+    sc.add_argument("--style", default="squad", choices=list(styles()), help="answer normalisation")
     writes(sc.add_argument("--output-dir", type=Path, required=True, metavar="DIR", help="output folder"))
     sc.add_argument("--label", help="run name in the table (default: selector + reader)")
     sc.add_argument("--resume", action="store_true", help="keep the questions already in DIR/items.jsonl (those with "
@@ -199,7 +200,7 @@ def _make_reader(name: str, model: str | None, options: dict[str, Any], template
     from rearank.backends.cache import ResponseCache
     from rearank.rag.readers import make_reader
 
-    if name in ("oracle", "noisy-oracle"):
+    if name in RULE_READERS:
         if model:
             raise RearankError(f"the {name} reader takes no --reader-model")
         try:

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from rearank.backends.registry import rerank_backends
+from rearank.backends.registry import declared, rerank_backends
 from rearank.data import packs
 from rearank.errors import RearankError
 from rearank.flags import add_reasoning_argument, backend_options
@@ -153,7 +153,7 @@ def build_service(args: argparse.Namespace) -> RerankService:
     check_args(args)
     options = backend_options(args.option)
     judge = None
-    if args.backend == "oracle":
+    if declared(args.backend, "NEEDS_QRELS"):  # the oracle: judges requests by their text
         judge = _judge(args, TextJudge)
         options["qrels"] = judge.live
     if args.reasoning is not None:

@@ -1,5 +1,5 @@
-"""Answer metrics: normalisation (SQuAD or ARENA style), EM, token F1, Hit, answer recall (DPR's has-answer rule),
-supporting recall."""
+"""Answer metrics: normalisation (SQuAD's, or the :class:`Style` a method card declares), EM, token F1, Hit, answer
+recall (DPR's has-answer rule), supporting recall."""
 
 from __future__ import annotations
 
@@ -10,31 +10,45 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-STYLES = ("squad", "arena")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _DROP_PUNCT = str.maketrans("", "", string.punctuation)
 
 
-def normalize_answer(text: str, style: str = "squad") -> str:
-    """Lower-case, remove punctuation, drop a/an/the, collapse whitespace.
+class Style(str):
+    """An answer normalisation, a text that is its name: lower-case, each character of ``spaces`` read as a space,
+    the other punctuation removed, a/an/the dropped, whitespace collapsed. :data:`SQUAD` is SQuAD's script (``_`` is
+    punctuation like any mark); a method card declares its own in its reading (ARENA, App. C.1: ``spaces="_"``, so
+    ``"new_york"`` reads ``"new york"`` while ``"U.S."`` reads ``"us"``)."""
 
-    ``arena`` (ARENA App. C.1) first turns each ``_`` into a space, then removes the other punctuation, so
-    ``"new_york"`` reads ``"new york"`` while ``"U.S."`` reads ``"us"``; ``squad`` removes ``_`` like any mark.
-    """
-    if style == "squad":
-        text = text.lower().translate(_DROP_PUNCT)
-    elif style == "arena":
-        text = text.lower().replace("_", " ").translate(_DROP_PUNCT)
-    else:
-        raise ValueError(f"unknown normalisation style {style!r}; expected one of {STYLES}")
-    return " ".join(_ARTICLES.sub(" ", text).split())
+    spaces: str
+
+    def __new__(cls, name: str, spaces: str = "") -> Style:  # noqa: PYI034 (Self needs Python 3.11)
+        style = super().__new__(cls, name)
+        style.spaces = spaces
+        return style
+
+
+#: SQuAD's official normalisation, the default.
+SQUAD = Style("squad")
+
+
+def normalize_answer(text: str, style: str = SQUAD) -> str:
+    """Normalise ``text`` by ``style`` (a :class:`Style`, or the name ``squad``)."""
+    if not isinstance(style, Style):
+        if style != SQUAD:
+            raise ValueError(f"unknown normalisation style {style!r}; expected {SQUAD} or a Style a method declares")
+        style = SQUAD
+    text = text.lower()
+    for mark in style.spaces:
+        text = text.replace(mark, " ")
+    return " ".join(_ARTICLES.sub(" ", text.translate(_DROP_PUNCT)).split())
 
 
 def _golds(answers: str | Iterable[str]) -> list[str]:
     return [answers] if isinstance(answers, str) else list(answers)
 
 
-def exact_match(prediction: str, answers: str | Iterable[str], style: str = "squad") -> float:
+def exact_match(prediction: str, answers: str | Iterable[str], style: str = SQUAD) -> float:
     """1.0 when the normalised prediction equals a normalised gold answer."""
     pred = normalize_answer(prediction, style)
     return float(any(pred == normalize_answer(a, style) for a in _golds(answers)))
@@ -48,7 +62,7 @@ def _f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def token_f1(prediction: str, answers: str | Iterable[str], style: str = "squad") -> float:
+def token_f1(prediction: str, answers: str | Iterable[str], style: str = SQUAD) -> float:
     """Token-level F1 of the normalised strings, the maximum over gold answers."""
     pred = normalize_answer(prediction, style).split()
     return max((_f1(pred, normalize_answer(a, style).split()) for a in _golds(answers)), default=0.0)
@@ -59,7 +73,7 @@ def _contains(haystack: str, needle: str) -> bool:
     return bool(needle) and f" {needle} " in f" {haystack} "
 
 
-def hit(prediction: str, answers: str | Iterable[str], style: str = "squad") -> float:
+def hit(prediction: str, answers: str | Iterable[str], style: str = SQUAD) -> float:
     """1.0 when a normalised gold answer occurs (as whole tokens) in the normalised response."""
     pred = normalize_answer(prediction, style)
     return float(any(_contains(pred, normalize_answer(a, style)) for a in _golds(answers)))

@@ -1,4 +1,4 @@
-"""The one answering rule of rearank's QA oracles: the ``oracle`` / ``noisy-oracle`` readers
+"""The one answering rule of rearank's QA oracles: the ``gold`` / ``noisy-gold`` readers
 (:mod:`rearank.rag.readers`) and the served ``qa-oracle`` backend (:mod:`rearank.backends.qa_oracle`) both call
 :func:`oracle_answer`, so a reader in ``rag eval`` and a reader behind ``python -m rearank.backends.chat_server``
 cannot drift.

@@ -18,20 +18,28 @@ from typing import TYPE_CHECKING, Any
 
 from rearank.errors import RearankError
 from rearank.io.outputs import reads
+from rearank.measures.answers import SQUAD, Style
 
 if TYPE_CHECKING:
     from rearank.methods.card import Card
 
 #: The ``--format`` values of a QA file.
 QA_FORMATS = ("auto", "hotpotqa", "2wiki", "musique", "dpr", "flashrag")
-#: The ``--style`` values: answer normalisation.
-STYLES = ("squad", "arena")
 #: The card whose published figures a run's table prints when neither its reader's card nor its selector's card
 #: has any (the default run: ``--selector none``, a ``plain`` reader): RRPO's Table 1 on the ``pointwise`` card,
 #: readers over BM25's, a reranker's and an RRPO-trained reranker's top k, the per-k setting ``rag eval`` follows.
 DEFAULT_PUBLISHED = "pointwise"
 #: The keys open retrieval adds to the record (the corpus fingerprint is known once the corpus is read).
 RETRIEVAL_KEYS = ("corpus", "corpus_fingerprint", "depth", "candidates")
+
+
+def styles() -> dict[str, Style]:
+    """The ``--style`` values, name -> answer normalisation: SQuAD's, then each one a reader card's reading declares
+    (``arena``)."""
+    from rearank.methods.card import READER, cards
+
+    declared = [c.reading.style for c in cards(READER) if c.reading is not None]
+    return {str(SQUAD): SQUAD, **{str(style): style for style in declared if isinstance(style, Style)}}
 
 
 @dataclass(frozen=True)
@@ -109,7 +117,7 @@ class RagConfig:
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
     selector: str = "none"
     selector_options: Mapping[str, Any] = field(default_factory=dict)
-    reader: str = "oracle"
+    reader: str = "gold"
     reader_model: str | None = None
     reader_options: Mapping[str, Any] = field(default_factory=dict)
     template: str = "plain"
@@ -127,7 +135,7 @@ class RagConfig:
 
     def __post_init__(self) -> None:
         from rearank.rag.readers import RULE_READERS, reader_names
-        from rearank.rag.selectors import SELECTORS
+        from rearank.rag.selectors import selector_names
 
         if self.format not in QA_FORMATS:
             raise RearankError(f"--format {self.format!r}: choose one of {', '.join(QA_FORMATS)}")
@@ -135,12 +143,14 @@ class RagConfig:
             raise RearankError(f"--limit must be at least 1, got {self.limit}")
         if not self.ks or min(self.ks) < 1:
             raise RearankError(f"--k {','.join(map(str, self.ks))!r}: every k must be at least 1")
-        if self.style not in STYLES:
-            raise RearankError(f"--style {self.style!r}: choose one of {', '.join(STYLES)}")
+        known = styles()
+        if self.style not in known:
+            raise RearankError(f"--style {self.style!r}: choose one of {', '.join(known)}")
+        object.__setattr__(self, "style", known[self.style])  # the name read as its normalisation
         name = self.selector.partition(":")[0]
-        if name not in SELECTORS:
+        if name not in selector_names():
             raise RearankError(f"--selector {self.selector!r}: unknown selector {name!r}; choose one of "
-                               f"{', '.join(SELECTORS)} (as NAME or NAME:ARG)")
+                               f"{', '.join(selector_names())} (as NAME or NAME:ARG)")
         readers = reader_names()
         if self.reader not in readers:
             raise RearankError(f"--reader {self.reader!r}: choose one of {', '.join(readers)}")

@@ -27,7 +27,7 @@ from rearank.measures.answers import answer_recall, exact_match, hit, support_re
 from rearank.measures.significance import paired_t_p, randomization_p
 from rearank.methods.card import Card, Published, card
 from rearank.rag.config import DEFAULT_PUBLISHED
-from rearank.rag.readers import RULE_READERS, Reader, ReaderOutput, reader_card
+from rearank.rag.readers import RULE_READERS, GoldReader, Reader, ReaderOutput, reader_card
 from rearank.rag.selectors import Selector, selector_card
 from rearank.types import Passage, QAItem
 
@@ -268,7 +268,7 @@ def published_rows(published: Published, columns: Sequence[str], sources: Sequen
 
 def comparability(published: Published, config: dict[str, Any]) -> list[str]:
     """What the table's published rows are (the full citation) and what of them compares with ours."""
-    reader = config.get("reader", "oracle")
+    reader = config.get("reader", GoldReader.name)
     if reader in RULE_READERS:
         what = (f"Not comparable: our rows read with the {reader} reader, a rule that gives a gold answer when the "
                 "passages it reads hold one, so their EM and F1 measure whether the answer was retrieved (an upper "

@@ -1,4 +1,4 @@
-"""Readers: answer a question from a list of passages, through any backend (hf, vllm, openai) or an oracle.
+"""Readers: answer a question from a list of passages, through any backend (hf, vllm, openai) or from the gold answers.
 
 - :class:`LLMReader` renders a reader template -- a RAG prompt file named in :mod:`rearank.methods.templates`
   (``plain``, one user turn with numbered passages; ``rrpo``, RRPO's layout: a system turn, a one-shot example,
@@ -7,12 +7,12 @@
   ``answer_format`` names (:mod:`rearank.methods.card`), reads the answer with that card's parser, sends the prompts
   of many questions per backend call, and caches greedy responses (:mod:`rearank.backends.cache`), so a temperature-0
   answer is never generated twice.
-- :class:`OracleReader` answers the first gold answer, written in the template's format (the card's oracle answer),
+- :class:`GoldReader` answers the first gold answer, written in the template's format (the card's oracle answer),
   when its context holds the evidence (a supporting or
   ``has_answer`` passage; ``require="all"``: every supporting passage; ``require="share"``: right with
   probability = the share of the evidence shown), else :data:`WRONG_ANSWER`. The rule is
   :func:`rearank.qa.oracle.oracle_answer`, which the served ``qa-oracle`` backend uses too.
-- :class:`NoisyOracleReader` is the oracle made right with probability ``p``; the draw is a hash of (seed, qid,
+- :class:`NoisyGoldReader` is the gold reader made right with probability ``p``; the draw is a hash of (seed, qid,
   passage ids), so the same context always gets the same answer (like greedy decoding).
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rearank.backends.base import AUTO, Backend, Generation, Prompt, SamplingSettings
+from rearank.backends.base import AUTO, GENERATOR, SCORER, Backend, Generation, Prompt, SamplingSettings
 from rearank.backends.cache import CachedBackend, ResponseCache
 from rearank.engine import Engine
 from rearank.errors import RearankError
@@ -133,10 +133,10 @@ def complete(backend: Backend, prompts: Sequence[Prompt], settings: SamplingSett
             for g in generate(backend, prompts, settings, batch_size, concurrency)]
 
 
-class OracleReader:
+class GoldReader:
     """The gold answer when the context holds the evidence, else a fixed wrong one (:mod:`rearank.qa.oracle`)."""
 
-    name = "oracle"
+    name = "gold"
 
     def __init__(self, require: str = "any", wrong_answer: str = WRONG_ANSWER, template: str = "plain") -> None:
         if require not in REQUIRES:
@@ -160,15 +160,15 @@ class OracleReader:
         return out
 
 
-class NoisyOracleReader(OracleReader):
-    """The oracle right with probability ``p``; the draw is seeded by (seed, qid, passage ids), per context."""
+class NoisyGoldReader(GoldReader):
+    """The gold reader right with probability ``p``; the draw is seeded by (seed, qid, passage ids), per context."""
 
-    name = "noisy-oracle"
+    name = "noisy-gold"
 
     def __init__(self, p: float = 0.8, seed: int = 0, require: str = "any", wrong_answer: str = WRONG_ANSWER,
                  template: str = "plain") -> None:
         if not 0.0 <= p <= 1.0:
-            raise RearankError(f"noisy-oracle reader: p must be in [0, 1], got {p}")
+            raise RearankError(f"{self.name} reader: p must be in [0, 1], got {p}")
         super().__init__(require, wrong_answer, template)
         self.p, self.seed = p, seed
 
@@ -212,38 +212,47 @@ class SpreadReader:
         return [output for part in results for output in part]
 
 
-#: Readers that answer by a rule, for checks; every other reader is an LLM behind a registered backend.
-RULE_READERS = ("oracle", "noisy-oracle")
+#: Readers that answer by a rule from the gold answers, for checks; every other reader is a model behind a registered
+#: backend.
+RULE_READERS = (GoldReader.name, NoisyGoldReader.name)
 
 
 def reader_names() -> list[str]:
-    """The rule readers, then every backend that generates text (:func:`rearank.backends.registry.rerank_backends`,
-    entry points included) but the reranking ``oracle``, whose name the oracle reader takes."""
-    from rearank.backends.registry import rerank_backends
+    """The rule readers, then every backend of a model (``ROLE`` generator or scorer; entry points included): not
+    those that answer from judgments (the reranking ``oracle``) or that serve readers (``qa-oracle``)."""
+    from rearank.backends.registry import backends
 
-    return [*RULE_READERS, *(name for name in rerank_backends() if name != "oracle")]
+    return [*RULE_READERS, *backends(GENERATOR, SCORER)]
+
+
+def _spreads(name: str) -> bool:
+    """Whether backend ``name`` reads from a server named by ``base_url`` (its declared ``OPTIONS``), so a list of
+    URLs spreads a reader over servers."""
+    from rearank.backends.registry import declared
+
+    return any(option.name == "base_url" for option in declared(name, "OPTIONS"))
 
 
 def make_reader(name: str, model: str | None = None, *, template: str = "plain",
                 settings: SamplingSettings | None = None, cache: ResponseCache | None = None,
                 batch_size: int = 32, max_passage_tokens: int | None = MAX_PASSAGE_TOKENS,
                 **options: Any) -> Reader:
-    """Build a reader: ``oracle`` / ``noisy-oracle`` (``options``: require, p, seed) or an LLM through the backend
+    """Build a reader: ``gold`` / ``noisy-gold`` (``options``: require, p, seed) or an LLM through the backend
     ``name`` (hf, vllm, vllm-async, openai, or a plugin's; :func:`reader_names`) for ``model`` (``options`` go to
-    the backend). ``openai`` with a list of
-    ``base_url``s spreads each batch over those servers (:class:`SpreadReader`), one response cache for all."""
-    if name == "oracle":
-        return OracleReader(**options, template=template)
-    if name == "noisy-oracle":
-        return NoisyOracleReader(**options, template=template)
+    the backend). A backend of a server (``openai``) with a list of ``base_url``s spreads each batch over those
+    servers (:class:`SpreadReader`), one response cache for all."""
+    rules = {reader.name: reader for reader in (GoldReader, NoisyGoldReader)}
+    if name in rules:
+        return rules[name](**options, template=template)
     if name not in reader_names():
         raise RearankError(f"unknown reader {name!r}; choose one of {', '.join(reader_names())}")
     from rearank.backends.registry import make_backend
 
     urls = options.get("base_url")
     if isinstance(urls, (list, tuple)):
-        if name != "openai" or not urls:
-            raise RearankError("a list of base_url needs the openai reader and at least one URL")
+        if not _spreads(name) or not urls:
+            served = " or ".join(n for n in reader_names()[len(RULE_READERS):] if _spreads(n))
+            raise RearankError(f"a list of base_url needs the {served} reader and at least one URL")
         shared = cache if cache is not None else ResponseCache()
         return SpreadReader([make_reader(name, model, template=template, settings=settings, cache=shared,
                                          batch_size=batch_size, max_passage_tokens=max_passage_tokens,

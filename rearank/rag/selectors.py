@@ -1,10 +1,11 @@
 """Selectors: order each QA item's passages so that a reader reads the top-k. ``--selector NAME[:ARG]``.
 
 Built in: ``none`` (the given order), ``oracle`` (supporting, then has-answer passages first), ``bm25`` (Lucene
-BM25 of the question over the passages of the questions in one batch, each item keeping its own), ``listwise:MODEL``
-(rearank's listwise driver through a backend), ``pointwise:MODEL`` (a pointwise scorer: a saved RRPO scorer,
-a cross-encoder, or a causal LM scored by "yes") and ``barrag:MODEL`` (a BAR-RAG selector model: the passages it
-chooses, in its order; :mod:`rearank.rag.barrag.select`). :data:`SELECTORS` maps a name to ``module:factory``; another
+BM25 of the question over the passages of the questions in one batch, each item keeping its own) and ``barrag:MODEL``
+(a BAR-RAG selector model: the passages it chooses, in its order; :mod:`rearank.rag.barrag.select`); and every
+ranking method of :data:`rearank.methods.METHODS`, a plugin's too, as ``METHOD:MODEL`` (``listwise:MODEL``,
+``pointwise:MODEL``: a saved RRPO scorer, a cross-encoder, or a causal LM scored by "yes" on the method's default
+backend, the scorer; :func:`method_selector`). :data:`SELECTORS` maps the other names to ``module:factory``; another
 selector is one new module plus one line here (and one in :data:`SELECTOR_CARDS` if it runs a method's card). A
 factory takes ``(arg, **options)`` and returns a :class:`Selector`.
 """
@@ -13,11 +14,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Protocol
 
 from rearank.errors import RearankError
-from rearank.methods.card import Card, card
+from rearank.methods import METHODS
+from rearank.methods.card import CARDS, Card, card
 from rearank.types import Passage, QAItem
+
+#: The answer budget of a ranking method's selector when its options name none: a ranking, not an essay.
+SELECTOR_MAX_NEW_TOKENS = 256
 
 
 class Selector(Protocol):
@@ -28,32 +34,42 @@ class Selector(Protocol):
     def rank(self, items: Sequence[QAItem]) -> list[tuple[Passage, ...]]: ...
 
 
-#: selector name -> "module:factory"
+#: selector name -> "module:factory", beside the ranking methods (:func:`selector_names`)
 SELECTORS: dict[str, str] = {
     "none": "rearank.rag.selectors:GivenOrder",
     "oracle": "rearank.rag.selectors:OracleSelector",
     "bm25": "rearank.rag.selectors:BM25Selector",
-    "listwise": "rearank.rag.selectors:listwise_selector",
-    "pointwise": "rearank.rag.selectors:pointwise_selector",
     "barrag": "rearank.rag.barrag.select:barrag_selector",
 }
-#: selector name -> the method card it ranks or selects with (the rule selectors run none)
-SELECTOR_CARDS: dict[str, str] = {"listwise": "listwise", "pointwise": "pointwise", "barrag": "barrag-selector"}
+#: selector name of :data:`SELECTORS` -> the method card it selects with (a ranking method's is the card of its name)
+SELECTOR_CARDS: dict[str, str] = {"barrag": "barrag-selector"}
+
+
+def selector_names() -> list[str]:
+    """Every selector name: those of :data:`SELECTORS`, then the ranking methods (entry points included)."""
+    return [*SELECTORS, *(name for name in METHODS if name not in SELECTORS)]
 
 
 def selector_card(spec: str) -> Card | None:
-    """The card of the method the selector ``spec`` (``NAME[:ARG]``) runs, None for a rule selector."""
-    name = SELECTOR_CARDS.get(spec.partition(":")[0])
-    return None if name is None else card(name)
+    """The card of the method the selector ``spec`` (``NAME[:ARG]``) runs, None for a rule selector (or a ranking
+    method without a card)."""
+    name = spec.partition(":")[0]
+    if name in SELECTOR_CARDS:
+        return card(SELECTOR_CARDS[name])
+    return card(name) if name not in SELECTORS and name in METHODS and name in CARDS else None
 
 
 def make_selector(spec: str, **options: Any) -> Selector:
     """Build the selector named by ``spec`` (``NAME`` or ``NAME:ARG``, e.g. ``pointwise:runs/rrpo/final``)."""
     name, _, arg = spec.partition(":")
-    if name not in SELECTORS:
-        raise RearankError(f"unknown selector {name!r}; choose one of {', '.join(SELECTORS)} (as NAME or NAME:ARG)")
-    module, _, attr = SELECTORS[name].partition(":")
-    factory = getattr(importlib.import_module(module), attr)
+    if name in SELECTORS:
+        module, _, attr = SELECTORS[name].partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+    elif name in METHODS:
+        factory = partial(method_selector, name)
+    else:
+        raise RearankError(f"unknown selector {name!r}; choose one of {', '.join(selector_names())} (as NAME or "
+                           "NAME:ARG)")
     try:
         return factory(arg or None, **options)
     except TypeError as err:
@@ -107,7 +123,7 @@ class BM25Selector(_Plain):
 
 
 class RequestSelector:
-    """Rank through any reranker with ``rerank(requests, progress=...) -> results`` (listwise, pointwise)."""
+    """Rank through any reranker with ``rerank(requests, progress=...) -> results`` (a ranking method's engine)."""
 
     def __init__(self, name: str, reranker: Any) -> None:
         self.name, self.reranker = name, reranker
@@ -121,39 +137,15 @@ class RequestSelector:
         return out
 
 
-def pointwise_selector(arg: str | None, **options: Any) -> RequestSelector:
-    """``pointwise:MODEL``: a saved scorer, hub id, local folder or ``embedded`` (options: kind, device,
-    num_layers, max_passage_tokens, batch_size), on the engine through the scorer backend."""
-    from rearank.backends.registry import make_backend
-    from rearank.engine import Engine
-    from rearank.methods import Pointwise
+def method_selector(method: str, arg: str | None, **options: Any) -> RequestSelector:
+    """``METHOD:MODEL``: the ranking method ``method`` over each item's passages, its run built from ``options`` as
+    every face builds one (:meth:`rearank.run.config.RunConfig.build`: ``backend``, default the method's; the
+    method's options, sampling, the engine's; the rest go to the backend), with :data:`SELECTOR_MAX_NEW_TOKENS`
+    unless ``max_new_tokens`` is given."""
+    from rearank.run.config import RunConfig
 
-    # up to 256 passages a scorer call; the scorer runs them through the model batch_size at a time
-    reranker = Engine(make_backend("scorer", arg, **options), Pointwise(), batch_size=256)
-    return RequestSelector(f"pointwise:{arg or 'embedded'}", reranker)
-
-
-def listwise_selector(
-    arg: str | None,
-    *,
-    backend: str = "hf",
-    template: str = "rearank",
-    window: int = 20,
-    step: int = 10,
-    batch_size: int = 32,
-    max_new_tokens: int = 256,
-    **options: Any,
-) -> RequestSelector:
-    """``listwise:MODEL``: rearank's listwise method over the item's passages (options: backend, template, window,
-    step, batch_size, max_new_tokens; the rest go to the backend)."""
-    from rearank.backends.base import AUTO, SamplingSettings
-    from rearank.backends.registry import make_backend
-    from rearank.engine import Engine
-    from rearank.methods import Listwise
-
-    if backend == "oracle":
-        raise RearankError("listwise selector: use --selector oracle for the oracle")
-    method = Listwise(template=template, window=window, step=step)
-    reranker = Engine(make_backend(backend, arg, **options), method, SamplingSettings(max_new_tokens=max_new_tokens),
-                      batch_size=batch_size, concurrency=options.get("concurrency", AUTO))
-    return RequestSelector(f"listwise:{arg or 'embedded'}", reranker)
+    config = RunConfig.build(method, options.pop("backend", None), arg,
+                             **{"max_new_tokens": SELECTOR_MAX_NEW_TOKENS, **options})
+    if config.declared("NEEDS_QRELS"):  # QA items come with no qrels
+        raise RearankError(f"{method} selector: use --selector oracle for the {config.backend}")
+    return RequestSelector(f"{method}:{arg or 'embedded'}", config.engine(config.make_backend()))

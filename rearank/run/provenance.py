@@ -18,7 +18,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rearank.backends.registry import BACKENDS
 from rearank.errors import RearankError
 from rearank.run.config import RunConfig
 
@@ -104,7 +103,7 @@ def model_identity(config: RunConfig) -> dict[str, Any]:
     """The model's identity: its name; for a local model (the embedded one too) the digest of its folder
     (:func:`folder_digest`); for a hub id the revision and digest of its cached snapshot, when it is cached.
     Backends without model files (oracle, openai: a server's name) give the name only."""
-    local = BACKENDS.get_or_raise(config.backend).MODEL_TOKENIZER  # it loads the model's own files
+    local = config.declared("MODEL_TOKENIZER")  # it loads the model's own files
     out: dict[str, Any] = {"name": config.model or ("embedded" if local else None)}
     if not local:
         return out

@@ -280,7 +280,7 @@ def use_export(stage: Stage, export: Path, folder: Path) -> list[str]:
     common = [sys.executable, "-m", "rearank", "rag", "eval", "--data", qa, "--limit", "2", "--output-dir", str(use),
               "--no-progress", "--max-new-tokens", "32"]
     if method.kind == SELECTOR:
-        return [*common, "--selector", f"barrag:{export}", "-S", "max_new_tokens=32", "--reader", "oracle"]
+        return [*common, "--selector", f"barrag:{export}", "-S", "max_new_tokens=32", "--reader", "gold"]
     template = next(iter(method.templates))  # the reader card's own prompt
     return [*common, "--reader", "hf", "--reader-model", str(export), "--template", template]
 

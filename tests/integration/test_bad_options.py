@@ -56,7 +56,7 @@ def real_inputs(path: tuple[str, ...], tmp) -> list[str] | None:
                 "--output-dir", str(tmp / "out")]
     if path == ("rag", "eval"):
         return ["rag", "eval", "--data", str(require_pack("qa") / QA), "--limit", "1", "--k", "1", "--reader",
-                "oracle", "--no-progress", "--output-dir", str(tmp / "out")]
+                "gold", "--no-progress", "--output-dir", str(tmp / "out")]
     return None
 
 

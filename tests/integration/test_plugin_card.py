@@ -40,7 +40,7 @@ def test_rag_eval_reads_the_plugin_format_through_the_oracle_reader(card_env, tm
     for template in ("toy-reader", "plain"):
         out = tmp_path / template
         done = run(card_env, "-m", "rearank", "rag", "eval", "--data", str(qa), "--limit", "12", "--selector",
-                   "oracle", "--reader", "oracle", "--template", template, "--k", "1,3", "--output-dir", str(out),
+                   "oracle", "--reader", "gold", "--template", template, "--k", "1,3", "--output-dir", str(out),
                    "--no-progress")
         assert done.returncode == 0, done.stderr
         results[template] = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]

@@ -17,6 +17,7 @@ import pytest
 import tomllib
 
 from rearank.data import packs
+from rearank.io.qa import load_qa
 from rearank.io.trec import read_run
 from rearank.run.job import ALL_CANDIDATES
 from tests.conftest import require_pack
@@ -175,3 +176,23 @@ def test_a_plugin_backend_is_a_rag_reader(plugin_env, tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "rag" / "items.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all("response" in row["k"]["1"] for row in rows)
     assert "toy-length" in rearank(plugin_env, "rag", "eval", "--help").stdout
+
+
+def test_a_plugin_method_selects_passages_in_rag_eval(plugin_env, tmp_path):
+    # any ranking method is a selector, METHOD:MODEL, built as every face builds a run: toy-sort on toy-length, with
+    # the method's own option, ranks each question's paragraphs longest first
+    data = require_pack("qa") / "hotpotqa/dev_distractor.first103.json"
+    out = tmp_path / "rag"
+    done = rearank(plugin_env, "rag", "eval", "--data", str(data), "--limit", "2", "--selector", "toy-sort:any",
+                   "-S", "backend=toy-length", "-S", "preview_chars=1000", "--reader", "gold", "--k", "1,3",
+                   "--no-progress", "--output-dir", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
+    items = load_qa(data)[:2]
+    expected = [[item.passages[i].pid for i in by_length([p.text for p in item.passages], 1000)] for item in items]
+    assert [row["ranking"] for row in rows] == expected
+    assert [row["k"]["3"]["passages"] for row in rows] == [ranking[:3] for ranking in expected]
+    # the method's option reached it: with the default preview (200 characters) the orders differ
+    assert expected != [[item.passages[i].pid for i in by_length([p.text for p in item.passages], 200)]
+                        for item in items]
+    assert json.loads((out / "config.json").read_text())["selector"] == "toy-sort:any"

@@ -1,4 +1,4 @@
-"""`rearank rag eval` on the shared HotpotQA dev sample, with the oracle reader."""
+"""`rearank rag eval` on the shared HotpotQA dev sample, with the gold reader."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def records(folder):
 def test_oracle_reader_em_is_one_exactly_where_support_is_in_top_k(tmp_path, selector, capsys):
     data = require_pack("qa") / DEV
     out = tmp_path / selector
-    code = main(["rag", "eval", "--data", str(data), "--selector", selector, "--reader", "oracle",
+    code = main(["rag", "eval", "--data", str(data), "--selector", selector, "--reader", "gold",
                  "-R", "require=all", "--k", "1,2,3", "--output-dir", str(out), "--no-progress"])
     assert code == 0
     rows = records(out)

@@ -55,7 +55,7 @@ def test_eval_candidates_equal_rearank_bm25_hit_for_hit(pooled, tmp_path):
     corpus, queries = pooled
     out = tmp_path / "open"
     assert main(["rag", "eval", "--data", str(require_pack("qa") / DEV), "--corpus", str(corpus), "--depth", "100",
-                 "--selector", "none", "--reader", "oracle", "--k", "3,5,25,100", "--output-dir", str(out),
+                 "--selector", "none", "--reader", "gold", "--k", "3,5,25,100", "--output-dir", str(out),
                  "--no-progress"]) == 0
     ours = read_run(out / "candidates.trec")
     assert main(["bm25", "--corpus", str(corpus), "--topics", str(queries), "--output", str(tmp_path / "bm25.trec"),

@@ -1,5 +1,5 @@
 """RRPO's own trainer on CPU, the same shape of check as ``make train-cpu``: ``rearank rag rrpo train`` with the
-HotpotQA recipe and only size overrides (a 2-layer SmolLM2 scorer, the noisy-oracle reader, 2 steps), a
+HotpotQA recipe and only size overrides (a 2-layer SmolLM2 scorer, the noisy-gold reader, 2 steps), a
 checkpoint, ``--resume`` for 2 more steps, and ``final/`` reranking two dl19 queries with ``--method pointwise``."""
 
 import json
@@ -31,7 +31,7 @@ def test_rrpo_two_steps_checkpoint_resume_and_final_reranks(tmp_path):
     require_pack("msmarco-v1-passage/dl19")
     out = tmp_path / "rrpo"
     sizes = [f"data={qa}", "limit=4", "eval_data=null", f"output={out}", "scorer=embedded", "kind=causal-yes",
-             "num_layers=2", "max_passage_tokens=48", "device=cpu", "reader=noisy-oracle", "reader_model=null",
+             "num_layers=2", "max_passage_tokens=48", "device=cpu", "reader=noisy-gold", "reader_model=null",
              "reader_options={}", "k=2", "batch_size=2", "epochs=1", "save_every=1"]
     settings = [arg for kv in sizes for arg in ("--set", kv)]
     rearank("rag", "rrpo", "train", "--config", str(ROOT / "recipes" / "rrpo" / "hotpotqa.yaml"), *settings,

@@ -24,7 +24,7 @@ def test_rrpo_raises_heldout_reward(tmp_path):
     data = require_pack("qa") / "hotpotqa"
     args = argparse.Namespace(
         train=data / "train_distractor.sample100.json", heldout=data / "dev_distractor.first103.json",
-        train_limit=64, heldout_limit=40, reader="oracle", require="any", epochs=1, ppo_epochs=1, k=2, layers=2,
+        train_limit=64, heldout_limit=40, reader="gold", require="any", epochs=1, ppo_epochs=1, k=2, layers=2,
         passage_tokens=48, batch=8, lr=2e-4, seed=0,
     )
     result = load_bench().run(args, tmp_path / "rrpo")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from rearank import Candidate, Ranking, Request, Reranker
-from rearank.api import METHODS, rank_scores
+from rearank.api import rank_scores
 from rearank.errors import RearankError
+from rearank.methods import METHODS
 from rearank.types import Query
 
 # Plain strings get the docid of their position. Grades: "2" -> 3, "0" -> 1, "4" -> 1, others unjudged (0).

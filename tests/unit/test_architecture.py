@@ -1,6 +1,7 @@
 """The layers of docs/architecture.md hold: no import runs from a lower layer to a higher one, and no cycle exists,
 even with every function-local import counted as if it were at the top of its module; no method folder imports
-another; every backend class lives in ``rearank/backends/``."""
+another; every backend class lives in ``rearank/backends/``; callers ask what a backend or a method declares instead
+of comparing its name (at most :data:`MAX_NAME_COMPARISONS` places outside the name's own folder)."""
 
 from __future__ import annotations
 
@@ -149,3 +150,74 @@ def test_every_backend_class_lives_in_rearank_backends():
                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                  if isinstance(node, ast.ClassDef) and _is_backend(node)]
     assert elsewhere == []
+
+
+#: Comparisons with a registered name allowed outside its own folder (issue #47: callers ask a capability instead).
+MAX_NAME_COMPARISONS = 5
+
+
+def _registered_names() -> dict[str, Path]:
+    """Every builtin backend, ranking method and card name -> the folder it may be compared in."""
+    from rearank.backends.registry import BACKENDS
+    from rearank.methods import METHODS
+    from rearank.methods.card import CARDS
+
+    home = {name: ROOT / "rearank" / "backends" for name in BACKENDS.builtin_names}
+    for name in METHODS.builtin_names:
+        home.setdefault(name, ROOT.joinpath(*METHODS[name].__module__.split(".")[:3]))
+    for name in CARDS.builtin_names:
+        home.setdefault(name, Path(CARDS[name].folder))
+    return home
+
+
+def _literals(node: ast.AST) -> list[str]:
+    """The string literals of ``node``: itself, or the items of a tuple, list or set literal."""
+    items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    return [n.value for n in items if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def name_lookups(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, name literal)`` of every ``==``/``!=``/``in``/``not in`` comparison, ``x["name"]`` and
+    ``x.get("name")`` in ``tree`` (any string literal; the caller keeps the registered names)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for i, op in enumerate(node.ops):
+                left, right = sides[i], sides[i + 1]
+                if isinstance(op, ast.Eq | ast.NotEq):
+                    found += [(node.lineno, s) for side in (left, right) if isinstance(side, ast.Constant)
+                              for s in _literals(side)]
+                elif isinstance(op, ast.In | ast.NotIn):
+                    found += [(node.lineno, s) for s in _literals(left) + (
+                        _literals(right) if isinstance(right, ast.Tuple | ast.List | ast.Set) else [])]
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            found += [(node.lineno, s) for s in _literals(node.slice)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and node.args:
+            found += [(node.lineno, s) for s in _literals(node.args[0])]
+    return sorted(set(found))
+
+
+def test_the_scan_finds_each_comparison_and_lookup_but_no_default():
+    code = ("if a == 'hf' or 'x' != b or c in ('oracle', 'y') or 'vllm' not in d or e in names:\n"
+            "    d['scorer'] = d.get('openai', 'groupwise')\n"
+            "def f(method: str = 'listwise'):\n"
+            "    parser.add_argument('--backend', default='hf', choices=('hf', 'vllm'))\n")
+    assert name_lookups(ast.parse(code)) == [(1, "hf"), (1, "oracle"), (1, "vllm"), (1, "x"), (1, "y"),
+                                             (2, "openai"), (2, "scorer")]
+
+
+def test_at_most_five_comparisons_with_a_backend_or_method_name_outside_its_folder():
+    """Callers ask what a backend or a method declares (``NEEDS_QRELS``, ``ROLE``, ``LOCAL_MODEL``, a card's
+    answer style, a method card's ``backend``) instead of comparing its name: a backend name is compared only
+    in ``rearank/backends/``, a method's or card's only in its own folder."""
+    home = _registered_names()
+    paths = sorted((ROOT / "rearank").rglob("*.py")) + sorted((ROOT / "benchmark").rglob("*.py"))
+    places: dict[str, list[str]] = {}
+    for path in paths:
+        for line, name in name_lookups(ast.parse(path.read_text(encoding="utf-8"))):
+            if name in home and not path.is_relative_to(home[name]):
+                places.setdefault(f"{path.relative_to(ROOT)}:{line}", []).append(name)
+    found = [f"{place} {', '.join(names)}" for place, names in places.items()]
+    assert len(found) <= MAX_NAME_COMPARISONS, f"{len(found)} places compare a registered name:\n" + "\n".join(found)

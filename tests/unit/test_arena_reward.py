@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rearank.methods.arena.parser import format_arena, parse_arena
-from rearank.methods.arena.reward import PARTS, compute_score, parse_ground_truth, relevance_accuracy
+from rearank.methods.arena.reward import PARTS, STYLE, compute_score, parse_ground_truth, relevance_accuracy
 
 TRUTH = json.dumps({"answers": ["Claudio Javier López"], "supporting": [1, 5]})
 
@@ -106,6 +106,6 @@ def test_score_arena_for_rag_eval():
                   tuple(Passage(f"p{i}", f"T{i}", f"text {i}") for i in range(12)), frozenset({"p1", "p11"}), "hotpotqa")
     assert "\n10. T9: text 9" in arena_prompt(item)[-1]["content"] and "11." not in arena_prompt(item)[-1]["content"]
     # gold ids among the 10 shown: p1 -> 2 (p11 is cut off); cited [2, 3]: 1 hit of 2 cited, of 1 gold
-    scores = score_arena(item, arena_passages(item), format_arena([3, 2], "x", "paris!"), style="arena")
+    scores = score_arena(item, arena_passages(item), format_arena([3, 2], "x", "paris!"), style=STYLE)
     assert scores["pids"] == ["p1", "p2"] and scores["em"] == 1.0 and scores["format_ok"] == 1.0
     assert (scores["relevance_exact"], scores["relevance_precision"], scores["relevance_recall"]) == (0.0, 0.5, 1.0)

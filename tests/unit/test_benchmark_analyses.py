@@ -221,7 +221,7 @@ def switch(mode, backend="hf"):
     return analyses.uses_thinking_switch(argparse.Namespace(thinking_switch=mode, backend=backend, model="qwen"))
 
 
-@pytest.mark.parametrize("backend", ["hf", "vllm"])
+@pytest.mark.parametrize("backend", ["hf", "vllm", "vllm-async"])  # each declares LOCAL_MODEL
 def test_auto_reads_the_local_models_chat_template(monkeypatch, backend):
     tokenizers = Tokenizers(monkeypatch)
     assert switch("auto", backend) and tokenizers.calls == [("/m/qwen", "g")]

@@ -25,9 +25,9 @@ def config(tmp_path: Path, **settings) -> RagConfig:
     ({"ks": (0, 3)}, "--k '0,3': every k must be at least 1"),
     ({"style": "trec"}, "--style 'trec': choose one of squad, arena"),
     ({"selector": "dense:m"}, "--selector 'dense:m': unknown selector 'dense'; choose one of none, oracle"),
-    ({"reader": "nope"}, "--reader 'nope': choose one of oracle, noisy-oracle"),
+    ({"reader": "nope"}, "--reader 'nope': choose one of gold, noisy-gold"),
     ({"batch_size": 0}, "--batch-size must be at least 1, got 0"),
-    ({"reader_model": "m"}, "the oracle reader takes no --reader-model"),
+    ({"reader_model": "m"}, "the gold reader takes no --reader-model"),
     ({"reader": "hf", "reader_model": "m", "max_new_tokens": 0}, "--max-new-tokens must be at least 1, got 0"),
     ({"judge": "m", "judge_backend": "oracle"}, "--judge-backend 'oracle': choose one of"),
     ({"template": "rrpo_scorer_nope"}, "rrpo_scorer_nope"),
@@ -39,7 +39,7 @@ def test_every_bad_setting_is_one_line_naming_its_flag(tmp_path, settings, messa
 
 
 def test_a_reading_card_is_recorded_by_its_name_and_style_and_the_oracle_reads_it(tmp_path):
-    arena = config(tmp_path, template="arena")  # the oracle reader writes the card's format: no LLM needed
+    arena = config(tmp_path, template="arena")  # the gold reader writes the card's format: no LLM needed
     assert arena.reading.name == "arena" and config(tmp_path).reading is None
     record = arena.record()
     assert (record["k"], record["style"]) == ("arena", "arena")
@@ -73,7 +73,7 @@ def test_record_round_trips_through_the_run_folder_and_a_same_settings_resume_pa
     RagEvaluation(first.output_dir, first.record(retrieval))
     written = json.loads((first.output_dir / "config.json").read_text())
     assert written == first.record(retrieval)
-    assert written["label"] == "bm25 / oracle" and written["k"] == [1, 3]
+    assert written["label"] == "bm25 / gold" and written["k"] == [1, 3]
     assert written["judge"] == {"model": "m", "backend": "openai", "options": {"base_url": "http://h/v1"}}
     config(tmp_path, selector="bm25", selector_options={"k1": 0.9}, judge="m",
            judge_options={"base_url": "http://h/v1"}, ks=(1, 3), resume=True).check_resume()
@@ -121,7 +121,7 @@ def loads(monkeypatch):
     (["--reader", "hf", "--reader-model", "slow/70B", "--depth", "0"], "--depth must be at least 1"),
     (["--reader", "hf", "--reader-model", "slow/70B", "--candidates", "run.trec"], "--candidates needs --corpus"),
     (["--reader", "hf", "--reader-model", "slow/70B", "--selector", "dense"], "unknown selector 'dense'"),
-    (["--reader", "oracle", "--reader-model", "slow/70B"], "the oracle reader takes no --reader-model"),
+    (["--reader", "gold", "--reader-model", "slow/70B"], "the gold reader takes no --reader-model"),
 ])
 def test_bad_settings_fail_in_one_line_before_anything_loads(tmp_path, capsys, loads, flags, message):
     code = main(["rag", "eval", "--data", str(tmp_path / "qa.jsonl"), "--output-dir", str(tmp_path / "out"), "--no-progress",

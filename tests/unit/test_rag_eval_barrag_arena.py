@@ -15,7 +15,7 @@ from rearank.methods.barrag.prompt import generator_messages
 from rearank.methods.card import card
 from rearank.rag.barrag.select import BarragSelector, selection_prompt
 from rearank.rag.evaluate import RagEvaluation
-from rearank.rag.readers import LLMReader, OracleReader
+from rearank.rag.readers import GoldReader, LLMReader
 from rearank.rag.selectors import make_selector
 from tests.conftest import require_pack
 
@@ -123,7 +123,7 @@ def test_arena_generator_answers_format_and_relevance(items, tmp_path):
 def test_reader_oracle_and_served_oracle_agree(items):
     """The oracle reader and the qa-oracle backend share one rule: same verdicts on the same contexts."""
     served = QAOracleBackend(str(require_pack("qa") / "hotpotqa/dev_distractor.first103.json"))
-    reader = OracleReader(require="all")
+    reader = GoldReader(require="all")
     greedy = SamplingSettings(temperature=0)
     verdicts = []
     for item in items:

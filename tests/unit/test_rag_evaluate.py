@@ -8,7 +8,7 @@ import pytest
 
 from rearank.errors import RearankError
 from rearank.rag.evaluate import RagEvaluation, compare_runs, markdown_table
-from rearank.rag.readers import OracleReader
+from rearank.rag.readers import GoldReader
 from rearank.rag.selectors import make_selector
 from rearank.types import Passage, QAItem
 
@@ -21,7 +21,7 @@ def item(i: int, gold: set[str]) -> QAItem:
 ITEMS = [item(0, {"2", "3"}), item(1, {"0"}), item(2, {"1", "3"})]
 
 
-class FailingReader(OracleReader):
+class FailingReader(GoldReader):
     """Oracle that raises on its n-th read call (an interruption)."""
 
     def __init__(self, fail_on: int) -> None:
@@ -46,7 +46,7 @@ def test_selectors_none_and_oracle():
 
 def test_records_and_metrics(tmp_path):
     ev = RagEvaluation(tmp_path / "out", {"label": "t"})
-    metrics = ev.run(ITEMS, make_selector("none"), OracleReader(require="all"), [1, 2], progress=False)
+    metrics = ev.run(ITEMS, make_selector("none"), GoldReader(require="all"), [1, 2], progress=False)
     # given order, require all: q0 needs 2,3 (not in top-2), q1 needs 0 (top-1), q2 needs 1,3 -> EM@1 = EM@2 = 1/3
     assert metrics["k"]["1"]["em"] == pytest.approx(1 / 3) and metrics["k"]["2"]["em"] == pytest.approx(1 / 3)
     # support recall @2: q0 0/2, q1 1/1, q2 1/2 -> 0.5; answer recall @2: "Ann" in passage 0 (q1) or 1 (q2) -> 2/3
@@ -80,8 +80,8 @@ def test_resume_after_interruption(tmp_path):
 
 
 def test_compare_runs(tmp_path):
-    RagEvaluation(tmp_path / "a", {}).run(ITEMS, make_selector("none"), OracleReader("all"), [2], progress=False)
-    RagEvaluation(tmp_path / "b", {}).run(ITEMS, make_selector("oracle"), OracleReader("all"), [2], progress=False)
+    RagEvaluation(tmp_path / "a", {}).run(ITEMS, make_selector("none"), GoldReader("all"), [2], progress=False)
+    RagEvaluation(tmp_path / "b", {}).run(ITEMS, make_selector("oracle"), GoldReader("all"), [2], progress=False)
     table = compare_runs(tmp_path / "a", tmp_path / "b", 2, permutations=200)
     # EM@2: A = 1/3 (q1 only), B = 1 -> +66.67, B wins on q0 and q2, ties on q1
     assert "| em | 33.33 | 100.00 | +66.67 |" in table and "| 2/1/0 |" in table

@@ -14,6 +14,7 @@ from rearank.errors import FormatError, RearankError
 from rearank.measures.significance import randomization_p
 from rearank.methods.arena.reading import MEASURES as ARENA_MEASURES
 from rearank.methods.arena.reading import score_arena
+from rearank.methods.arena.reward import STYLE as ARENA
 from rearank.methods.card import Published, PublishedRow, Reading
 from rearank.rag.evaluate import (
     MEASURES,
@@ -66,7 +67,7 @@ def test_a_whole_record_scored_in_the_runs_style_with_its_failed_read(tmp_path):
     other = QAItem("q1", "Who?", ("Ann",), PASSAGES, frozenset({"1"}), "musique")
     reader = ListReader(ReaderOutput(UNDERSCORED.response, UNDERSCORED.answer, failed=True), ReaderOutput("x", "Bob"))
     metrics = RagEvaluation(tmp_path / "o", {}).run([CITY, other], make_selector("none"), reader, [1],
-                                                    style="arena", progress=False)
+                                                    style=ARENA, progress=False)
     first, second = (json.loads(x) for x in (tmp_path / "o" / "items.jsonl").read_text().splitlines())
     assert first == {"qid": "q0", "source": "hotpotqa", "question": "Where?", "answers": ["new york"],
                      "supporting": ["0"], "ranking": ["0", "1"],

@@ -8,7 +8,7 @@ import json
 from rearank.backends.base import Generation
 from rearank.rag.evaluate import RagEvaluation
 from rearank.rag.judge import Judge, verdict
-from rearank.rag.readers import OracleReader
+from rearank.rag.readers import GoldReader
 from rearank.rag.selectors import make_selector
 from rearank.types import Passage, QAItem
 
@@ -52,7 +52,7 @@ def test_rag_eval_records_the_judge(tmp_path):
     items = [QAItem(f"q{i}", f"Who {i}?", (f"ans{i}",), (Passage("a", "", "x"), Passage("b", "", "y")),
                     frozenset({"a" if i % 2 else "b"})) for i in range(4)]
     metrics = RagEvaluation(tmp_path / "j", {"label": "j"}).run(
-        items, make_selector("none"), OracleReader(), [1], progress=False, judge=Judge(SynonymJudge(), "m"))
+        items, make_selector("none"), GoldReader(), [1], progress=False, judge=Judge(SynonymJudge(), "m"))
     rows = [json.loads(x) for x in (tmp_path / "j" / "items.jsonl").read_text().splitlines()]
     assert [r["k"]["1"]["judge"] for r in rows] == [r["k"]["1"]["em"] for r in rows] == [0.0, 1.0, 0.0, 1.0]
     assert metrics["k"]["1"]["judge"] == 0.5

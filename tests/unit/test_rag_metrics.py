@@ -15,15 +15,18 @@ from rearank.measures.answers import (
     support_recall,
     token_f1,
 )
+from rearank.methods.arena.reward import STYLE as ARENA
 
 
 def test_normalize_squad_and_arena():
     assert normalize_answer("The  Berlin-Wall, fell!") == "berlinwall fell"
-    # arena: only '_' becomes a space; '-' vanishes as in squad
-    assert normalize_answer("The  Berlin-Wall_fell!", style="arena") == "berlinwall fell"
+    # arena (the style its card declares): only '_' becomes a space; '-' vanishes as in squad
+    assert normalize_answer("The  Berlin-Wall_fell!", style=ARENA) == "berlinwall fell"
     assert normalize_answer("An apple a day") == "apple day"
     with pytest.raises(ValueError):
         normalize_answer("x", style="nope")
+    with pytest.raises(ValueError):  # a name alone is no rule: the card's Style is
+        normalize_answer("x", style="arena")
 
 
 def test_berlin_wall_example():
@@ -78,7 +81,7 @@ def test_metric_ranges(pred, golds):
     ("  An   apple,  a day ", "apple day", "apple day"),  # articles dropped, whitespace collapsed
 ])
 def test_arena_normalisation_is_appendix_c1(raw, arena, squad):
-    assert normalize_answer(raw, "arena") == arena
+    assert normalize_answer(raw, ARENA) == arena
     assert normalize_answer(raw, "squad") == squad
 
 

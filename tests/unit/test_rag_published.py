@@ -21,7 +21,7 @@ BARRAG = [f"| BAR-RAG paper (Table 1, average EM of 7 QA sets, Qwen2.5-7B): {nam
           for name, em in (("RAG", "26.90"), ("RAG + reranker", "28.00"), ("RAG SFT", "31.80"),
                             ("BAR-RAG iteration 1", "37.20"), ("BAR-RAG iteration 2", "38.80"),
                             ("BAR-RAG iteration 3", "39.10"))]
-ORACLE_READ = ("Not comparable: our rows read with the oracle reader, a rule that gives a gold answer when the passages "
+ORACLE_READ = ("Not comparable: our rows read with the gold reader, a rule that gives a gold answer when the passages "
                "it reads hold one, so their EM and F1 measure whether the answer was retrieved (an upper bound for "
                "any reader), while the {paper}'s figures are a language model's answers. Compare our runs with each "
                "other (answer recall, Hit); compare with the paper only a run with an LLM reader.")

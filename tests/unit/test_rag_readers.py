@@ -14,9 +14,9 @@ from rearank.methods.plain.reader import extract_answer, plain_messages
 from rearank.rag.judge import make_judge
 from rearank.rag.readers import (
     WRONG_ANSWER,
+    GoldReader,
     LLMReader,
-    NoisyOracleReader,
-    OracleReader,
+    NoisyGoldReader,
     make_reader,
 )
 from rearank.types import Passage, QAItem
@@ -45,22 +45,22 @@ def test_extract_answer():
 
 
 def test_oracle_any_all_and_has_answer():
-    any_reader, all_reader = OracleReader(), OracleReader(require="all")
+    any_reader, all_reader = GoldReader(), GoldReader(require="all")
     batch = [(ITEM, PASSAGES[:1]), (ITEM, PASSAGES[:2]), (ITEM, PASSAGES[2:])]
     assert [o.answer for o in any_reader.read(batch)] == ["Ann", "Ann", "Ann"]  # the 3rd: has_answer
     assert [o.answer for o in all_reader.read(batch)] == [WRONG_ANSWER, "Ann", WRONG_ANSWER]
     assert any_reader.generated == 3
     with pytest.raises(RearankError):
-        OracleReader(require="most")
+        GoldReader(require="most")
 
 
 def test_noisy_oracle_is_seeded_and_has_rate_p():
     items = [QAItem(f"q{i}", "?", ("yes",), PASSAGES, frozenset({"0"})) for i in range(2000)]
     batch = [(item, PASSAGES[:1]) for item in items]
-    reader = NoisyOracleReader(p=0.7, seed=3)
+    reader = NoisyGoldReader(p=0.7, seed=3)
     first = [o.answer for o in reader.read(batch)]
-    assert first == [o.answer for o in NoisyOracleReader(p=0.7, seed=3).read(batch)]  # same seed, same answers
-    assert first != [o.answer for o in NoisyOracleReader(p=0.7, seed=4).read(batch)]
+    assert first == [o.answer for o in NoisyGoldReader(p=0.7, seed=3).read(batch)]  # same seed, same answers
+    assert first != [o.answer for o in NoisyGoldReader(p=0.7, seed=4).read(batch)]
     rate = first.count("yes") / len(first)
     assert abs(rate - 0.7) < 0.04  # binomial s.e. sqrt(.21/2000) = 0.010
     no_evidence = [(item, PASSAGES[1:2]) for item in items[:50]]

@@ -15,9 +15,9 @@ from rearank.backends.cache import ResponseCache
 from rearank.errors import RearankError
 from rearank.rag.readers import (
     WRONG_ANSWER,
+    GoldReader,
     LLMReader,
-    NoisyOracleReader,
-    OracleReader,
+    NoisyGoldReader,
     ReaderOutput,
     SpreadReader,
     complete,
@@ -142,19 +142,19 @@ def test_complete_gives_texts_and_empty_strings_for_failures_in_batches():
 
 
 def test_oracle_reader_options_and_refusal():
-    with pytest.raises(RearankError, match=r"^oracle reader: require must be one of any, all, share, got 'most'$"):
-        OracleReader(require="most")
-    reader = OracleReader(require="all", wrong_answer="dunno")
+    with pytest.raises(RearankError, match=r"^gold reader: require must be one of any, all, share, got 'most'$"):
+        GoldReader(require="most")
+    reader = GoldReader(require="all", wrong_answer="dunno")
     assert reader.generated == 0 and reader.card.name == "plain"
     assert [o.answer for o in reader.read([(ITEM, PASSAGES[:1]), (ITEM, PASSAGES[:2])])] == ["dunno", "Ann"]
     assert reader.generated == 2
     reader.read([(ITEM, PASSAGES[:1])])
     assert reader.generated == 3
-    assert OracleReader().read([(ITEM, PASSAGES[1:2])]) == [ReaderOutput("Ann", "Ann")]
+    assert GoldReader().read([(ITEM, PASSAGES[1:2])]) == [ReaderOutput("Ann", "Ann")]
 
 
 def test_oracle_reader_cites_the_evidence_by_its_place_in_the_context():
-    reader = OracleReader(template="barrag_generator")
+    reader = GoldReader(template="barrag_generator")
     context = (PASSAGES[2], PASSAGES[1], Passage("9", "Z", "zeta"), PASSAGES[0])
     # evidence: "2" (has_answer) at 1, "1" (supporting) at 2, "0" (supporting) at 4
     assert reader.read([(ITEM, context)]) == [ReaderOutput(
@@ -171,7 +171,7 @@ def test_noisy_oracle_draws_per_seed_question_and_context():
     items = [QAItem(f"q{i}", "?", ("yes",), PASSAGES, frozenset({"0"})) for i in range(40)]
     contexts = [PASSAGES[:1], (PASSAGES[0], PASSAGES[2])]
     for seed in (0, 5):
-        reader = NoisyOracleReader(p=0.5, wrong_answer="nope") if seed == 0 else NoisyOracleReader(
+        reader = NoisyGoldReader(p=0.5, wrong_answer="nope") if seed == 0 else NoisyGoldReader(
             p=0.5, seed=seed, wrong_answer="nope")
         got = [o.answer for ctx in contexts for o in reader.read([(item, ctx) for item in items])]
         want = ["yes" if _draw(seed, item.qid, *(p.pid for p in ctx)) < 0.5 else "nope"
@@ -181,21 +181,21 @@ def test_noisy_oracle_draws_per_seed_question_and_context():
 
 def test_noisy_oracle_bounds_and_passed_options():
     for p in (-0.01, 1.01):
-        with pytest.raises(RearankError, match=rf"^noisy-oracle reader: p must be in \[0, 1\], got {p}$"):
-            NoisyOracleReader(p=p)
+        with pytest.raises(RearankError, match=rf"^noisy-gold reader: p must be in \[0, 1\], got {p}$"):
+            NoisyGoldReader(p=p)
     batch = [(QAItem(f"q{i}", "?", ("yes",), PASSAGES, frozenset({"0", "1"})), PASSAGES[:1]) for i in range(30)]
-    assert {o.answer for o in NoisyOracleReader(p=1.0).read(batch)} == {"yes"}
-    assert {o.answer for o in NoisyOracleReader(p=0.0).read(batch)} == {WRONG_ANSWER}
-    assert {o.answer for o in NoisyOracleReader(p=1.0, require="all", wrong_answer="no").read(batch)} == {"no"}
-    assert NoisyOracleReader(template="arena").card.name == "arena"
-    default = NoisyOracleReader()
+    assert {o.answer for o in NoisyGoldReader(p=1.0).read(batch)} == {"yes"}
+    assert {o.answer for o in NoisyGoldReader(p=0.0).read(batch)} == {WRONG_ANSWER}
+    assert {o.answer for o in NoisyGoldReader(p=1.0, require="all", wrong_answer="no").read(batch)} == {"no"}
+    assert NoisyGoldReader(template="arena").card.name == "arena"
+    default = NoisyGoldReader()
     assert (default.p, default.seed, default.require, default.wrong_answer, default.card.name) == (
         0.8, 0, "any", WRONG_ANSWER, "plain")
     with pytest.raises(RearankError, match="require must be one of"):
-        NoisyOracleReader(require="most")
+        NoisyGoldReader(require="most")
 
 
-class Closable(OracleReader):
+class Closable(GoldReader):
     closed = 0
 
     def close(self) -> None:
@@ -205,17 +205,17 @@ class Closable(OracleReader):
 def test_spread_reader_name_parts_counts_and_close():
     with pytest.raises(RearankError, match=r"^a spread reader needs at least one reader$"):
         SpreadReader([])
-    readers = [Closable(), OracleReader(), Closable()]
+    readers = [Closable(), GoldReader(), Closable()]
     spread = SpreadReader(readers)
-    assert spread.name == "oracle+oracle+oracle"
+    assert spread.name == "gold+gold+gold"
     items = [QAItem(f"q{i}", "?", (f"a{i}",), PASSAGES, frozenset({"0"})) for i in range(7)]
     out = spread.read([(item, PASSAGES[:1]) for item in items])
     assert [o.answer for o in out] == [f"a{i}" for i in range(7)]
     assert [r.generated for r in readers] == [3, 2, 2] and spread.generated == 7  # 7 = 3 + 2 + 2
-    again = SpreadReader([OracleReader(), OracleReader(), OracleReader()])
+    again = SpreadReader([GoldReader(), GoldReader(), GoldReader()])
     again.read([(item, PASSAGES[:1]) for item in items[:5]])
     assert [r.generated for r in again.readers] == [2, 2, 1]
-    assert SpreadReader([BareReader(), OracleReader()]).generated == 0
+    assert SpreadReader([BareReader(), GoldReader()]).generated == 0
     spread.close()
     assert [readers[0].closed, readers[2].closed] == [1, 1]
     two = [BareReader(), BareReader()]
@@ -252,7 +252,7 @@ class BareReader:
 
 def test_reader_names_put_the_rule_readers_first_and_leave_out_the_reranking_oracle():
     names = reader_names()
-    assert names[:2] == ["oracle", "noisy-oracle"] and names.count("oracle") == 1
+    assert names[:2] == ["gold", "noisy-gold"] and "oracle" not in names
     assert {"hf", "vllm", "vllm-async", "openai", "scorer"} <= set(names) and "qa-oracle" not in names
 
 
@@ -275,11 +275,11 @@ def recording(monkeypatch):
 
 
 def test_make_reader_builds_the_rule_readers_with_their_options():
-    oracle = make_reader("oracle", require="all", wrong_answer="w", template="arena")
-    assert type(oracle) is OracleReader and (oracle.require, oracle.wrong_answer, oracle.card.name) == (
+    oracle = make_reader("gold", require="all", wrong_answer="w", template="arena")
+    assert type(oracle) is GoldReader and (oracle.require, oracle.wrong_answer, oracle.card.name) == (
         "all", "w", "arena")
-    noisy = make_reader("noisy-oracle", p=0.3, seed=9, require="share", template="barrag_generator")
-    assert type(noisy) is NoisyOracleReader and (noisy.p, noisy.seed, noisy.require, noisy.card.name) == (
+    noisy = make_reader("noisy-gold", p=0.3, seed=9, require="share", template="barrag_generator")
+    assert type(noisy) is NoisyGoldReader and (noisy.p, noisy.seed, noisy.require, noisy.card.name) == (
         0.3, 9, "share", "barrag-generator")
     choices = ", ".join(reader_names())
     with pytest.raises(RearankError, match=rf"^unknown reader 'qa-oracle'; choose one of {choices}$"):

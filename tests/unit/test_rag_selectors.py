@@ -1,5 +1,6 @@
-"""The RAG selectors, value by value: the spec parser's refusals, the oracle's groups, BM25, and the listwise and
-pointwise selectors' engines (built on a recording fake in place of the model backend) ranking passages."""
+"""The RAG selectors, value by value: the spec parser's refusals, the oracle's groups, BM25, and the engines of the
+ranking methods' selectors (listwise, pointwise, groupwise: any method; built on a recording fake in place of the model
+backend) ranking passages."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from rearank.backends.base import BackendBase, Generation, SamplingSettings
 from rearank.errors import RearankError
-from rearank.methods import Listwise, Pointwise
+from rearank.methods import Groupwise, Listwise, Pointwise
 from rearank.rag.selectors import make_selector
 from rearank.types import Passage, QAItem
 
@@ -54,8 +55,8 @@ def item(qid: str, n: int) -> QAItem:
 
 
 def test_unknown_selector_names_every_choice():
-    with pytest.raises(RearankError, match=r"^unknown selector 'bm42'; choose one of none, oracle, bm25, listwise, "
-                                           r"pointwise, barrag \(as NAME or NAME:ARG\)$"):
+    with pytest.raises(RearankError, match=r"^unknown selector 'bm42'; choose one of none, oracle, bm25, barrag, "
+                                           r"listwise, groupwise, pointwise \(as NAME or NAME:ARG\)$"):
         make_selector("bm42")
 
 
@@ -118,3 +119,14 @@ def test_pointwise_builds_the_scorer_on_the_engine(built):
     assert built == [("scorer", "runs/rrpo/final", {"device": "cpu"})]
     assert settings_of(selector.reranker.method) == settings_of(Pointwise()) and selector.reranker.batch_size == 256
     assert make_selector("pointwise").name == "pointwise:embedded" and built[-1] == ("scorer", None, {})
+
+
+def test_any_ranking_method_selects_with_its_options_sorted_as_every_face_sorts_them(built):
+    selector = make_selector("groupwise:m", group_size=4, seed=3, temperature=0.5, batch_size=7, device="cpu")
+    assert selector.name == "groupwise:m"
+    assert built == [("hf", "m", {"device": "cpu"})]  # the method's default backend; the rest of the options go to it
+    engine = selector.reranker
+    assert settings_of(engine.method) == settings_of(Groupwise(group_size=4, seed=3))
+    assert engine.settings == SamplingSettings(max_new_tokens=256, temperature=0.5, seed=3) and engine.batch_size == 7
+    with pytest.raises(RearankError, match=r"^'window' is not an option of the groupwise method; it takes: "):
+        make_selector("groupwise:m", window=3)

@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from rearank.backends.base import Backend, Prompt, SamplingSettings
-from rearank.backends.registry import BACKENDS, make_backend
+from rearank.backends.base import GENERATOR, JUDGE, READER, SCORER, Backend, Prompt, SamplingSettings
+from rearank.backends.registry import BACKENDS, backends, declared, make_backend, rerank_backends, role
 from rearank.errors import RearankError
 from rearank.methods import Listwise
 
@@ -87,3 +87,22 @@ def test_backends_that_load_the_models_tokenizer_declare_it():
     assert {name for name in BACKENDS if BACKENDS[name].MODEL_TOKENIZER} == {"hf", "vllm", "vllm-async"}
     # a backend without the model's tokenizer gives the Ray driver none (passages are cut by words)
     assert driver_tokenizer("oracle", None, {}) is None and driver_tokenizer("openai", "served", {}) is None
+
+
+def test_backends_declare_their_role_and_what_a_run_needs(monkeypatch):
+    assert {name: role(name) for name in BACKENDS} == {
+        "hf": GENERATOR, "vllm": GENERATOR, "vllm-async": GENERATOR, "openai": GENERATOR, "oracle": JUDGE,
+        "scorer": SCORER, "qa-oracle": READER}
+    assert rerank_backends() == [name for name in BACKENDS if name != "qa-oracle"] and backends(READER) == ["qa-oracle"]
+    assert {name for name in BACKENDS if declared(name, "NEEDS_QRELS")} == {"oracle"}
+    assert {name for name in BACKENDS if not declared(name, "TAKES_MODEL")} == {"oracle"}
+    assert {name for name in BACKENDS if declared(name, "LOCAL_MODEL")} == {"hf", "vllm", "vllm-async"}
+    assert {name for name in BACKENDS if declared(name, "EMBEDDED_SHORT_BUDGET")} == {"hf"}
+    assert {name: declared(name, "BATCH_SIZE") for name in ("hf", "openai", "scorer")} == {
+        "hf": 32, "openai": 32, "scorer": 256}
+    # a plugin's class need not subclass BackendBase: it gets the defaults; one that fails to load is listed
+    monkeypatch.setattr(BACKENDS, "_loaded", dict(BACKENDS._loaded))  # what loads here is forgotten after
+    monkeypatch.setitem(BACKENDS._all(), "bare", lambda: type("Bare", (), {"generate": None}))
+    monkeypatch.setitem(BACKENDS._all(), "broken", lambda: (_ for _ in ()).throw(RearankError("failed to load")))
+    assert (role("bare"), declared("bare", "NEEDS_QRELS"), declared("bare", "OPTIONS")) == (GENERATOR, False, ())
+    assert role("broken") == GENERATOR and {"bare", "broken"} <= set(rerank_backends())

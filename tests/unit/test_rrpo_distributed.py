@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from rearank.backends.scorer import PointwiseScorer
-from rearank.rag.readers import OracleReader
+from rearank.rag.readers import GoldReader
 from rearank.rag.rrpo import trainer as trainer_module
 from rearank.rag.rrpo.distributed import Group
 from rearank.rag.rrpo.objective import clipped_surrogate
@@ -23,7 +23,7 @@ from tests.unit.test_rrpo_trainer import config, qa_file, tiny_model  # noqa: F4
 
 def test_the_clip_acts_after_the_first_mini_batch(tmp_path, tiny_model, monkeypatch):  # noqa: F811
     trainer = build_trainer(config(tmp_path, tiny_model, lr=0.05, batch_size=3, mini_batch_size=1, ppo_epochs=2),
-                            OracleReader())
+                            GoldReader())
     episodes = trainer.collect(trainer.items[:3])
     seen = []  # (pi_theta log-probs, pi_old log-probs) of each episode's loss, in update order
     real_loss = trainer_module.rrpo_loss
@@ -51,7 +51,7 @@ def test_the_clip_acts_after_the_first_mini_batch(tmp_path, tiny_model, monkeypa
 
 @pytest.mark.slow  # three trainer processes: about a minute on 2 cores
 def test_two_gloo_ranks_match_one_process(tmp_path, tiny_model):  # noqa: F811
-    settings = {"data": str(qa_file(tmp_path / "train.jsonl", n=6)), "scorer": str(tiny_model), "reader": "oracle",
+    settings = {"data": str(qa_file(tmp_path / "train.jsonl", n=6)), "scorer": str(tiny_model), "reader": "gold",
                 "k": 2, "epochs": 1, "batch_size": 6, "mini_batch_size": 3, "ppo_epochs": 2, "lr": 1e-2,
                 "device": "cpu", "max_passage_tokens": 16, "save_every": 1}
     finals = []

@@ -15,7 +15,7 @@ from rearank.backends.scorer import PointwiseScorer
 from rearank.cli import main
 from rearank.errors import RearankError
 from rearank.io.requests_jsonl import write_requests
-from rearank.rag.readers import OracleReader
+from rearank.rag.readers import GoldReader
 from rearank.rag.rrpo.trainer import RRPOConfig, build_trainer
 
 WORDS = [
@@ -112,7 +112,7 @@ def config(tmp_path, model, **extra):
         "data": str(qa_file(tmp_path / "train.jsonl")),
         "output": str(tmp_path / "run"),
         "scorer": str(model),
-        "reader": "oracle",
+        "reader": "gold",
         "k": 2,
         "epochs": 2,
         "batch_size": 3,
@@ -155,7 +155,7 @@ def test_scorer_backend_ranks_pointwise_on_the_engine(tiny_model):
 
 
 def test_training_logs_caches_baseline_and_saves(tmp_path, tiny_model):
-    reader = OracleReader()
+    reader = GoldReader()
     trainer = build_trainer(config(tmp_path, tiny_model), reader)
     before = [p.detach().clone() for p in trainer.policy.model.parameters()]
     trainer.train(progress=False)
@@ -176,13 +176,13 @@ def test_training_logs_caches_baseline_and_saves(tmp_path, tiny_model):
 
 
 def test_resume_matches_an_uninterrupted_run(tmp_path, tiny_model):
-    straight = build_trainer(config(tmp_path / "a", tiny_model), OracleReader())
+    straight = build_trainer(config(tmp_path / "a", tiny_model), GoldReader())
     straight.train(progress=False)
-    first = build_trainer(config(tmp_path / "b", tiny_model, epochs=1), OracleReader())
+    first = build_trainer(config(tmp_path / "b", tiny_model, epochs=1), GoldReader())
     first.train(progress=False)
     with pytest.raises(RearankError, match="settings differ"):
-        build_trainer(config(tmp_path / "b", tiny_model, lr=0.5), OracleReader(), resume=True)
-    resumed = build_trainer(config(tmp_path / "b", tiny_model), OracleReader(), resume=True)
+        build_trainer(config(tmp_path / "b", tiny_model, lr=0.5), GoldReader(), resume=True)
+    resumed = build_trainer(config(tmp_path / "b", tiny_model), GoldReader(), resume=True)
     assert (resumed.step, resumed.epoch) == (2, 1) and resumed.baseline_calls == 12
     resumed.train(progress=False)
     assert resumed.baseline_calls == 12  # the baseline cache came back with the checkpoint

@@ -1,4 +1,4 @@
-"""RRPO trainer edges on a fake scorer (one weight a passage, its title's place in WORDS) and the oracle reader of
+"""RRPO trainer edges on a fake scorer (one weight a passage, its title's place in WORDS) and the gold reader of
 test_rrpo_trainer.py's questions (question i's gold passage is i % 4): exact episodes, update figures, the loop's
 log, checkpoints and resume, the config's checks, and a rank that is not the first."""
 
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from rearank.errors import RearankError
-from rearank.rag.readers import OracleReader
+from rearank.rag.readers import GoldReader
 from rearank.rag.rrpo import trainer as trainer_module
 from rearank.rag.rrpo.distributed import Group
 from rearank.rag.rrpo.trainer import (
@@ -127,7 +127,7 @@ def items(tmp_path, n=3):
 
 def trainer(tmp_path, policy=PEAKED, reference="w:0,0,0,0", n=3, reader=None, **extra):
     cfg = config(tmp_path, "unused", k=2, **extra)
-    return RRPOTrainer(cfg, FakeScorer.load(policy), FakeScorer.load(reference), reader or OracleReader(),
+    return RRPOTrainer(cfg, FakeScorer.load(policy), FakeScorer.load(reference), reader or GoldReader(),
                        items(tmp_path, n))
 
 
@@ -206,7 +206,7 @@ def test_config_from_yaml_overrides_and_refuses(tmp_path):
 
 
 def test_step_rewards_read_every_prefix_in_one_batch(tmp_path):
-    reader = OracleReader()
+    reader = GoldReader()
     batches = []
     real = reader.read
     reader.read = lambda batch: batches.append([(i.qid, [p.title for p in ps]) for i, ps in batch]) or real(batch)
@@ -219,11 +219,11 @@ def test_step_rewards_read_every_prefix_in_one_batch(tmp_path):
 
 def test_evaluate_policy_takes_the_greedy_top_k(tmp_path):
     policy = FakeScorer.load(PEAKED)
-    assert evaluate_policy(policy, items(tmp_path), OracleReader(), 2) == {"mean_step_reward": 1.0, "em": 2 / 3}
+    assert evaluate_policy(policy, items(tmp_path), GoldReader(), 2) == {"mean_step_reward": 1.0, "em": 2 / 3}
     assert policy.questions == [i.question for i in items(tmp_path)]
-    assert evaluate_policy(policy, items(tmp_path)[1:2], OracleReader(), 1) == {"mean_step_reward": 3.0, "em": 1.0}
-    assert evaluate_policy(policy, items(tmp_path), OracleReader(), 1) == {"mean_step_reward": 1 / 3, "em": 1 / 3}
-    assert evaluate_policy(policy, [], OracleReader(), 2) == {"mean_step_reward": 0.0, "em": 0.0}
+    assert evaluate_policy(policy, items(tmp_path)[1:2], GoldReader(), 1) == {"mean_step_reward": 3.0, "em": 1.0}
+    assert evaluate_policy(policy, items(tmp_path), GoldReader(), 1) == {"mean_step_reward": 1 / 3, "em": 1 / 3}
+    assert evaluate_policy(policy, [], GoldReader(), 2) == {"mean_step_reward": 0.0, "em": 0.0}
 
 
 @pytest.mark.parametrize(("literal", "advantages"), [(False, [[-3.5, -4.0], [4.5, 4.0]]),
@@ -333,7 +333,7 @@ def test_update_moves_the_policy_with_clipped_gradients_and_not_the_reference(tm
 def test_training_logs_each_step_and_the_held_out_figures(tmp_path):
     cfg = config(tmp_path, PEAKED, k=2, save_every=3, eval_data=str(qa_file(tmp_path / "held.jsonl", 3)))
     seen = []
-    t = build_trainer(cfg, OracleReader(), log=seen.append)
+    t = build_trainer(cfg, GoldReader(), log=seen.append)
     saves = []
     real_save = t.save_checkpoint
     t.save_checkpoint = lambda: saves.append(t.step) or real_save()
@@ -373,17 +373,17 @@ def test_training_logs_each_step_and_the_held_out_figures(tmp_path):
 def test_resume_continues_as_an_uninterrupted_run(tmp_path):
     held = str(qa_file(tmp_path / "held.jsonl", 3))
     same = {"eval_data": held, "mini_batch_size": 1, "num_layers": 1}  # one-episode mini-batches: the order counts
-    straight = build_trainer(config(tmp_path / "a", "w:0,0,0,0", **same), OracleReader())
+    straight = build_trainer(config(tmp_path / "a", "w:0,0,0,0", **same), GoldReader())
     assert FakeScorer.loads == [("w:0,0,0,0", None, "cpu", 1, 16)] * 2  # reference, then policy: the first layer
     straight.train(progress=False)
-    first = build_trainer(config(tmp_path / "b", "w:0,0,0,0", **same, epochs=1), OracleReader())
+    first = build_trainer(config(tmp_path / "b", "w:0,0,0,0", **same, epochs=1), GoldReader())
     first.train(progress=False)
     with (tmp_path / "b" / "run" / "log.jsonl").open("a") as f:
         f.write('\n{"step": 3, "reward": 9}\n')  # written after the checkpoint: dropped on resume
     with pytest.raises(RearankError, match=r"^--resume: settings differ from the checkpoint's \(k, lr\)$"):
-        build_trainer(config(tmp_path / "b", "w:0,0,0,0", **same, lr=0.5, k=3), OracleReader(), resume=True)
+        build_trainer(config(tmp_path / "b", "w:0,0,0,0", **same, lr=0.5, k=3), GoldReader(), resume=True)
     FakeScorer.loads = []
-    resumed = build_trainer(config(tmp_path / "b", "w:0,0,0,0", **same, save_every=5), OracleReader(), resume=True)
+    resumed = build_trainer(config(tmp_path / "b", "w:0,0,0,0", **same, save_every=5), GoldReader(), resume=True)
     # the reference keeps its first layer; the policy's checkpoint already has one
     assert FakeScorer.loads == [("w:0,0,0,0", None, "cpu", 1, 16),
                                 (str(tmp_path / "b" / "run" / "checkpoint" / "scorer"), None, "cpu", None, 16)]
@@ -403,28 +403,28 @@ def test_resume_continues_as_an_uninterrupted_run(tmp_path):
 
 def test_build_refuses_a_used_output_and_a_resume_without_checkpoint(tmp_path):
     with pytest.raises(RearankError, match=r"^--resume: no checkpoint in .*; start without --resume$"):
-        build_trainer(config(tmp_path, PEAKED), OracleReader(), resume=True)
+        build_trainer(config(tmp_path, PEAKED), GoldReader(), resume=True)
     for used in ("checkpoint", "log.jsonl"):
         out = tmp_path / used
         (out / "run").mkdir(parents=True)
         (out / "run" / used).write_text("")
         with pytest.raises(RearankError, match=r"already holds an RRPO run; pass --resume or choose another output$"):
-            build_trainer(config(out, PEAKED), OracleReader())
+            build_trainer(config(out, PEAKED), GoldReader())
 
 
 def test_build_limits_questions_and_candidates(tmp_path):
     cfg = config(tmp_path, PEAKED, k=2, limit=4, max_candidates=3, eval_data=str(qa_file(tmp_path / "h.jsonl", 3)),
                  eval_limit=2)
-    t = build_trainer(cfg, OracleReader())
+    t = build_trainer(cfg, GoldReader())
     assert (len(t.items), len(t.heldout)) == (4, 2)
     assert {len(i.passages) for i in t.items + t.heldout} == {3}
     with pytest.raises(RearankError, match=r"^RRPO: 6 questions have fewer than k=2 passages \(e\.g\. q0\)$"):
-        build_trainer(config(tmp_path / "short", PEAKED, k=2, max_candidates=1), OracleReader())
+        build_trainer(config(tmp_path / "short", PEAKED, k=2, max_candidates=1), GoldReader())
     four = RRPOTrainer(config(tmp_path / "k", PEAKED, k=4, norm_window=2), FakeScorer.load(PEAKED),
-                       FakeScorer.load(PEAKED), OracleReader(), items(tmp_path / "k")[:1])  # k passages: enough
+                       FakeScorer.load(PEAKED), GoldReader(), items(tmp_path / "k")[:1])  # k passages: enough
     assert four.normalizer.state() == {"window": 2, "values": []}
     with pytest.raises(RearankError, match="^RRPO: no training questions$"):
-        RRPOTrainer(cfg, FakeScorer.load(PEAKED), FakeScorer.load(PEAKED), OracleReader(), [])
+        RRPOTrainer(cfg, FakeScorer.load(PEAKED), FakeScorer.load(PEAKED), GoldReader(), [])
 
 
 def test_build_retrieves_from_a_corpus(tmp_path, monkeypatch):
@@ -435,19 +435,19 @@ def test_build_retrieves_from_a_corpus(tmp_path, monkeypatch):
     monkeypatch.setattr(retrieval, "retrieve",
                         lambda qs, corpus, depth: calls.append(("retrieve", len(qs), corpus, depth)) or (qs[:2], None))
     cfg = config(tmp_path, PEAKED, corpus="wiki", depth=7, eval_data=str(qa_file(tmp_path / "h.jsonl", 3)))
-    t = build_trainer(cfg, OracleReader())
+    t = build_trainer(cfg, GoldReader())
     assert calls == [("corpus", "wiki", False), ("retrieve", 6, "C", 7), ("retrieve", 3, "C", 7)]
     assert (len(t.items), len(t.heldout)) == (2, 2)
     calls.clear()
-    build_trainer(config(tmp_path / "b", PEAKED, corpus="wiki", depth=7), OracleReader())
+    build_trainer(config(tmp_path / "b", PEAKED, corpus="wiki", depth=7), GoldReader())
     assert calls == [("corpus", "wiki", False), ("retrieve", 6, "C", 7)]  # no held-out questions to retrieve for
 
 
 def test_the_seed_fixes_a_freshly_initialised_scorer(tmp_path):
     torch.manual_seed(123)
-    first = build_trainer(config(tmp_path / "a", "rand", seed=3), OracleReader())
-    again = build_trainer(config(tmp_path / "b", "rand", seed=3), OracleReader())
-    other = build_trainer(config(tmp_path / "c", "rand", seed=4), OracleReader())
+    first = build_trainer(config(tmp_path / "a", "rand", seed=3), GoldReader())
+    again = build_trainer(config(tmp_path / "b", "rand", seed=3), GoldReader())
+    other = build_trainer(config(tmp_path / "c", "rand", seed=4), GoldReader())
     assert torch.equal(first.policy.model.w, again.policy.model.w)
     assert not torch.equal(first.policy.model.w, other.policy.model.w)
 
@@ -462,7 +462,7 @@ def test_build_joins_torchrun_s_group_with_the_config_s_device(tmp_path, monkeyp
                        ("get_rank", lambda: 1), ("get_world_size", lambda: 2), ("barrier", lambda: None)):
         monkeypatch.setattr(dist, name, fake)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    t = build_trainer(config(tmp_path, PEAKED, device="cuda"), OracleReader())
+    t = build_trainer(config(tmp_path, PEAKED, device="cuda"), GoldReader())
     assert joined == ["nccl"] and (t.group.rank, t.group.world) == (1, 2) and FakeScorer.loads[0][2] == "cuda:1"
 
 
@@ -472,16 +472,16 @@ def test_a_second_rank_on_gpus_uses_its_local_device(tmp_path, monkeypatch, loca
         monkeypatch.delenv("LOCAL_RANK", raising=False)
     else:
         monkeypatch.setenv("LOCAL_RANK", local)
-    build_trainer(config(tmp_path, PEAKED, device="cuda"), OracleReader(), group=MirrorGroup())
+    build_trainer(config(tmp_path, PEAKED, device="cuda"), GoldReader(), group=MirrorGroup())
     assert [d for _, _, d, _, _ in FakeScorer.loads] == [device] * 2
-    build_trainer(config(tmp_path / "one", PEAKED, device="cuda"), OracleReader())
+    build_trainer(config(tmp_path / "one", PEAKED, device="cuda"), GoldReader())
     assert FakeScorer.loads[-1][2] == "cuda"
 
 
 def test_a_rank_that_is_not_the_first_writes_nothing(tmp_path):
     cfg = config(tmp_path, PEAKED, k=2, epochs=1, eval_data=str(qa_file(tmp_path / "h.jsonl", 3)))
     seen = []
-    t = build_trainer(cfg, OracleReader(), log=seen.append, group=MirrorGroup())
+    t = build_trainer(cfg, GoldReader(), log=seen.append, group=MirrorGroup())
     sizes = []
     real_update = t.update
     t.update = lambda episodes, total, offset: sizes.append((len(episodes), total, offset)) or real_update(
@@ -491,7 +491,7 @@ def test_a_rank_that_is_not_the_first_writes_nothing(tmp_path):
     assert not (tmp_path / "run").exists() and seen == [] and BARS[0].kwargs["disable"] is True
     state = t.state()
     assert state["baseline_calls"] == 2 * t.baseline_calls == 8 and state["baseline"] == t.baseline
-    main = build_trainer(config(tmp_path / "main", PEAKED, k=2, epochs=1), OracleReader())
+    main = build_trainer(config(tmp_path / "main", PEAKED, k=2, epochs=1), GoldReader())
     main.train(progress=False)
     with (main.output / "log.jsonl").open("a") as f:
         f.write('{"step": 9}\n')
@@ -505,9 +505,9 @@ def test_a_rank_that_is_not_the_first_writes_nothing(tmp_path):
 
 
 def test_reader_calls_are_none_for_a_reader_that_does_not_count(tmp_path):
-    t = trainer(tmp_path, reader=SimpleNamespace(read=OracleReader().read))
+    t = trainer(tmp_path, reader=SimpleNamespace(read=GoldReader().read))
     assert t._reader_calls() is None
-    t.reader = OracleReader()
+    t.reader = GoldReader()
     t.reader.generated = 7
     assert t._reader_calls() == 7
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from rearank import support
-from rearank.backends.registry import BACKENDS, READERS
+from rearank.backends.base import READER
+from rearank.backends.registry import BACKENDS, role
 from rearank.methods import METHODS
 
 
@@ -18,7 +19,7 @@ def test_the_page_is_current():
 
 def test_the_page_names_every_registered_method_and_backend():
     page = support.render()
-    backends = [name for name in BACKENDS.builtin_names if name not in READERS]
+    backends = [name for name in BACKENDS.builtin_names if role(name) != READER]
     assert backends and list(METHODS.builtin_names)
     grid = page.split("## Methods x backends")[1].split("\n\n")[1]
     header, _rule, *rows = grid.splitlines()

@@ -9,6 +9,7 @@ from rearank.methods.arena.grammar import arena_grammar
 from rearank.methods.arena.parser import format_arena, parse_arena
 from rearank.methods.arena.prompt import arena_messages, n_references
 from rearank.methods.arena.reading import MEASURES, score_arena
+from rearank.methods.arena.reward import STYLE
 from rearank.methods.arena.rows import arena_row
 from rearank.methods.card import READER, Card, Examples, Reading
 
@@ -28,6 +29,6 @@ CARD = Card(
     render=lambda spec, question, passages: arena_messages(question, passages, template=spec),
     parse=arena_answer, grammar=arena_grammar, reward=("pkg://rearank.methods.arena.reward", "compute_score"),
     oracle=arena_oracle, examples=Examples(arena, "gold", arena_expected), synth="qa", rows=arena_row,
-    ability="rag-qa", reading=Reading(lambda item: n_references(item.source), score_arena, MEASURES, style="arena"),
+    ability="rag-qa", reading=Reading(lambda item: n_references(item.source), score_arena, MEASURES, style=STYLE),
     published=TABLE3,
 )

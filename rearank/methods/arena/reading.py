@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from rearank.measures.answers import exact_match, hit, token_f1
 from rearank.methods.arena.parser import parse_arena
 from rearank.methods.arena.prompt import arena_messages, n_references
-from rearank.methods.arena.reward import relevance_accuracy
+from rearank.methods.arena.reward import STYLE, relevance_accuracy
 from rearank.types import Message, Passage, QAItem
 
 #: The measures of one reading, in table order.
@@ -27,7 +27,7 @@ def arena_prompt(item: QAItem) -> list[Message]:
     return arena_messages(item.question, arena_passages(item))
 
 
-def score_arena(item: QAItem, shown: Sequence[Passage], generation: str, style: str = "arena") -> dict[str, object]:
+def score_arena(item: QAItem, shown: Sequence[Passage], generation: str, style: str = STYLE) -> dict[str, object]:
     """Answer EM/F1/Hit (``style`` normalisation), format, and relevance-id accuracy against the supporting ids
     among ``shown``. Returns the parsed answer (``""`` when absent), the cited passage ids (``pids``) and numeric
     scores."""

@@ -21,10 +21,12 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from rearank.measures.answers import normalize_answer
+from rearank.measures.answers import Style, normalize_answer
 from rearank.methods.arena.parser import parse_arena
 from rearank.qa.truth import truth_parser
 
+#: ARENA's answer normalisation (App. C.1): SQuAD's, each ``_`` read as a space first.
+STYLE = Style("arena", spaces="_")
 PARSE_STATUSES = ("ok", "bad_ground_truth")
 PARTS = ("score", "format", "accuracy", "relevance", "bonus", "parse_status")
 
@@ -53,7 +55,7 @@ def _truth(value: Any) -> _Truth | None:
         return None
     if not isinstance(supporting, list) or not all(type(i) is int for i in supporting):
         return None
-    return _Truth(frozenset(normalize_answer(a, "arena") for a in answers), tuple(sorted(set(supporting))))
+    return _Truth(frozenset(normalize_answer(a, STYLE) for a in answers), tuple(sorted(set(supporting))))
 
 
 #: Decoded gold answers and supporting ids, or None when malformed.
@@ -72,7 +74,7 @@ def compute_score(
         return {**dict.fromkeys(PARTS, 0.0), "parse_status": float(PARSE_STATUSES.index("bad_ground_truth"))}
     parsed = parse_arena(solution_str)
     fmt = float(parsed.format_ok)
-    accuracy = float(parsed.answer is not None and normalize_answer(parsed.answer, "arena") in truth.normalized)
+    accuracy = float(parsed.answer is not None and normalize_answer(parsed.answer, STYLE) in truth.normalized)
     relevance = relevance_score(parsed.relevance, truth.supporting)
     extra = float(bonus) if fmt == accuracy == relevance == 1.0 else 0.0
     return {"score": fmt + accuracy + relevance + extra, "format": fmt, "accuracy": accuracy, "relevance": relevance,

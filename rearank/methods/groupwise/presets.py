@@ -24,4 +24,3 @@ PRESETS: dict[str, dict[str, Any]] = {
         "shuffle_all": True,
     },
 }
-

@@ -86,11 +86,12 @@ class BarragSelector:
 def barrag_selector(arg: str | None, *, backend: str = "hf", candidates: int = SELECTOR_CANDIDATES,
                     max_new_tokens: int = 1024, batch_size: int = 8, **options: Any) -> BarragSelector:
     """``barrag:MODEL``: a BAR-RAG selector through a backend (options: backend, candidates, max_new_tokens,
-    batch_size; the rest go to the backend)."""
-    from rearank.backends.registry import make_backend
+    batch_size; the rest go to the backend), which must generate (``ROLE`` generator)."""
+    from rearank.backends.base import GENERATOR
+    from rearank.backends.registry import make_backend, role
     from rearank.errors import RearankError
 
-    if backend in ("oracle", "qa-oracle"):
+    if role(backend) != GENERATOR:
         raise RearankError(f"barrag selector: the {backend} backend does not select passages; use hf, vllm or openai")
     return BarragSelector(make_backend(backend, arg, **options), arg or "embedded", candidates=int(candidates),
                           max_new_tokens=int(max_new_tokens), batch_size=int(batch_size),

@@ -73,7 +73,7 @@ class RRPOConfig:
     max_candidates: int | None = None
     corpus: str | None = None
     depth: int = 100
-    reader: str = "noisy-oracle"
+    reader: str = "noisy-gold"
     reader_model: str | None = None
     reader_template: str = "rrpo"
     reader_options: dict[str, Any] = field(default_factory=dict)
