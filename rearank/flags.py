@@ -225,11 +225,11 @@ def backend_options(pairs: list[str]) -> dict[str, Any]:
 def apply_defaults(args: argparse.Namespace) -> None:
     """Fill the defaults that hang on other flags: ``--backend`` (the method card's ``backend``, else ``hf``) and
     the settings of ``--preset`` (one of the method card's ``presets``) left at their defaults."""
-    method = card(args.method)
     if args.backend is None:
         args.backend = default_backend(args.method)
     if not getattr(args, "preset", None):
         return
+    method = card(args.method)
     if args.preset not in method.presets:
         owner = next(c.name for c in cards(RANK) if args.preset in c.presets)
         raise RearankError(f"--preset {args.preset} is a {owner} preset: add --method {owner}")
