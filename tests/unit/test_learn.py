@@ -58,7 +58,7 @@ WORDS = [f"alpha{i} beta{i} gamma{i} delta{i} epsilon{i} zeta{i} eta{i} theta{i}
 
 
 def test_phrase_windows_end_the_target_with_the_query_only():
-    rows = list(windows("phrase", "dl21", [request("q1", WORDS), request("q2", WORDS)], {}, 4, seed=3))
+    rows = list(windows("phrase", "dl21", [request("q1", WORDS), request("q2", WORDS)], {}, 4, seed=3, size=4))
     assert len(rows) == 8
     assert [r["extra_info"]["target"] for r in rows] == [1, 2, 3, 4, 1, 2, 3, 4]  # positions cycle
     for row in rows:
@@ -79,7 +79,7 @@ def test_phrase_windows_end_the_target_with_the_query_only():
 def test_phrase_windows_skip_a_target_whose_last_words_another_passage_holds():
     shared = "one two three four"
     texts = [f"first {shared}", f"second {shared} more", "third x y z w", "fourth p q r s"]
-    rows = list(windows("phrase", "dl21", [request("q1", texts)], {}, 8, seed=0))
+    rows = list(windows("phrase", "dl21", [request("q1", texts)], {}, 8, seed=0, size=4))
     queries = [r["prompt"][-1]["content"].rsplit("Search query: ", 1)[1] for r in rows]
     assert 0 < len(rows) < 8  # the draws whose target was the first passage were skipped
     assert shared not in queries and "r s" in " ".join(queries)
@@ -88,7 +88,7 @@ def test_phrase_windows_skip_a_target_whose_last_words_another_passage_holds():
 def test_relevance_windows_hold_one_relevant_and_three_judged_zero():
     texts = [f"passage number {i} about something" for i in range(8)]
     qrels = {"q1": {"q1-d0": 3, "q1-d1": 0, "q1-d2": 0, "q1-d3": 0, "q1-d4": 1}}  # d4 grade 1: never used
-    rows = list(windows("relevance", "dl19", [request("q1", texts), request("q2", texts)], qrels, 5, seed=0))
+    rows = list(windows("relevance", "dl19", [request("q1", texts), request("q2", texts)], qrels, 5, seed=0, size=4))
     assert len(rows) == 5  # q2 has no judgments
     for k, row in enumerate(rows):
         labels = json.loads(row["reward_model"]["ground_truth"])["labels"]
@@ -107,7 +107,7 @@ def test_sft_targets_are_right_at_the_asked_rate_and_balanced():
             return {"input_ids": [9, 9]}
 
     rows = [{"prompt": [{"role": "user", "content": "x"}], "extra_info": {"target": 1 + i % 4}} for i in range(4000)]
-    examples = sft_examples(rows, Tok(), right=0.5, seed=0)
+    examples = sft_examples(rows, Tok(), right=0.5, seed=0, size=4)
     targets = [answer[0] for _, answer in examples]
     right = sum(t == r["extra_info"]["target"] for t, r in zip(targets, rows))
     assert 0.47 < right / 4000 < 0.53
@@ -124,7 +124,7 @@ LONG = [f"word{i} " * 3 + f"term{i} alpha beta gamma delta epsilon" for i in ran
 
 def test_relevance_windows_cut_passages_to_six_words_and_put_the_query_after_them():
     qrels = {"q1": {f"q1-d{i}": (2 if i < 2 else 0) for i in range(12)}}
-    rows = list(windows("relevance", "dl19", [request("q1", LONG)], qrels, 4, seed=0))
+    rows = list(windows("relevance", "dl19", [request("q1", LONG)], qrels, 4, seed=0, size=4))
     for row in rows:
         text = row["prompt"][-1]["content"]
         assert text.rstrip().endswith("Search query: topic q1")  # the query comes last
@@ -137,7 +137,7 @@ def test_heldout_builds_one_window_per_relevant_passage_with_balanced_positions(
     texts = [f"passage {i} text" for i in range(10)]
     qrels = {"q1": {f"q1-d{i}": (3 if i < 5 else 0) for i in range(10)},
              "q2": {f"q2-d{i}": (2 if i < 3 else 0) for i in range(10)}}
-    rows = heldout("dl19", [request("q1", texts), request("q2", texts)], qrels, 8, seed=1)
+    rows = heldout("dl19", [request("q1", texts), request("q2", texts)], qrels, 8, seed=1, size=4)
     assert [r["extra_info"]["target"] for r in rows] == [1, 2, 3, 4, 1, 2, 3, 4]
     relevant = [(r["extra_info"]["qid"], r["extra_info"]["shown"][r["extra_info"]["target"] - 1]) for r in rows]
     assert len(set(relevant)) == 8  # 8 of the 5 + 3 relevant passages, none twice
@@ -152,7 +152,7 @@ def test_heldout_says_how_many_relevant_passages_there_are():
     texts = [f"passage {i}" for i in range(6)]
     qrels = {"q1": {f"q1-d{i}": (2 if i < 2 else 0) for i in range(6)}}
     with pytest.raises(RearankError, match="dl19: 2 relevant passages .* 3 held-out windows asked; lower --heldout"):
-        heldout("dl19", [request("q1", texts)], qrels, 3, seed=0)
+        heldout("dl19", [request("q1", texts)], qrels, 3, seed=0, size=4)
 
 
 def test_the_lexical_labeller_needs_a_unique_highest_overlap():
@@ -165,7 +165,7 @@ def test_lexical_windows_label_the_top_overlap_balance_positions_and_borrow_nega
     requests = [Request(Query(f"q{k}", topic), [Candidate(f"q{k}-d{i}", 1.0, f"{topic if i % 2 else 'other'} "
                                                                             f"text {k}-{i}")
                                                for i in range(8)]) for k, topic in enumerate(topics)]
-    rows = list(lexical_windows("dl21", requests, 16, seed=0))
+    rows = list(lexical_windows("dl21", requests, 16, seed=0, size=4))
     assert len(rows) >= 40
     targets = [r["extra_info"]["target"] for r in rows]
     assert targets == [1 + i % 4 for i in range(len(rows))]  # positions cycle
@@ -186,7 +186,7 @@ def test_lexical_windows_label_the_top_overlap_balance_positions_and_borrow_nega
 
 def test_balanced_order_puts_each_position_once_in_every_four_rows():
     rows = [{"extra_info": {"target": t, "n": i}} for i, t in enumerate([1, 1, 1, 2, 2, 3, 3, 3, 4, 4, 4, 4])]
-    ordered = balanced_order(rows, seed=0)
+    ordered = balanced_order(rows, seed=0, size=4)
     assert len(ordered) == 8  # two full rounds: position 2 has only two rows
     assert [r["extra_info"]["target"] for r in ordered] == [1, 2, 3, 4] * 2
 
@@ -203,7 +203,7 @@ def scored(first, relevant):
 
 def test_figures_name_the_answer_share_and_the_accuracy_per_gold_position():
     # answers 1, 1, 3, 3 to items whose best passage is at 1, 2, 3, 4
-    fig = report.figures("grpo", 5, [outcome(1, 1), outcome(1, 2), outcome(3, 3), outcome(3, 4)])
+    fig = report.figures("grpo", 5, [outcome(1, 1), outcome(1, 2), outcome(3, 3), outcome(3, 4)], size=4)
     assert "top1_by_position" not in fig  # it was the share of answers, named like an accuracy
     assert fig["answer_share_by_position"] == {"1": 0.5, "2": 0.0, "3": 0.5, "4": 0.0}
     assert fig["accuracy_by_position"] == {"1": 1.0, "2": 0.0, "3": 1.0, "4": 0.0}
@@ -213,12 +213,12 @@ def test_figures_name_the_answer_share_and_the_accuracy_per_gold_position():
 def test_gate_passes_and_fails_on_each_threshold():
     spread = [[scored(0, 0), scored(1, 0)], [scored(2, 2), scored(3, 2)], [scored(1, 1), scored(2, 1)]]
     balanced = [outcome(k % 4 + 1, 1) for k in range(8)]
-    assert report.gate(spread, balanced)["passed"]
+    assert report.gate(spread, balanced, size=4)["passed"]
     flat = [[scored(0, 0), scored(0, 0)]] + spread  # 1 of 4 groups without spread: 0.25 <= 0.3
-    assert report.gate(flat, balanced)["zero_spread"] == 0.25 and report.gate(flat, balanced)["passed"]
-    assert not report.gate([[scored(0, 0), scored(0, 0)]] * 2 + spread, balanced)["passed"]  # 2 of 5: 0.4
-    assert not report.gate(spread, [outcome(1, 1)] * 4 + balanced)["passed"]  # position 1: 6 of 12 = 0.5
-    assert not report.gate([[scored(-1, 0), scored(1, 0)]] * 3, balanced)["passed"]  # format 0.5
+    assert report.gate(flat, balanced, size=4)["zero_spread"] == 0.25 and report.gate(flat, balanced, size=4)["passed"]
+    assert not report.gate([[scored(0, 0), scored(0, 0)]] * 2 + spread, balanced, size=4)["passed"]  # 2 of 5: 0.4
+    assert not report.gate(spread, [outcome(1, 1)] * 4 + balanced, size=4)["passed"]  # position 1: 6 of 12 = 0.5
+    assert not report.gate([[scored(-1, 0), scored(1, 0)]] * 3, balanced, size=4)["passed"]  # format 0.5
 
 
 def test_paired_runs_mcnemar_on_items_and_the_query_flip_on_queries():
@@ -245,7 +245,7 @@ def test_baselines_score_constant_positions_overlap_and_bm25_on_the_shown_words(
             window("river fish", ["sea birds", "river fish species", "river boats", "fish and chips"], 2),
             window("red car", ["blue sky", "green tree", "a car", "a red car"], 4),
             window("moon", ["sun", "stars", "sky", "sea"], 3)]  # no overlap anywhere: a four-way tie
-    result = report.baselines(rows)
+    result = report.baselines(rows, size=4)
     assert result["constant_position"] == {"1": 0.25, "2": 0.25, "3": 0.25, "4": 0.25}
     assert result["best_constant"] == 0.25
     assert result["query_term_overlap"] == pytest.approx((1 + 1 + 1 + 0.25) / 4)
@@ -267,9 +267,9 @@ def test_the_plan_lists_its_evaluation_steps_and_what_a_run_misses():
 
 
 def evaluations(steps):
-    return [report.figures("base", 0, [outcome(3, 1)] * 4),
-            report.figures("warm start", 0, [outcome(1, 1), outcome(1, 2), outcome(3, 3), outcome(4, 4)]),
-            *[report.figures("grpo", s, [outcome(k, k) for k in (1, 2, 3, 4)]) for s in steps]]
+    return [report.figures("base", 0, [outcome(3, 1)] * 4, size=4),
+            report.figures("warm start", 0, [outcome(1, 1), outcome(1, 2), outcome(3, 3), outcome(4, 4)], size=4),
+            *[report.figures("grpo", s, [outcome(k, k) for k in (1, 2, 3, 4)], size=4) for s in steps]]
 
 
 LEXICAL = {"best_constant": 0.25, "query_term_overlap": 0.42, "bm25_on_shown_words": 0.40}
@@ -279,9 +279,9 @@ WON = {"items": 4, "queries": 4, "gain": 0.25, "only_candidate_right": 1, "only_
 
 def test_a_run_that_stopped_before_its_plan_is_marked_and_never_meets_the_target():
     planned = report.plan("relevance", {"grpo_steps": 56, "eval_every": 14})
-    lines = report.verdict("relevance", planned, evaluations([14, 28, 42, 56]), WON, LEXICAL)
+    lines = report.verdict("relevance", planned, evaluations([14, 28, 42, 56]), WON, LEXICAL, size=4)
     assert "STOPPED" not in lines[0] and "target MET" in lines[-1]
-    short = report.verdict("relevance", planned, evaluations([14, 28]), WON, LEXICAL)
+    short = report.verdict("relevance", planned, evaluations([14, 28]), WON, LEXICAL, size=4)
     assert short[0].startswith("relevance: STOPPED BEFORE ITS PLAN: no evaluation at step(s) [42, 56]")
     assert "target NOT met" in short[-1]
 
@@ -289,9 +289,9 @@ def test_a_run_that_stopped_before_its_plan_is_marked_and_never_meets_the_target
 def test_the_target_needs_both_tests_and_no_position_habit():
     planned = report.plan("relevance", {"grpo_steps": 14, "eval_every": 14})
     query_only = {**WON, "per_query": {"p_value": 0.2}}
-    assert "target NOT met" in report.verdict("relevance", planned, evaluations([14]), query_only, LEXICAL)[-1]
-    habit = [*evaluations([]), report.figures("grpo", 14, [outcome(1, 1)] * 3 + [outcome(1, 2)])]
-    lines = report.verdict("relevance", planned, habit, WON, LEXICAL)
+    assert "target NOT met" in report.verdict("relevance", planned, evaluations([14]), query_only, LEXICAL, size=4)[-1]
+    habit = [*evaluations([]), report.figures("grpo", 14, [outcome(1, 1)] * 3 + [outcome(1, 2)], size=4)]
+    lines = report.verdict("relevance", planned, habit, WON, LEXICAL, size=4)
     assert "1.00 (ABOVE 0.5)" in lines[-2] and "target NOT met" in lines[-1]
 
 
@@ -363,7 +363,7 @@ def test_the_warm_start_runs_in_a_child_process_and_is_read_back(tmp_path, monke
     context = _Inline()
     monkeypatch.setattr(run.multiprocessing, "get_context", lambda method: context if method == "spawn" else None)
     monkeypatch.setattr(run, "build_data", fake_data)
-    monkeypatch.setattr(report, "baselines", lambda rows: {})
+    monkeypatch.setattr(report, "baselines", lambda rows, size: {})
     made = {"outcomes": {"base": [outcome(1, 2)], "warm start": [outcome(2, 2)]}, "gate": {"passed": False},
             "sft_steps_run": 8, "sft_checks": [], "sft_loss": [1.0], "times": {"sft_s": 1}}
     monkeypatch.setattr(run, "warm_start", lambda *a: dict(made))
@@ -465,9 +465,9 @@ def test_the_gate_probe_holds_each_best_position_equally():
     from recipes.learn.run import balanced
 
     rows = [{"extra_info": {"target": t}} for t in [1, 1, 1, 2, 1, 3, 2, 4, 4, 3, 2, 4]]
-    probe = balanced(rows, 8)
+    probe = balanced(rows, 8, size=4)
     assert [r["extra_info"]["target"] for r in probe] == [1, 1, 2, 3, 2, 4, 4, 3]
-    assert len(balanced(rows, 4)) == 4
+    assert len(balanced(rows, 4, size=4)) == 4
 
 
 def test_a_new_plan_keeps_the_attempts_that_ran_with_their_outcomes(tmp_path):
