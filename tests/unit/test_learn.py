@@ -484,3 +484,232 @@ def test_a_new_plan_keeps_the_attempts_that_ran_with_their_outcomes(tmp_path):
     planned_only = {"plan": {"grpo_steps": 56}, "status": "planned; not run yet", "earlier_attempts": kept}
     assert earlier_attempts(planned_only, output, "relevance") == kept  # a plan that never ran is not an attempt
     assert earlier_attempts({}, output, "relevance") == []
+
+
+# --set-size N: the 2-passage fallback of issue #45
+
+def test_the_reward_refuses_an_id_beyond_a_two_passage_window():
+    truth = json.dumps({"labels": [0, 2]})
+    assert compute_score("learn/relevance/dl19", "[2]", truth)["score"] == 1.0
+    assert compute_score("learn/relevance/dl19", "[1]", truth)["score"] == 0.0
+    beyond = compute_score("learn/relevance/dl19", "[3]", truth)
+    assert (beyond["score"], beyond["valid"], beyond["first"]) == (-1.0, 0.0, -1.0)
+    assert compute_score("learn/relevance/dl19", "[3]", TRUTH)["valid"] == 1.0  # in range on four passages
+
+
+def test_two_passage_windows_hold_each_position_equally_often():
+    texts = [f"passage number {i} about something" for i in range(8)]
+    qrels = {"q1": {"q1-d0": 3, "q1-d1": 0, "q1-d2": 0, "q1-d3": 2},
+             "q2": {f"q2-d{i}": (2 if i < 3 else 0) for i in range(8)}}
+    requests = [request("q1", texts), request("q2", texts)]
+    rows = list(windows("relevance", "dl19", requests, qrels, 3, seed=0, size=2))
+    assert [r["extra_info"]["target"] for r in rows] == [1, 2, 1, 2, 1, 2]
+    for row in rows:
+        labels = json.loads(row["reward_model"]["ground_truth"])["labels"]
+        assert len(labels) == 2 and labels[row["extra_info"]["target"] - 1] >= 2 and 0 in labels
+        assert [line.rsplit(" ", 1)[1] for line in shown_lines(row)] == ["[1]", "[2]"]
+    phrase = list(windows("phrase", "dl21", [request("q1", WORDS)], {}, 6, seed=3, size=2))
+    assert [r["extra_info"]["target"] for r in phrase] == [1, 2] * 3
+    assert all(len(r["extra_info"]["shown"]) == 2 for r in phrase)
+    held = heldout("dl19", requests, qrels, 4, seed=1, size=2)
+    assert [r["extra_info"]["target"] for r in held] == [1, 2, 1, 2]
+    assert len({(r["extra_info"]["qid"], r["extra_info"]["shown"][r["extra_info"]["target"] - 1]) for r in held}) == 4
+    topics = ["solar power", "river fish", "mountain bike"]
+    runs = [Request(Query(f"q{k}", t), [Candidate(f"q{k}-d{i}", 1.0, f"{t if i % 2 else 'other'} {k}-{i}")
+                                        for i in range(6)]) for k, t in enumerate(topics)]
+    lexical = list(lexical_windows("dl21", runs, 8, seed=0, size=2))
+    assert len(lexical) >= 12
+    assert [r["extra_info"]["target"] for r in lexical] == [1 + i % 2 for i in range(len(lexical))]
+    for row in lexical:
+        info = row["extra_info"]
+        assert len(info["shown"]) == 2 and unique_best(overlap(info["query"], info["shown"])) == info["target"] - 1
+    ordered = balanced_order([{"extra_info": {"target": t}} for t in [1, 1, 1, 2, 2, 1]], seed=0, size=2)
+    assert [r["extra_info"]["target"] for r in ordered] == [1, 2, 1, 2]
+
+
+def test_two_passage_sft_targets_and_probe_name_only_ids_1_and_2():
+    from recipes.learn.run import balanced
+
+    class Tok:
+        eos_token_id = 0
+
+        def encode(self, text, add_special_tokens=False):
+            return [int(text.strip("[]"))]
+
+        def apply_chat_template(self, messages, **kwargs):
+            return {"input_ids": [9]}
+
+    rows = [{"prompt": [{"role": "user", "content": "x"}], "extra_info": {"target": 1 + i % 2}} for i in range(2000)]
+    targets = [answer[0] for _, answer in sft_examples(rows, Tok(), right=0.75, seed=0, size=2)]
+    assert set(targets) == {1, 2} and 0.47 < targets.count(1) / 2000 < 0.53
+    assert 0.72 < sum(t == r["extra_info"]["target"] for t, r in zip(targets, rows)) / 2000 < 0.78
+    probe = balanced([{"extra_info": {"target": t}} for t in [1, 1, 1, 2, 1, 2]], 4, size=2)
+    assert [r["extra_info"]["target"] for r in probe] == [1, 1, 2, 2]
+
+
+def test_figures_and_constant_baselines_on_two_passages():
+    fig = report.figures("grpo", 1, [outcome(1, 1), outcome(1, 2), outcome(1, 1), outcome(2, 2)], size=2)
+    assert fig["answer_share_by_position"] == {"1": 0.75, "2": 0.25}
+    assert fig["accuracy_by_position"] == {"1": 1.0, "2": 0.5} and fig["top1"] == 0.75
+    rows = [window("red car", ["a red car", "blue sky"], 1), window("moon", ["sun", "stars"], 2)]
+    result = report.baselines(rows, size=2)
+    assert result["constant_position"] == {"1": 0.5, "2": 0.5} and result["best_constant"] == 0.5
+    assert result["query_term_overlap"] == pytest.approx((1 + 0.5) / 2)  # the second: a two-way tie
+
+
+def test_the_gate_thresholds_at_two_and_four_passages():
+    assert report.gate_thresholds(4) == {"format_valid_min": 0.9, "zero_spread_max": 0.3, "position_max": 0.4}
+    assert report.gate_thresholds(2) == {"format_valid_min": 0.9, "zero_spread_max": 0.3, "position_max": 0.6}
+    assert report.chance_zero_spread(4, 4) == pytest.approx(0.75 ** 4 + 0.25 ** 4)  # 0.32
+    assert report.chance_zero_spread(2, 4) == 0.125
+    spread = [[scored(0, 0), scored(1, 0), scored(1, 0), scored(0, 0)]] * 3
+    leaning = [outcome(1, 1), outcome(2, 2), outcome(1, 1), outcome(2, 2), outcome(1, 2)]  # position 1: 3 of 5
+    two = report.gate(spread, leaning, size=2)
+    assert two["passed"] and two["largest_position_share"] == 0.6 and two["thresholds"]["position_max"] == 0.6
+    assert two["zero_spread_at_chance"] == 0.125 and two["sampled_answer_share"] == {"1": 0.5, "2": 0.5}
+    assert not report.gate(spread, leaning, size=4)["passed"]  # the same answers: 0.6 > 0.4 on four passages
+    assert report.gate(spread, leaning, size=4)["zero_spread_at_chance"] == pytest.approx(0.3203125)
+    assert not report.gate(spread, [*leaning, outcome(1, 2)], size=2)["passed"]  # position 1: 4 of 6 > 0.6
+
+
+def test_the_verdict_limit_at_two_and_four_passages_and_its_label():
+    assert report.end_position_max(4) == 0.5 and report.end_position_max(2) == pytest.approx(2 / 3)
+    planned = report.plan("relevance", {"grpo_steps": 14, "eval_every": 14, "set_size": 2})
+    start = [report.figures("base", 0, [outcome(2, 1)] * 8, size=2),
+             report.figures("warm start", 0, [outcome(1, 1 + i % 2) for i in range(8)], size=2)]
+    gold = [1 + i % 2 for i in range(8)]
+
+    def end(answers):
+        return [*start, report.figures("grpo", 14, [outcome(a, g) for a, g in zip(answers, gold)], size=2)]
+
+    lexical = {"best_constant": 0.5, "query_term_overlap": 0.6, "bm25_on_shown_words": 0.58}
+    lines = report.verdict("relevance, 2 passages", planned, end([1, 2, 1, 2, 1, 2, 1, 1]), WON, lexical, size=2)
+    assert all(line.startswith("relevance, 2 passages: ") for line in lines)
+    assert "0.62 (within 0.667)" in lines[-2] and "target MET" in lines[-1] and "over 0.667" in lines[-1]
+    habit = report.verdict("relevance, 2 passages", planned, end([1, 2, 1, 1, 1, 2, 1, 1]), WON, lexical, size=2)
+    assert "0.75 (ABOVE 0.667)" in habit[-2] and "target NOT met" in habit[-1]
+
+
+def test_the_plan_records_the_set_size_and_a_two_passage_run_has_its_own_entry(tmp_path, monkeypatch):
+    from recipes.learn import run
+
+    output = tmp_path / "fig.json"
+    four = report.plan("relevance", run.planned_settings(run.build_parser().parse_args([])))
+    assert four["settings"]["set_size"] == 4
+    run.write_figures(output, {"relevance": {"plan": four, "verdict": ["relevance: four"], "evaluations": []}})
+    seen, plotted = {}, {}
+
+    def fake_run(task, out, args, plan):
+        seen.update(task=task, size=args.set_size, plan=plan)
+        return {"verdict": ["relevance, 2 passages: done"], "evaluations": []}, [{"task": "relevance, 2 passages"}]
+
+    monkeypatch.setattr(run, "run_task", fake_run)
+    monkeypatch.setattr(report, "plot", lambda tasks, path: plotted.update(tasks))
+    assert run.main(["--output", str(output), "--set-size", "2", "--heldout", "16"]) == 0
+    tasks = json.loads(output.read_text())["tasks"]
+    assert list(tasks) == ["relevance", "relevance, 2 passages"] and list(plotted) == list(tasks)
+    assert tasks["relevance"]["plan"] == four and tasks["relevance"]["verdict"] == ["relevance: four"]  # untouched
+    assert tasks["relevance, 2 passages"]["plan"]["settings"]["set_size"] == 2 == seen["size"]
+    assert seen["task"] == "relevance" and seen["plan"] == tasks["relevance, 2 passages"]["plan"]
+    assert (tmp_path / "fig_relevance_2passages_outcomes.jsonl.gz").is_file()
+    assert not (tmp_path / "fig_relevance_outcomes.jsonl.gz").exists()
+    # --report-only --set-size 2 finds the 2-passage plan
+    assert run.main(["--report-only", "--output", str(output), "--set-size", "2"]) == 0
+    assert seen["size"] == 2 and seen["plan"]["settings"]["heldout"] == 16
+
+
+def test_a_two_passage_run_works_in_its_own_folder_and_names_itself(tmp_path, monkeypatch):
+    from recipes.learn import run
+
+    context = _Inline()
+    monkeypatch.setattr(run.multiprocessing, "get_context", lambda method: context)
+    monkeypatch.setattr(run, "build_data", fake_data)
+    monkeypatch.setattr(report, "baselines", lambda rows, size: {"size": size})
+    made = {"outcomes": {"base": [outcome(1, 2)], "warm start": [outcome(2, 2)]}, "gate": {"passed": False},
+            "sft_steps_run": 8, "sft_checks": [], "sft_loss": [1.0], "times": {"sft_s": 1}}
+    monkeypatch.setattr(run, "warm_start", lambda *a: dict(made))
+    args = run.build_parser().parse_args(["--out", str(tmp_path), "--set-size", "2"])
+    entry, rows = run.run_task("relevance", tmp_path, args, {"evaluation_steps": [0]})
+    assert context.started == ["relevance_2passages-warm-start"]
+    assert (tmp_path / "relevance_2passages" / "warm_start.json").is_file() and not (tmp_path / "relevance").exists()
+    assert entry["baselines"] == {"size": 2}
+    assert entry["evaluations"][1]["answer_share_by_position"] == {"1": 0.0, "2": 1.0}
+    assert entry["verdict"][0].startswith("relevance, 2 passages: the warm start failed the gate")
+    assert {r["task"] for r in rows} == {"relevance, 2 passages"}
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--set-size", "1"], "--set-size 1: at least 2 passages"),
+    (["--prompts-per-step", "6"], "--prompts-per-step 6: not a multiple of --set-size 4"),
+    (["--set-size", "2", "--heldout", "511"], "--heldout 511: not a multiple of --set-size 2"),
+])
+def test_a_set_size_that_breaks_the_balance_is_refused(tmp_path, capsys, argv, says):
+    from recipes.learn import run
+
+    assert run.main(["--output", str(tmp_path / "fig.json"), *argv]) == 1
+    assert says in capsys.readouterr().err and not (tmp_path / "fig.json").exists()
+
+
+# verl's workers killed by Ray for memory: one line, not Hydra's tail
+
+OOM_LOG = """(TaskRunnerV1 pid=22898) step:3 - critic/score/mean:0.250
+(raylet) 1 worker(s) were killed due to the node running low on memory. Memory on the node (IP: 10.0.0.5, ID: 3f2a) \
+was 21.90GB used / 22.33GB limit (0.980743)
+(raylet) 2 worker(s) were killed due to the node running low on memory. Memory on the node (IP: 10.0.0.5, ID: 3f2a) \
+was 22.35GB used / 22.33GB limit (1.000896)
+Traceback (most recent call last):
+ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.
+Error executing job with overrides: ['data.train_batch_size=8']
+Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
+"""
+
+
+def fake_verl(folder, text, code):
+    """A module ``fake_verl`` in ``folder`` that prints ``text`` and exits with ``code``; the env that finds it."""
+    import os
+
+    (folder / "fake_verl.py").write_text(f"import sys\nsys.stdout.write({text!r})\nsys.exit({code})\n")
+    return {**os.environ, "PYTHONPATH": str(folder)}
+
+
+def test_a_child_killed_by_ray_for_memory_fails_with_one_line(tmp_path):
+    import sys
+
+    from rearank.errors import RearankError
+    from recipes.checks.cpu import OutOfMemory, _run, ray_out_of_memory
+
+    assert ray_out_of_memory("Traceback\nValueError: no\n") is None
+    log = tmp_path / "logs" / "verl.1.log"
+    with pytest.raises(OutOfMemory) as caught:
+        _run([sys.executable, "-m", "fake_verl"], log, fake_verl(tmp_path, OOM_LOG, 1))
+    message = str(caught.value)
+    assert "\n" not in message and "HYDRA" not in message
+    assert message == (f"fake_verl failed: Ray killed 2 worker(s), the node running low on memory (22.35 GB used / "
+                       f"22.33 GB limit) (log {log}); close other jobs and run the same command again")
+    # the log is appended to: an earlier run's memory error does not name a later, other failure
+    with pytest.raises(RearankError, match="fake_verl exited with 3; log .*its end:\n") as other:
+        _run([sys.executable, "-m", "fake_verl"], log, fake_verl(tmp_path, "ValueError: a bad override\n", 3))
+    assert not isinstance(other.value, OutOfMemory)
+
+
+def test_learn_ends_with_one_line_when_ray_kills_verl_for_memory(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from recipes.checks.cpu import _run
+    from recipes.learn import run
+
+    monkeypatch.setattr(run.multiprocessing, "get_context", lambda method: _Inline())
+    monkeypatch.setattr(run, "build_data", fake_data)
+    monkeypatch.setattr(report, "baselines", lambda rows, size: {})
+    made = {"outcomes": {"base": [outcome(1, 2)], "warm start": [outcome(2, 2)]}, "gate": {"passed": True},
+            "sft_steps_run": 8, "sft_checks": [], "sft_loss": [1.0], "times": {"sft_s": 1}}
+    monkeypatch.setattr(run, "warm_start", lambda *a: dict(made))
+    env = fake_verl(tmp_path, OOM_LOG, 1)
+    monkeypatch.setattr(run, "train", lambda stage, data, model, folder, steps, overrides: _run(
+        [sys.executable, "-m", "fake_verl"], folder / "logs" / "verl.1.log", env))
+    assert run.main(["--out", str(tmp_path / "runs"), "--output", str(tmp_path / "fig.json")]) == 1
+    err = capsys.readouterr().err
+    log = tmp_path / "runs" / "relevance" / "grpo" / "logs" / "verl.1.log"
+    assert err == (f"train-learn: relevance: GRPO stopped: Ray killed 2 worker(s), the node running low on memory "
+                   f"(22.35 GB used / 22.33 GB limit) (log {log}); close other jobs; rerunning the same command "
+                   "reads the warm start back and restarts GRPO\n")
