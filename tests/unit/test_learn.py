@@ -655,10 +655,9 @@ def test_a_set_size_that_breaks_the_balance_is_refused(tmp_path, capsys, argv, s
 OOM_LOG = """(TaskRunnerV1 pid=22898) step:3 - critic/score/mean:0.250
 (raylet) 1 worker(s) were killed due to the node running low on memory. Memory on the node (IP: 10.0.0.5, ID: 3f2a) \
 was 21.90GB used / 22.33GB limit (0.980743)
-(raylet) 2 worker(s) were killed due to the node running low on memory. Memory on the node (IP: 10.0.0.5, ID: 3f2a) \
-was 22.35GB used / 22.33GB limit (1.000896)
 Traceback (most recent call last):
-ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.
+ray.exceptions.OutOfMemoryError: 2 worker(s) were killed due to the node running low on memory. Memory on the node \
+(IP: 10.0.0.5, ID: 3f2a) was 22.35GB used / 22.33GB limit (1.000896)
 Error executing job with overrides: ['data.train_batch_size=8']
 Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
 """
