@@ -188,8 +188,8 @@ class OutOfMemory(RearankError):
 
 def ray_out_of_memory(text: str) -> str | None:
     """What a log says when Ray's memory monitor killed workers (``ray.exceptions.OutOfMemoryError`` in it), in one
-    line: "Ray killed N worker(s), the node running low on memory (X GB used / Y GB limit)", from the last report
-    of the raylet's that the log holds; None when the log holds no such error."""
+    line: "Ray killed N worker(s), the node running low on memory (X GB used / Y GB limit)", the figures of the last
+    such report in the log; None when the log holds no such error."""
     if "ray.exceptions.OutOfMemoryError" not in text:
         return None
     killed = re.findall(r"(\d+) worker\(s\) were killed due to the node running low on memory", text)
