@@ -30,7 +30,7 @@ help:
 	@echo "make train-check everything short of GPU work, with the real verl on CPU"
 	@echo "make train-cpu   real verl GRPO steps, resume, export and a rerank on CPU (RECIPE=, OUT=)"
 	@echo "make train-smoke a few CPU GRPO steps with TRL and SmolLM2"
-	@echo "make train-learn CPU benchmark (~2 h on 2 cores): lexical warm start then 56 verl GRPO steps on the relevance task; 512 held-out dl19 windows, McNemar and query-flip tests, baselines (docs/figures/train_learn.json; ARGS='--task phrase' for the controlled task)"
+	@echo "make train-learn CPU benchmark (~2 h on 2 cores): lexical warm start then 56 verl GRPO steps on the relevance task; 512 held-out dl19 windows, McNemar and query-flip tests, baselines (docs/figures/train_learn.json; ARGS='--task phrase' for the controlled task, ARGS='--set-size 2' for the 2-passage fallback)"
 
 setup: $(STAMP)
 

@@ -31,6 +31,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -176,19 +177,47 @@ def sft_cpu_overrides(model: Path, steps: int) -> list[str]:
             "data.max_length=2048", "data.max_token_len_per_gpu=4096", "data.num_workers=0"]
 
 
+class OutOfMemory(RearankError):
+    """A child process that failed because Ray's memory monitor killed its workers: ``reason`` says how many and
+    the node's memory, as the log has them (:func:`ray_out_of_memory`); ``log`` is the child's log."""
+
+    def __init__(self, command: str, reason: str, log: Path) -> None:
+        self.reason, self.log = reason, log
+        super().__init__(f"{command} failed: {reason} (log {log}); close other jobs and run the same command again")
+
+
+def ray_out_of_memory(text: str) -> str | None:
+    """What a log says when Ray's memory monitor killed workers (``ray.exceptions.OutOfMemoryError`` in it), in one
+    line: "Ray killed N worker(s), the node running low on memory (X GB used / Y GB limit)", the figures of the last
+    such report in the log; None when the log holds no such error."""
+    if "ray.exceptions.OutOfMemoryError" not in text:
+        return None
+    killed = re.findall(r"(\d+) worker\(s\) were killed due to the node running low on memory", text)
+    memory = re.findall(r"([\d.]+) ?GB used / ([\d.]+) ?GB limit", text)
+    return (f"Ray killed {killed[-1] if killed else 'its'} worker(s), the node running low on memory"
+            + (f" ({memory[-1][0]} GB used / {memory[-1][1]} GB limit)" if memory else ""))
+
+
 def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> float:
-    """Run ``cmd`` with its output appended to ``log`` (and echoed); return its wall time; raise on failure."""
+    """Run ``cmd`` with its output appended to ``log`` (and echoed); return its wall time; raise on failure: one
+    line (:class:`OutOfMemory`) when Ray killed its workers for memory, else the end of the log."""
     log.parent.mkdir(parents=True, exist_ok=True)
     print("+ " + " ".join(cmd), flush=True)
     started = time.perf_counter()
+    before = log.stat().st_size if log.exists() else 0
     with log.open("a", encoding="utf-8") as out:
         out.write("+ " + " ".join(cmd) + "\n")
         out.flush()
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
     if proc.returncode:
+        name = cmd[2] if len(cmd) > 2 else cmd[0]
+        with log.open("rb") as written:
+            written.seek(before)  # this run's output only: the log may hold earlier runs'
+            reason = ray_out_of_memory(written.read().decode("utf-8", errors="replace"))
+        if reason:
+            raise OutOfMemory(name, reason, log)
         tail = "".join(log.read_text(encoding="utf-8", errors="replace").splitlines(True)[-25:])
-        raise RearankError(f"{cmd[2] if len(cmd) > 2 else cmd[0]} exited with {proc.returncode}; "
-                           f"log {log}; its end:\n{tail}")
+        raise RearankError(f"{name} exited with {proc.returncode}; log {log}; its end:\n{tail}")
     return time.perf_counter() - started
 
 

@@ -3,10 +3,10 @@ pass per window.
 
 The answer the recipe trains is ``[k]`` (tokens ``[``, ``k``, ``]``). One forward pass over the prompt followed by
 ``[`` gives the logits of both answer positions: the id answered is the argmax of the digit position's logits over
-the window's ids ``1..4``, which is what greedy decoding answers whenever it starts with ``[`` and then names an id
-(``greedy_agrees``, recorded per item, says where it does), at a fraction of generation's cost and with no sampling
-noise. An item's outcome (:func:`outcomes`): ``item`` (its index), ``qid``, ``gold`` (1-based position of the best
-passage), ``answer`` (1-based), ``right``.
+the window's ids ``1..N`` (N passages: 4, or 2 with ``--set-size 2``), which is what greedy decoding answers
+whenever it starts with ``[`` and then names an id (``greedy_agrees``, recorded per item, says where it does), at a
+fraction of generation's cost and with no sampling noise. An item's outcome (:func:`outcomes`): ``item`` (its
+index), ``qid``, ``gold`` (1-based position of the best passage), ``answer`` (1-based), ``right``.
 """
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from recipes.learn.windows import SET_SIZE
-
 OPEN = "["
 
 
-def first_ids(model: Any, tokenizer: Any, rows: Sequence[dict], batch: int = 32) -> list[tuple[int, bool]]:
-    """Per row: (the id answered, 1-based; whether greedy decoding's first two tokens are ``[`` and that id)."""
+def first_ids(model: Any, tokenizer: Any, rows: Sequence[dict], *, size: int,
+              batch: int = 32) -> list[tuple[int, bool]]:
+    """Per row (a window of ``size`` passages): (the id answered, 1-based, among ``1..size``; whether greedy
+    decoding's first two tokens are ``[`` and that id)."""
     import torch
 
     opening = tokenizer.encode(OPEN, add_special_tokens=False)
-    digits = [tokenizer.encode(str(k), add_special_tokens=False) for k in range(1, SET_SIZE + 1)]
+    digits = [tokenizer.encode(str(k), add_special_tokens=False) for k in range(1, size + 1)]
     if len(opening) != 1 or any(len(d) != 1 for d in digits):
-        raise ValueError(f"the tokenizer splits {OPEN!r} or an id 1..{SET_SIZE} into several tokens")
+        raise ValueError(f"the tokenizer splits {OPEN!r} or an id 1..{size} into several tokens")
     ids = torch.tensor([d[0] for d in digits])
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     out: list[tuple[int, bool]] = []

@@ -12,39 +12,59 @@ from typing import Any
 
 from rearank.io.files import atomic_path, iter_json_lines
 from recipes.learn.lexical import BM25, expected_top1, overlap
-from recipes.learn.windows import SET_SIZE
 
-#: The gate a warm start passes before GRPO (issue #32): format, reward spread within groups, first picks balanced.
-GATE = {"format_valid_min": 0.9, "zero_spread_max": 0.3, "position_max": 0.4}
-#: GRPO's end must not answer one position more often than this (issue #45).
-END_POSITION_MAX = 0.5
 ALPHA = 0.05
 
 
-def answer_share(answers: Sequence[int]) -> dict[str, float]:
-    """Share of all answers that name position 1..4 (a habit shows as one large share; not an accuracy)."""
-    return {str(k): sum(a == k for a in answers) / len(answers) for k in range(1, SET_SIZE + 1)}
+def gate_thresholds(size: int) -> dict[str, float]:
+    """The gate a warm start passes before GRPO (issue #32) on windows of ``size`` passages: format, reward spread
+    within groups, first picks balanced. ``position_max`` lies a fifth of the way from an even spread (1/N) to one
+    position taking every answer, (N + 4) / 5N: 0.4 at 4 passages, 0.6 at 2. ``zero_spread_max`` is 0.3 at any N:
+    a group of R answers, each right with probability q, has no reward spread with probability q^R + (1 - q)^R, which
+    depends on q, not on N (0.3 at R = 4 admits 0.26 <= q <= 0.74); N enters only through chance, q = 1/N
+    (:func:`chance_zero_spread`: 0.32 at N = 4, R = 4, so there the bound also asks a little more than chance;
+    0.125 at N = 2, the fewest any reader leaves, so there it stops near-certain readers and habits only)."""
+    return {"format_valid_min": 0.9, "zero_spread_max": 0.3, "position_max": (size + 4) / (5 * size)}
 
 
-def figures(stage: str, step: int, outcomes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One evaluation: top-1, the share of answers per position (``answer_share_by_position``), top-1 among the
-    items whose best passage is at each position (``accuracy_by_position``), and how often greedy decoding would
-    answer the same id (``greedy_agrees``)."""
-    by_gold = {str(k): [o for o in outcomes if o["gold"] == k] for k in range(1, SET_SIZE + 1)}
+def chance_zero_spread(size: int, rollouts: int) -> float:
+    """The share of groups of ``rollouts`` answers without reward spread for a reader that picks one of ``size``
+    passages at random: all wrong or all right, (1 - 1/N)^R + (1/N)^R."""
+    return (1 - 1 / size) ** rollouts + (1 / size) ** rollouts
+
+
+def end_position_max(size: int) -> float:
+    """The largest share of one position GRPO's end may answer (issue #45): a third of the way from an even spread
+    (1/N) to one position taking every answer, (N + 2) / 3N: 0.5 at 4 passages, 2/3 at 2 (where a limit of 2/N
+    would be 1, no limit at all)."""
+    return (size + 2) / (3 * size)
+
+
+def answer_share(answers: Sequence[int], size: int) -> dict[str, float]:
+    """Share of all answers that name position 1..size (a habit shows as one large share; not an accuracy)."""
+    return {str(k): sum(a == k for a in answers) / len(answers) for k in range(1, size + 1)}
+
+
+def figures(stage: str, step: int, outcomes: Sequence[Mapping[str, Any]], *, size: int) -> dict[str, Any]:
+    """One evaluation on windows of ``size`` passages: top-1, the share of answers per position
+    (``answer_share_by_position``), top-1 among the items whose best passage is at each position
+    (``accuracy_by_position``), and how often greedy decoding would answer the same id (``greedy_agrees``)."""
+    by_gold = {str(k): [o for o in outcomes if o["gold"] == k] for k in range(1, size + 1)}
     return {"stage": stage, "step": step, "items": len(outcomes),
             "top1": sum(o["right"] for o in outcomes) / len(outcomes),
-            "answer_share_by_position": answer_share([o["answer"] for o in outcomes]),
+            "answer_share_by_position": answer_share([o["answer"] for o in outcomes], size),
             "accuracy_by_position": {k: (sum(o["right"] for o in v) / len(v) if v else None)
                                      for k, v in by_gold.items()},
             "greedy_agrees": sum(o["greedy_agrees"] for o in outcomes) / len(outcomes)}
 
 
-def baselines(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """On the evaluation's windows: top-1 of always answering one position, of the highest query-term overlap and
-    of the highest BM25 score on the shown words (document frequencies over every shown passage; ties split)."""
+def baselines(rows: Sequence[Mapping[str, Any]], *, size: int) -> dict[str, Any]:
+    """On the evaluation's windows of ``size`` passages: top-1 of always answering one position, of the highest
+    query-term overlap and of the highest BM25 score on the shown words (document frequencies over every shown
+    passage; ties split)."""
     info = [r["extra_info"] for r in rows]
     bm25 = BM25(t for i in info for t in i["shown"])
-    constant = {str(k): sum(i["target"] == k for i in info) / len(info) for k in range(1, SET_SIZE + 1)}
+    constant = {str(k): sum(i["target"] == k for i in info) / len(info) for k in range(1, size + 1)}
     return {"constant_position": constant, "best_constant": max(constant.values()),
             "query_term_overlap": sum(expected_top1(overlap(i["query"], i["shown"]), i["target"] - 1)
                                       for i in info) / len(info),
@@ -66,19 +86,24 @@ def missing(planned: Mapping[str, Any], evaluated: Iterable[int]) -> list[int]:
     """The planned evaluation steps a run has no evaluation of (empty: the run reached its plan)."""
     done = set(evaluated)
     return [step for step in planned["evaluation_steps"] if step not in done]
-def gate(sampled: Sequence[Sequence[Mapping[str, Any]]], greedy: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The warm start's gate: on sampled groups (one list of answers scored by the reward per training prompt) the
-    format-valid rate and the share of groups whose rewards are all equal; on its deterministic held-out outcomes
-    the largest share of one position among the answers. ``passed`` when all three are within :data:`GATE`."""
+def gate(sampled: Sequence[Sequence[Mapping[str, Any]]], greedy: Sequence[Mapping[str, Any]], *,
+         size: int) -> dict[str, Any]:
+    """The warm start's gate on windows of ``size`` passages: on sampled groups (one list of answers scored by the
+    reward per training prompt) the format-valid rate and the share of groups whose rewards are all equal (beside
+    it, that share for a reader answering at random, :func:`chance_zero_spread`); on its deterministic held-out
+    outcomes the largest share of one position among the answers. ``passed`` when all three are within
+    :func:`gate_thresholds`."""
+    limits = gate_thresholds(size)
     flat = [item for group in sampled for item in group]
     valid = sum(i["valid"] for i in flat) / len(flat)
     zero = sum(len({i["score"] for i in group}) == 1 for group in sampled) / len(sampled)
-    top = max(answer_share([o["answer"] for o in greedy]).values())
-    return {"format_valid": valid, "zero_spread": zero, "largest_position_share": top,
-            "sampled_answer_share": answer_share([int(i["first"]) + 1 for i in flat if i["valid"]] or [0]),
+    top = max(answer_share([o["answer"] for o in greedy], size).values())
+    return {"format_valid": valid, "zero_spread": zero,
+            "zero_spread_at_chance": chance_zero_spread(size, len(sampled[0])), "largest_position_share": top,
+            "sampled_answer_share": answer_share([int(i["first"]) + 1 for i in flat if i["valid"]] or [0], size),
             "groups": len(sampled), "samples": len(flat),
-            "passed": valid >= GATE["format_valid_min"] and zero <= GATE["zero_spread_max"]
-            and top <= GATE["position_max"], "thresholds": GATE}
+            "passed": valid >= limits["format_valid_min"] and zero <= limits["zero_spread_max"]
+            and top <= limits["position_max"], "thresholds": limits}
 
 
 def zero_spread(folder: Path) -> dict[int, float]:
@@ -120,16 +145,19 @@ def paired(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any
 
 
 def verdict(task: str, planned: Mapping[str, Any], evaluations: Sequence[Mapping[str, Any]],
-            test: Mapping[str, Any], lexical: Mapping[str, Any]) -> list[str]:
-    """Plain lines: whether the run reached its plan; top-1 base -> warm start -> GRPO end against the baselines;
-    both tests; the end's largest position share; and the issue's target, met or not."""
+            test: Mapping[str, Any], lexical: Mapping[str, Any], *, size: int) -> list[str]:
+    """Plain lines, each opening with ``task`` (the variant's name: "relevance, 2 passages" is never read as the
+    4-passage run): whether the run reached its plan; top-1 base -> warm start -> GRPO end against the baselines;
+    both tests; the end's largest position share (at most :func:`end_position_max` of ``size``); and the issue's
+    target, met or not."""
     gone = missing(planned, [e["step"] for e in evaluations if e["stage"] in ("warm start", "grpo")])
     stage = {e["stage"]: e for e in evaluations if e["stage"] in ("base", "warm start")}
     end = [e for e in evaluations if e["stage"] == "grpo"][-1]
     top = max(end["answer_share_by_position"].values())
     p_item, p_query = test["per_item"]["p_value"], test["per_query"]["p_value"]
+    limit = end_position_max(size)
     met = (not gone and test["gain"] > 0 and p_item < ALPHA and p_query < ALPHA
-           and end["top1"] > lexical["best_constant"] and top <= END_POSITION_MAX)
+           and end["top1"] > lexical["best_constant"] and top <= limit)
     lines = []
     if gone:
         lines.append(f"{task}: STOPPED BEFORE ITS PLAN: no evaluation at step(s) {gone} of the planned "
@@ -142,9 +170,9 @@ def verdict(task: str, planned: Mapping[str, Any], evaluations: Sequence[Mapping
                f"({test['only_candidate_right']} right only after, {test['only_baseline_right']} only before); "
                f"McNemar p = {p_item:.4g}, query-flip p = {p_query:.4g} over {test['queries']} queries"),
               (f"{task}: largest share of one position among GRPO's answers {top:.2f} "
-               f"({'within' if top <= END_POSITION_MAX else 'ABOVE'} {END_POSITION_MAX})"),
+               f"({'within' if top <= limit else 'ABOVE'} {limit:.3g})"),
               (f"{task}: target {'MET' if met else 'NOT met'} (above the warm start at p < {ALPHA} by both tests, "
-               f"above the best constant position, no position over {END_POSITION_MAX}, the plan reached)")]
+               f"above the best constant position, no position over {limit:.3g}, the plan reached)")]
     return lines
 
 

@@ -1,9 +1,11 @@
 """The reward of ``make train-learn``: one action, the id of the best passage, priced in full.
 
-``score`` = 1 when the answer names exactly one in-range id and that passage has the highest grade of the window,
-0 when it names one in-range id of a lower grade, -1 otherwise (no id, several ids, an id out of range, an unclosed
-``<answer>``). The answer is read by the listwise parser (:func:`rearank.methods.listwise.answer.parse_answer`) and
-the ground truth by the listwise reward's reader, so rows in the shape ``rearank synth`` writes score unchanged.
+``score`` = 1 when the answer names exactly one in-range id and that passage has the highest grade of the window, 0
+when it names one in-range id of a lower grade, -1 otherwise (no id, several ids, an id out of range, an unclosed
+``<answer>``). In range means ``1..N`` for a window of N passages, N read from the ground truth's labels (so
+``[3]`` is invalid in a ``--set-size 2`` window). The answer is read by the listwise parser
+(:func:`rearank.methods.listwise.answer.parse_answer`) and the ground truth by the listwise reward's reader, so
+rows in the shape ``rearank synth`` writes score unchanged.
 The recipe's own reward (normalized nDCG + format, ``rearank.methods.listwise.reward``) repairs malformed answers
 and prices format at 0.1, which let a first learning run drift into unclosed id chains
 (docs/training.md, "make train-learn"); this variant leaves the policy nothing to gain from a malformed answer.

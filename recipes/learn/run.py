@@ -16,21 +16,21 @@ from typing import Any
 
 from rearank.errors import RearankError
 from rearank.io.files import atomic_folder, atomic_path, atomic_write
-from recipes.checks.cpu import merge_metrics, runtime_env, train
+from recipes.checks.cpu import OutOfMemory, merge_metrics, runtime_env, train
 from recipes.checks.data import shared
 from recipes.checks.sft import train_on_answers
 from recipes.checks.table import STAGES
 from recipes.learn import report
 from recipes.learn.evaluate import first_ids, outcomes
 from recipes.learn.reward import compute_score
-from recipes.learn.windows import SET_SIZE, TASKS, balanced_order, heldout, lexical_windows, windows
+from recipes.learn.windows import DEFAULT_SET_SIZE, TASKS, balanced_order, heldout, lexical_windows, windows
 
 TRAIN_SET, HELD_OUT = "dl21", "dl19"
 #: The verl recipe the GRPO stage runs (its algorithm, optimiser and loss; sizes and reward as overridden here).
 STAGE = STAGES["rearank"]
 RESPONSE_TOKENS = 8
 DEFAULT_OUTPUT = Path("docs/figures/train_learn.json")
-#: The settings a saved warm start (``<out>/<task>/warm_start.json``) must match to be reused.
+#: The settings a saved warm start (``<out>/<variant>/warm_start.json``, :func:`file_name`) must match to be reused.
 WARM_START_SETTINGS = ("windows_per_query", "heldout", "sft_steps", "sft_batch", "sft_lr", "sft_right",
                        "sft_check_every", "sft_until", "gate_prompts", "rollouts", "threads", "seed")
 #: Command-line settings that are not part of a run's plan (where it works and writes, what it does this time).
@@ -40,6 +40,31 @@ REWARD = ("recipes.learn.reward.compute_score (variant 'one-id'): 1 for the one 
           "id of another, -1 for anything else; the recipe's normalized nDCG@10 + 0.1 format repairs malformed "
           "answers and pays little for format, which let an earlier run drift into unclosed id chains, and its "
           "rank term is lopsided by the best passage's position (docs/training.md)")
+
+
+def variant(task: str, size: int) -> str:
+    """The name of a task's figures entry, curve and verdict: the task at :data:`DEFAULT_SET_SIZE` passages, else
+    "<task>, N passages", so that a run on N passages is never read as the 4-passage one."""
+    return task if size == DEFAULT_SET_SIZE else f"{task}, {size} passages"
+
+
+def file_name(name: str) -> str:
+    """A variant's name as its working folder and outcomes file spell it ("relevance, 2 passages" ->
+    "relevance_2passages")."""
+    return name.replace(", ", "_").replace(" ", "")
+
+
+def size_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the window size of ``args``, or None: at least 2 passages, and the held-out windows and
+    each step's prompts a multiple of it, so that every position holds the best passage equally often."""
+    size = args.set_size
+    if size < 2:
+        return f"--set-size {size}: at least 2 passages"
+    for option in ("heldout", "prompts_per_step"):
+        if getattr(args, option) % size:
+            return (f"--{option.replace('_', '-')} {getattr(args, option)}: not a multiple of --set-size {size} "
+                    "(each position holds the best passage equally often)")
+    return None
 
 
 def encode(tokenizer: Any, messages: Sequence[dict]) -> list[int]:
@@ -56,22 +81,24 @@ def build_data(task: str, folder: Path, args: argparse.Namespace) -> dict[str, l
     from rearank.data.packs import load_qrels, load_requests
 
     rng = random.Random(args.seed)
+    size = args.set_size
     sft_n, grpo_n = args.sft_steps * args.sft_batch, args.grpo_steps * args.prompts_per_step
     train_requests, held_requests = load_requests(dataset=TRAIN_SET), load_requests(dataset=HELD_OUT)
-    gold = list(windows(task, TRAIN_SET, train_requests, load_qrels(TRAIN_SET), args.windows_per_query, args.seed))
+    gold = list(windows(task, TRAIN_SET, train_requests, load_qrels(TRAIN_SET), args.windows_per_query, args.seed,
+                        size=size))
     rng.shuffle(gold)
     if task == "relevance":  # the warm start learns lexical labels; GRPO the judgments
-        warm = list(lexical_windows(TRAIN_SET, train_requests, args.windows_per_query, args.seed))
+        warm = list(lexical_windows(TRAIN_SET, train_requests, args.windows_per_query, args.seed, size=size))
         rng.shuffle(warm)
-        held = heldout(HELD_OUT, held_requests, load_qrels(HELD_OUT), args.heldout, args.seed + 1)
+        held = heldout(HELD_OUT, held_requests, load_qrels(HELD_OUT), args.heldout, args.seed + 1, size=size)
     else:
         warm, gold = gold, gold[sft_n + 4 * args.gate_prompts:]
         held = list(windows(task, HELD_OUT, held_requests, load_qrels(HELD_OUT), args.windows_per_query,
-                            args.seed + 1))
+                            args.seed + 1, size=size))
         if len(held) < args.heldout:
             raise RearankError(f"{task}: {len(held)} {HELD_OUT} windows, --heldout {args.heldout} asked")
         held = rng.sample(held, args.heldout)
-    grpo = balanced_order(gold, args.seed)
+    grpo = balanced_order(gold, args.seed, size=size)
     if len(warm) < sft_n + args.gate_prompts or len(grpo) < grpo_n:
         raise RearankError(f"{task}: {len(warm)} warm-start and {len(grpo)} GRPO {TRAIN_SET} windows, "
                            f"{sft_n} + {args.gate_prompts} and {grpo_n} needed; raise --windows-per-query")
@@ -79,19 +106,21 @@ def build_data(task: str, folder: Path, args: argparse.Namespace) -> dict[str, l
     for name, rows in (("train.parquet", grpo[:grpo_n]), ("val.parquet", held)):
         with atomic_path(folder / name) as tmp:
             pd.DataFrame(rows).to_parquet(tmp)
-    return {"sft": warm[:sft_n], "probe": balanced(warm[sft_n:], args.gate_prompts), "grpo": grpo[:grpo_n],
-            "held": held}
+    return {"sft": warm[:sft_n], "probe": balanced(warm[sft_n:], args.gate_prompts, size=size),
+            "grpo": grpo[:grpo_n], "held": held}
 
 
-def sft_examples(rows: Sequence[dict], tokenizer: Any, right: float, seed: int) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, answer ids): the target is the best passage's id with probability ``right``, else one of the
-    other three at random, so the targets' positions stay balanced and the policy keeps variance."""
+def sft_examples(rows: Sequence[dict], tokenizer: Any, right: float, seed: int, *,
+                 size: int) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, answer ids) of windows of ``size`` passages: the target is the best passage's id with
+    probability ``right``, else one of the other ids at random, so the targets' positions stay balanced and the
+    policy keeps variance."""
     rng = random.Random(seed)
     examples = []
     for row in rows:
         target = row["extra_info"]["target"]
         if rng.random() >= right:
-            target = rng.choice([k for k in range(1, SET_SIZE + 1) if k != target])
+            target = rng.choice([k for k in range(1, size + 1) if k != target])
         answer = tokenizer.encode(f"[{target}]", add_special_tokens=False) + [tokenizer.eos_token_id]
         examples.append((encode(tokenizer, row["prompt"]), answer))
     return examples
@@ -117,14 +146,15 @@ def sampled(model: Any, tokenizer: Any, rows: Sequence[dict], samples: int, batc
     return out
 
 
-def balanced(rows: Sequence[dict], n: int) -> list[dict]:
-    """The first rows with at most ``n // SET_SIZE`` per best position: on them a reader that is always right spreads
-    its picks evenly, so the gate's largest position share measures a habit, not the draw of the rows."""
-    taken = dict.fromkeys(range(1, SET_SIZE + 1), 0)
+def balanced(rows: Sequence[dict], n: int, *, size: int) -> list[dict]:
+    """The first rows (windows of ``size`` passages) with at most ``n // size`` per best position: on them a reader
+    that is always right spreads its picks evenly, so the gate's largest position share measures a habit, not the
+    draw of the rows."""
+    taken = dict.fromkeys(range(1, size + 1), 0)
     out = []
     for row in rows:
         target = row["extra_info"]["target"]
-        if taken[target] < n // SET_SIZE:
+        if taken[target] < n // size:
             taken[target] += 1
             out.append(row)
     return out
@@ -161,8 +191,9 @@ def checkpoints(folder: Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def evaluate_checkpoints(found: dict[int, Path], held: list[dict], threads: int) -> dict[int, list[dict]]:
-    """Each checkpoint's held-out outcomes (:func:`recipes.learn.evaluate.first_ids`)."""
+def evaluate_checkpoints(found: dict[int, Path], held: list[dict], threads: int, size: int) -> dict[int, list[dict]]:
+    """Each checkpoint's held-out outcomes on windows of ``size`` passages
+    (:func:`recipes.learn.evaluate.first_ids`)."""
     import torch
 
     from rearank.backends.models import embedded_model_path
@@ -172,14 +203,15 @@ def evaluate_checkpoints(found: dict[int, Path], held: list[dict], threads: int)
     tokenizer = load_tokenizer(embedded_model_path(), padding_side="left")
     out = {}
     for step, path in found.items():
-        out[step] = outcomes(held, first_ids(load_model(path), tokenizer, held))
-        print(f"GRPO step {step}: held-out top-1 {report.figures('grpo', step, out[step])['top1']:.3f}", flush=True)
+        out[step] = outcomes(held, first_ids(load_model(path), tokenizer, held, size=size))
+        print(f"GRPO step {step}: held-out top-1 {report.figures('grpo', step, out[step], size=size)['top1']:.3f}",
+              flush=True)
     return out
 
 
 def warm_start(task: str, data: dict[str, list[dict]], target: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The base model's held-out outcomes, the warm start (saved to ``target``), its held-out outcomes (GRPO's
-    step 0) and its gate."""
+    step 0) and its gate, on windows of ``--set-size`` passages; ``task``: the variant's name, for the log."""
     import torch
 
     from rearank.backends.models import embedded_model_path
@@ -192,31 +224,33 @@ def warm_start(task: str, data: dict[str, list[dict]], target: Path, args: argpa
     base = embedded_model_path()
     tokenizer = load_tokenizer(base, padding_side="left")
     model = load_model(base)
-    held, probe = data["held"], data["probe"]
-    base_outcomes = outcomes(held, first_ids(model, tokenizer, held))
+    held, probe, size = data["held"], data["probe"], args.set_size
+    position_max = report.gate_thresholds(size)["position_max"]
+    base_outcomes = outcomes(held, first_ids(model, tokenizer, held, size=size))
     times["base_eval_s"] = round(time.perf_counter() - mark)
     checks: list[dict[str, Any]] = []
 
     def check(step: int) -> bool:
         """Stop the warm start at partial skill: its answers agree with the probe's labels (lexical ones for
         relevance) on at least ``--sft-until`` of it, and no position takes more than the gate's share."""
-        figures = report.figures("probe", step, outcomes(probe, first_ids(model, tokenizer, probe)))
+        figures = report.figures("probe", step, outcomes(probe, first_ids(model, tokenizer, probe, size=size)),
+                                 size=size)
         checks.append({"step": step, "agreement": figures["top1"],
                        "largest_position_share": max(figures["answer_share_by_position"].values())})
         print(f"{task}: SFT step {step}: {checks[-1]}", flush=True)
         model.train()
         return (checks[-1]["agreement"] >= args.sft_until
-                and checks[-1]["largest_position_share"] <= report.GATE["position_max"])
+                and checks[-1]["largest_position_share"] <= position_max)
 
     mark = time.perf_counter()
-    losses = train_on_answers(model, sft_examples(data["sft"], tokenizer, args.sft_right, args.seed), args.sft_steps,
-                              args.sft_lr, args.sft_batch, tokenizer.pad_token_id, args.seed,
+    losses = train_on_answers(model, sft_examples(data["sft"], tokenizer, args.sft_right, args.seed, size=size),
+                              args.sft_steps, args.sft_lr, args.sft_batch, tokenizer.pad_token_id, args.seed,
                               check=check, every=args.sft_check_every)
     times["sft_s"] = round(time.perf_counter() - mark)
     mark = time.perf_counter()
-    warm_outcomes = outcomes(held, first_ids(model, tokenizer, held))
-    gate = report.gate(sampled(model, tokenizer, balanced(data["grpo"], args.gate_prompts), args.rollouts),
-                       warm_outcomes)
+    warm_outcomes = outcomes(held, first_ids(model, tokenizer, held, size=size))
+    gate = report.gate(sampled(model, tokenizer, balanced(data["grpo"], args.gate_prompts, size=size), args.rollouts),
+                       warm_outcomes, size=size)
     times["gate_s"] = round(time.perf_counter() - mark)
     print(f"{task}: gate {gate}", flush=True)
     with atomic_folder(target, replace=True) as tmp:
@@ -237,10 +271,12 @@ def save_warm_start(task: str, data: dict[str, list[dict]], folder: Path, args: 
 
 
 def run_task(task: str, out: Path, args: argparse.Namespace, planned: dict[str, Any]) -> tuple[dict, list[dict]]:
-    """One task as ``planned``: its figures entry and every evaluation's per-item outcomes."""
-    folder = out / task
+    """One task as ``planned``, on windows of ``args.set_size`` passages (working folder ``out/<variant>``): its
+    figures entry and every evaluation's per-item outcomes."""
+    name, size = variant(task, args.set_size), args.set_size
+    folder = out / file_name(name)
     data = build_data(task, folder / "data", args)
-    print(f"{task}: {len(data['sft'])} warm-start rows, {len(data['grpo'])} GRPO prompts ({TRAIN_SET}), "
+    print(f"{name}: {len(data['sft'])} warm-start rows, {len(data['grpo'])} GRPO prompts ({TRAIN_SET}), "
           f"{len(data['held'])} held-out ({HELD_OUT})", flush=True)
     sft_model, saved = folder / "sft-model", folder / "warm_start.json"
     made_with = {key: getattr(args, key) for key in WARM_START_SETTINGS}
@@ -249,40 +285,44 @@ def run_task(task: str, out: Path, args: argparse.Namespace, planned: dict[str, 
         if result.get("settings") != made_with:
             raise RearankError(f"{saved}: made with {result.get('settings')}, asked {made_with}; delete "
                                f"{saved} to make the warm start again")
-        print(f"{task}: warm start, its evaluations and gate read back from {saved}", flush=True)
+        print(f"{name}: warm start, its evaluations and gate read back from {saved}", flush=True)
     elif args.report_only:
         raise RearankError(f"--report-only: no warm start in {saved}")
     else:  # in a child process, so that the memory it holds is returned before verl starts
         child = multiprocessing.get_context("spawn").Process(
-            target=save_warm_start, args=(task, data, folder, args, made_with), name=f"{task}-warm-start")
+            target=save_warm_start, args=(name, data, folder, args, made_with), name=f"{file_name(name)}-warm-start")
         child.start()
         child.join()
         if child.exitcode != 0 or not saved.is_file():
-            raise RearankError(f"{task}: the warm start's process ended with exit code {child.exitcode} and no "
+            raise RearankError(f"{name}: the warm start's process ended with exit code {child.exitcode} and no "
                                f"{saved} (its error is printed above)")
         result = json.loads(saved.read_text(encoding="utf-8"))
     runs = {("base", 0): result["outcomes"]["base"], ("warm start", 0): result["outcomes"]["warm start"]}
-    entry = {"plan": planned, "baselines": report.baselines(data["held"]), "gate": result["gate"],
+    entry = {"plan": planned, "baselines": report.baselines(data["held"], size=size), "gate": result["gate"],
              "sft_steps_run": result["sft_steps_run"], "sft_checks": result["sft_checks"],
              "sft_loss": result["sft_loss"], "times": dict(result["times"])}
     if not result["gate"]["passed"] and not args.ignore_gate:
-        entry["evaluations"] = [report.figures(stage, step, items) for (stage, step), items in runs.items()]
-        entry["verdict"] = [f"{task}: the warm start failed the gate; GRPO not run (--ignore-gate runs it)"]
-        return entry, outcome_rows(task, runs)
+        entry["evaluations"] = [report.figures(stage, step, items, size=size) for (stage, step), items in runs.items()]
+        entry["verdict"] = [f"{name}: the warm start failed the gate; GRPO not run (--ignore-gate runs it)"]
+        return entry, outcome_rows(name, runs)
     grpo = folder / "grpo"
     if not args.report_only:
         shutil.rmtree(grpo, ignore_errors=True)  # GRPO starts again from the warm start
         mark = time.perf_counter()
-        train(STAGE, folder / "data", sft_model, grpo, args.grpo_steps, overrides=grpo_overrides(grpo, args))
+        try:
+            train(STAGE, folder / "data", sft_model, grpo, args.grpo_steps, overrides=grpo_overrides(grpo, args))
+        except OutOfMemory as err:
+            raise RearankError(f"{name}: GRPO stopped: {err.reason} (log {err.log}); close other jobs; rerunning the "
+                               "same command reads the warm start back and restarts GRPO") from None
         entry["times"]["grpo_s"] = round(time.perf_counter() - mark)
     found = {step: path for step, path in checkpoints(grpo).items() if step in planned["evaluation_steps"]}
     if not found:
-        raise RearankError(f"{task}: no GRPO checkpoint in {grpo / 'checkpoints'} to evaluate")
+        raise RearankError(f"{name}: no GRPO checkpoint in {grpo / 'checkpoints'} to evaluate")
     mark = time.perf_counter()
     runs |= {("grpo", step): items for step, items in
-             evaluate_checkpoints(found, data["held"], args.threads).items()}
+             evaluate_checkpoints(found, data["held"], args.threads, size).items()}
     entry["times"]["grpo_eval_s"] = round(time.perf_counter() - mark)
-    entry["evaluations"] = [report.figures(stage, step, items) for (stage, step), items in runs.items()]
+    entry["evaluations"] = [report.figures(stage, step, items, size=size) for (stage, step), items in runs.items()]
     entry["paired_test"] = report.paired(runs[("warm start", 0)], runs[("grpo", max(found))],
                                          "the warm start (step 0)", f"grpo step {max(found)}")
     entry["missing_evaluations"] = report.missing(planned, [0, *found])
@@ -290,13 +330,15 @@ def run_task(task: str, out: Path, args: argparse.Namespace, planned: dict[str, 
     entry["training"] = [{**row, "zero_spread": spread.get(row["step"])} for row in
                          report.training_rows(merge_metrics(grpo))]
     entry["times"]["grpo_steps_s"] = round(sum(row.get("step_s", 0.0) for row in entry["training"]))
-    entry["verdict"] = report.verdict(task, planned, entry["evaluations"], entry["paired_test"], entry["baselines"])
-    return entry, outcome_rows(task, runs)
+    entry["verdict"] = report.verdict(name, planned, entry["evaluations"], entry["paired_test"], entry["baselines"],
+                                      size=size)
+    return entry, outcome_rows(name, runs)
 
 
-def outcome_rows(task: str, runs: dict[tuple[str, int], list[dict]]) -> list[dict]:
-    """Every evaluation's outcomes as the rows of ``<output stem>_<task>_outcomes.jsonl.gz``."""
-    return [{"task": task, "stage": stage, "step": step, **{k: o[k] for k in ("item", "qid", "gold", "answer")}}
+def outcome_rows(name: str, runs: dict[tuple[str, int], list[dict]]) -> list[dict]:
+    """Every evaluation's outcomes as the rows of ``<output stem>_<variant>_outcomes.jsonl.gz`` (``task``: the
+    variant's name)."""
+    return [{"task": name, "stage": stage, "step": step, **{k: o[k] for k in ("item", "qid", "gold", "answer")}}
             for (stage, step), items in runs.items() for o in items]
 
 
@@ -306,9 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--task", action="append", choices=TASKS, help="task to run (repeatable; default relevance)")
     parser.add_argument("--out", type=Path, default=Path("runs/train-learn"), help="working folder")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
-                        help="figures JSON (the PNG and <stem>_<task>_outcomes.jsonl.gz beside it)")
+                        help="figures JSON (the PNG and <stem>_<variant>_outcomes.jsonl.gz beside it)")
+    parser.add_argument("--set-size", type=int, default=DEFAULT_SET_SIZE,
+                        help="passages a window shows (at least 2; 2 is issue #45's fallback, labelled "
+                             "'<task>, 2 passages' in the figures, the curves and the verdict)")
     parser.add_argument("--windows-per-query", type=int, default=32, help="dl21 windows drawn per query")
-    parser.add_argument("--heldout", type=int, default=512, help="held-out dl19 windows")
+    parser.add_argument("--heldout", type=int, default=512, help="held-out dl19 windows (a multiple of --set-size)")
     parser.add_argument("--sft-steps", type=int, default=48, help="most SFT steps (it stops earlier: --sft-until)")
     parser.add_argument("--sft-batch", type=int, default=16)
     parser.add_argument("--sft-lr", type=float, default=5e-5)
@@ -317,11 +362,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sft-check-every", type=int, default=8, help="check the warm start every N SFT steps")
     parser.add_argument("--sft-until", type=float, default=0.5,
                         help="stop SFT at the first check where its answers agree with the probe's labels on at "
-                             "least this share (partial skill) and no position takes over 40%% of them")
+                             "least this share (partial skill) and no position takes more of them than the "
+                             "gate allows (40%% at 4 passages, 60%% at 2)")
     parser.add_argument("--gate-prompts", type=int, default=32, help="prompts of the SFT checks and of the gate")
     parser.add_argument("--grpo-steps", type=int, default=56)
     parser.add_argument("--prompts-per-step", type=int, default=8,
-                        help="a multiple of 4: each step's prompts are balanced by the best passage's position")
+                        help="a multiple of --set-size: each step's prompts are balanced by the best passage's "
+                             "position")
     parser.add_argument("--rollouts", type=int, default=4, help="answers per prompt (the GRPO group)")
     parser.add_argument("--lr", type=float, default=5e-6, help="GRPO learning rate")
     parser.add_argument("--kl", type=float, default=0.01, help="KL loss coefficient (low_var_kl; 0: off)")
@@ -338,9 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def planned_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The settings a plan records: the command line's, less :data:`NOT_PLANNED`, and the fixed ones."""
+    """The settings a plan records: the command line's (``set_size`` among them), less :data:`NOT_PLANNED`, and the
+    fixed ones."""
     return {**{k: v for k, v in vars(args).items() if k not in NOT_PLANNED}, "response_tokens": RESPONSE_TOKENS,
-            "set_size": SET_SIZE, "trainer": "verl", "recipe": f"recipes/{STAGE.recipe}.yaml", "reward": REWARD}
+            "trainer": "verl", "recipe": f"recipes/{STAGE.recipe}.yaml", "reward": REWARD}
 
 
 def plan_args(args: argparse.Namespace, planned: dict[str, Any]) -> argparse.Namespace:
@@ -357,14 +405,15 @@ def read_figures(path: Path) -> dict[str, Any]:
         raise RearankError(f"{path}: not JSON ({err}); move it away or give another --output") from None
 
 
-def earlier_attempts(entry: dict[str, Any], output: Path, task: str) -> list[dict[str, Any]]:
-    """What a new plan for ``task`` keeps of the entry it replaces: the entry's earlier attempts, then the entry itself
-    if it ran (``attempt`` N; its per-item outcomes file renamed ``<stem>_<task>_attemptN_outcomes.jsonl.gz``)."""
+def earlier_attempts(entry: dict[str, Any], output: Path, stem: str) -> list[dict[str, Any]]:
+    """What a new plan keeps of the entry it replaces: the entry's earlier attempts, then the entry itself if it ran
+    (``attempt`` N; its per-item outcomes file renamed ``<output stem>_<stem>_attemptN_outcomes.jsonl.gz``, ``stem``
+    being the variant's :func:`file_name`)."""
     kept = list(entry.get("earlier_attempts", []))
     if "verdict" in entry:
         number = len(kept) + 1
-        outcomes = output.with_name(f"{output.stem}_{task}_outcomes.jsonl.gz")
-        renamed = output.with_name(f"{output.stem}_{task}_attempt{number}_outcomes.jsonl.gz")
+        outcomes = output.with_name(f"{output.stem}_{stem}_outcomes.jsonl.gz")
+        renamed = output.with_name(f"{output.stem}_{stem}_attempt{number}_outcomes.jsonl.gz")
         if outcomes.exists():
             outcomes.replace(renamed)
         kept.append({**{k: v for k, v in entry.items() if k != "earlier_attempts"}, "attempt": number,
@@ -373,9 +422,11 @@ def earlier_attempts(entry: dict[str, Any], output: Path, task: str) -> list[dic
 
 
 def write_figures(path: Path, tasks: dict[str, Any]) -> None:
+    """The figures JSON: every entry (named by :func:`variant`), task by task, each task's variants by name."""
+    ordered = {name: tasks[name] for task in TASKS for name in sorted(tasks) if name.split(",")[0] == task}
     figures = {"trainer": "verl", "model": "SmolLM2-135M-Instruct (embedded GGUF), full fine-tune, float32",
                "recipe": f"recipes/{STAGE.recipe}.yaml", "reward": "recipes.learn.reward.compute_score",
-               "tasks": {task: tasks[task] for task in TASKS if task in tasks}}
+               "tasks": ordered}
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as out:
         out.write(json.dumps(figures, indent=1) + "\n")
@@ -386,24 +437,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output.suffix != ".json":
         print(f"train-learn: --output {args.output}: give a .json path (the PNG goes beside it)", file=sys.stderr)
         return 1
+    if not args.report_only and (problem := size_error(args)):
+        print(f"train-learn: {problem}", file=sys.stderr)
+        return 1
     import os
 
     try:
         os.environ["REARANK_DATA"] = str(shared())
         tasks = read_figures(args.output)
         for task in args.task or ["relevance"]:
+            name = variant(task, args.set_size)  # the entry: "relevance", or "relevance, 2 passages"
             if args.report_only:  # the plan recorded before the run decides, not this command line
-                planned = tasks.get(task, {}).get("plan")
+                planned = tasks.get(name, {}).get("plan")
                 if planned is None:
-                    raise RearankError(f"--report-only: {args.output} holds no plan for {task}")
+                    raise RearankError(f"--report-only: {args.output} holds no plan for {name}")
                 task_args = plan_args(args, planned)
             else:
                 task_args, planned = args, report.plan(task, planned_settings(args))
-                earlier = earlier_attempts(tasks.get(task, {}), args.output, task)
-                tasks[task] = {"plan": planned, "status": "planned; not run yet",
+                earlier = earlier_attempts(tasks.get(name, {}), args.output, file_name(name))
+                tasks[name] = {"plan": planned, "status": "planned; not run yet",
                                **({"earlier_attempts": earlier} if earlier else {})}
                 write_figures(args.output, tasks)  # the plan is on record before anything trains
-            before = tasks.get(task, {})
+            before = tasks.get(name, {})
             started = time.perf_counter()
             entry, rows = run_task(task, args.out.resolve(), task_args, planned)
             entry["wall_s"] = round(time.perf_counter() - started)
@@ -411,8 +466,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 entry.setdefault("times", {}).update({k: v for k, v in before.get("times", {}).items() if k == "grpo_s"})
                 entry["wall_s"] = before.get("wall_s", entry["wall_s"])
             earlier = {k: before[k] for k in ("earlier_attempts",) if k in before}
-            tasks[task] = {**entry, "plan": planned, **earlier}  # the plan recorded before the run, whatever ran
-            report.write_outcomes(args.output.with_name(f"{args.output.stem}_{task}_outcomes.jsonl.gz"), rows)
+            tasks[name] = {**entry, "plan": planned, **earlier}  # the plan recorded before the run, whatever ran
+            report.write_outcomes(args.output.with_name(f"{args.output.stem}_{file_name(name)}_outcomes.jsonl.gz"),
+                                  rows)
             write_figures(args.output, tasks)
             for line in entry["verdict"]:
                 print(line, flush=True)
