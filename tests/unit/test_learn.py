@@ -96,18 +96,21 @@ def test_relevance_windows_hold_one_relevant_and_three_judged_zero():
         assert "Search query: topic q1" in row["prompt"][-1]["content"]
 
 
+class DigitTokenizer:
+    """Encodes an answer ``[k]`` as the one token ``k``; every prompt as two tokens."""
+
+    eos_token_id = 0
+
+    def encode(self, text, add_special_tokens=False):
+        return [int(text.strip("[]"))]
+
+    def apply_chat_template(self, messages, **kwargs):
+        return {"input_ids": [9, 9]}
+
+
 def test_sft_targets_are_right_at_the_asked_rate_and_balanced():
-    class Tok:
-        eos_token_id = 0
-
-        def encode(self, text, add_special_tokens=False):
-            return [int(text.strip("[]"))]
-
-        def apply_chat_template(self, messages, **kwargs):
-            return {"input_ids": [9, 9]}
-
     rows = [{"prompt": [{"role": "user", "content": "x"}], "extra_info": {"target": 1 + i % 4}} for i in range(4000)]
-    examples = sft_examples(rows, Tok(), right=0.5, seed=0, size=4)
+    examples = sft_examples(rows, DigitTokenizer(), right=0.5, seed=0, size=4)
     targets = [answer[0] for _, answer in examples]
     right = sum(t == r["extra_info"]["target"] for t, r in zip(targets, rows))
     assert 0.47 < right / 4000 < 0.53
@@ -530,17 +533,8 @@ def test_two_passage_windows_hold_each_position_equally_often():
 def test_two_passage_sft_targets_and_probe_name_only_ids_1_and_2():
     from recipes.learn.run import balanced
 
-    class Tok:
-        eos_token_id = 0
-
-        def encode(self, text, add_special_tokens=False):
-            return [int(text.strip("[]"))]
-
-        def apply_chat_template(self, messages, **kwargs):
-            return {"input_ids": [9]}
-
     rows = [{"prompt": [{"role": "user", "content": "x"}], "extra_info": {"target": 1 + i % 2}} for i in range(2000)]
-    targets = [answer[0] for _, answer in sft_examples(rows, Tok(), right=0.75, seed=0, size=2)]
+    targets = [answer[0] for _, answer in sft_examples(rows, DigitTokenizer(), right=0.75, seed=0, size=2)]
     assert set(targets) == {1, 2} and 0.47 < targets.count(1) / 2000 < 0.53
     assert 0.72 < sum(t == r["extra_info"]["target"] for t, r in zip(targets, rows)) / 2000 < 0.78
     probe = balanced([{"extra_info": {"target": t}} for t in [1, 1, 1, 2, 1, 2]], 4, size=2)
