@@ -54,9 +54,15 @@ def file_name(name: str) -> str:
     return name.replace(", ", "_").replace(" ", "")
 
 
+def sft_until(size: int) -> float:
+    """The default ``--sft-until`` on ``size`` passages: a third of the way from chance to 1 (0.5 at 4, 0.667 at 2)."""
+    return round(1 / size + (1 - 1 / size) / 3, 3)
+
+
 def size_error(args: argparse.Namespace) -> str | None:
-    """What is wrong with the window size of ``args``, or None: at least 2 passages, and the held-out windows and
-    each step's prompts a multiple of it, so that every position holds the best passage equally often."""
+    """What is wrong with the window size of ``args``, or None: at least 2 passages, the held-out windows and each
+    step's prompts a multiple of it, so that every position holds the best passage equally often, and the warm
+    start's stop rule (``--sft-until``) above chance on it."""
     size = args.set_size
     if size < 2:
         return f"--set-size {size}: at least 2 passages"
@@ -64,6 +70,9 @@ def size_error(args: argparse.Namespace) -> str | None:
         if getattr(args, option) % size:
             return (f"--{option.replace('_', '-')} {getattr(args, option)}: not a multiple of --set-size {size} "
                     "(each position holds the best passage equally often)")
+    if args.sft_until <= 1 / size:
+        return (f"--sft-until {args.sft_until}: at or below chance on {size} passages ({1 / size:g}); the warm start "
+                "would stop before it reads (give a share between chance and 1, e.g. 0.7 at 2 passages)")
     return None
 
 
@@ -360,10 +369,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sft-right", type=float, default=1.0,
                         help="share of SFT targets that are the label (the rest: another id at random)")
     parser.add_argument("--sft-check-every", type=int, default=8, help="check the warm start every N SFT steps")
-    parser.add_argument("--sft-until", type=float, default=0.5,
+    parser.add_argument("--sft-until", type=float, default=None,
                         help="stop SFT at the first check where its answers agree with the probe's labels on at "
                              "least this share (partial skill) and no position takes more of them than the "
-                             "gate allows (40%% at 4 passages, 60%% at 2)")
+                             "gate allows (40%% at 4 passages, 60%% at 2); default a third of the way from chance "
+                             "to 1: 0.5 at 4 passages, 0.667 at 2")
     parser.add_argument("--gate-prompts", type=int, default=32, help="prompts of the SFT checks and of the gate")
     parser.add_argument("--grpo-steps", type=int, default=56)
     parser.add_argument("--prompts-per-step", type=int, default=8,
@@ -437,6 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output.suffix != ".json":
         print(f"train-learn: --output {args.output}: give a .json path (the PNG goes beside it)", file=sys.stderr)
         return 1
+    if args.sft_until is None:
+        args.sft_until = sft_until(args.set_size)
     if not args.report_only and (problem := size_error(args)):
         print(f"train-learn: {problem}", file=sys.stderr)
         return 1

@@ -604,6 +604,8 @@ def test_the_plan_records_the_set_size_and_a_two_passage_run_has_its_own_entry(t
     assert list(tasks) == ["relevance", "relevance, 2 passages"] and list(plotted) == list(tasks)
     assert tasks["relevance"]["plan"] == four and tasks["relevance"]["verdict"] == ["relevance: four"]  # untouched
     assert tasks["relevance, 2 passages"]["plan"]["settings"]["set_size"] == 2 == seen["size"]
+    # the warm start's default stop rule is a third of the way from chance to 1 on the run's window size
+    assert tasks["relevance, 2 passages"]["plan"]["settings"]["sft_until"] == 0.667 and run.sft_until(4) == 0.5
     assert seen["task"] == "relevance" and seen["plan"] == tasks["relevance, 2 passages"]["plan"]
     assert (tmp_path / "fig_relevance_2passages_outcomes.jsonl.gz").is_file()
     assert not (tmp_path / "fig_relevance_outcomes.jsonl.gz").exists()
@@ -636,6 +638,7 @@ def test_a_two_passage_run_works_in_its_own_folder_and_names_itself(tmp_path, mo
     (["--set-size", "1"], "--set-size 1: at least 2 passages"),
     (["--prompts-per-step", "6"], "--prompts-per-step 6: not a multiple of --set-size 4"),
     (["--set-size", "2", "--heldout", "511"], "--heldout 511: not a multiple of --set-size 2"),
+    (["--set-size", "2", "--sft-until", "0.5"], "--sft-until 0.5: at or below chance on 2 passages (0.5)"),
 ])
 def test_a_set_size_that_breaks_the_balance_is_refused(tmp_path, capsys, argv, says):
     from recipes.learn import run
