@@ -309,7 +309,9 @@ def run_task(task: str, out: Path, args: argparse.Namespace, planned: dict[str, 
     runs = {("base", 0): result["outcomes"]["base"], ("warm start", 0): result["outcomes"]["warm start"]}
     entry = {"plan": planned, "baselines": report.baselines(data["held"], size=size), "gate": result["gate"],
              "sft_steps_run": result["sft_steps_run"], "sft_checks": result["sft_checks"],
-             "sft_loss": result["sft_loss"], "times": dict(result["times"])}
+             "sft_loss": result["sft_loss"], "times": dict(result["times"]),
+             "warm_start_test": report.paired(runs[("base", 0)], runs[("warm start", 0)], "the base model",
+                                              "the warm start")}
     if not result["gate"]["passed"] and not args.ignore_gate:
         entry["evaluations"] = [report.figures(stage, step, items, size=size) for (stage, step), items in runs.items()]
         entry["verdict"] = [f"{name}: the warm start failed the gate; GRPO not run (--ignore-gate runs it)"]

@@ -376,6 +376,8 @@ def test_the_warm_start_runs_in_a_child_process_and_is_read_back(tmp_path, monke
     saved = json.loads((tmp_path / "relevance" / "warm_start.json").read_text())
     assert saved["settings"] == {key: getattr(args, key) for key in run.WARM_START_SETTINGS}
     assert [(e["stage"], e["top1"]) for e in entry["evaluations"]] == [("base", 0.0), ("warm start", 1.0)]
+    # what SFT alone did: the warm start paired with the base model on the same items
+    assert entry["warm_start_test"]["gain"] == 1.0 and entry["warm_start_test"]["only_candidate_right"] == 1
     assert "GRPO not run" in entry["verdict"][0]
     assert [(r["stage"], r["answer"]) for r in rows] == [("base", 1), ("warm start", 2)]
 
