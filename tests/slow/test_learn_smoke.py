@@ -40,6 +40,7 @@ def test_the_relevance_pipeline_runs_its_plan_at_a_toy_size(tmp_path):
         ("base", 0, 16), ("warm start", 0, 16), ("grpo", 1, 16), ("grpo", 2, 16)]
     test = entry["paired_test"]
     assert test["items"] == 16 and 0 < test["per_item"]["p_value"] <= 1 and 0 < test["per_query"]["p_value"] <= 1
+    assert entry["warm_start_test"]["items"] == 16 and entry["warm_start_test"]["candidate"] == "the warm start"
     assert entry["baselines"]["constant_position"] == {"1": 0.25, "2": 0.25, "3": 0.25, "4": 0.25}
     assert [row["step"] for row in entry["training"]] == [1, 2]
     with gzip.open(tmp_path / "fig_relevance_outcomes.jsonl.gz", "rt") as rows:
