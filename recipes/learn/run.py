@@ -291,9 +291,10 @@ def run_task(task: str, out: Path, args: argparse.Namespace, planned: dict[str, 
     made_with = {key: getattr(args, key) for key in WARM_START_SETTINGS}
     if saved.is_file() and (sft_model / "config.json").is_file():  # an interrupted run resumes after its warm start
         result = json.loads(saved.read_text(encoding="utf-8"))
-        if result.get("settings") != made_with:
-            raise RearankError(f"{saved}: made with {result.get('settings')}, asked {made_with}; delete "
-                               f"{saved} to make the warm start again")
+        if (before := result.get("settings") or {}) != made_with:
+            differ = ", ".join(f"{k} {before.get(k)} (asked {v})" for k, v in made_with.items() if before.get(k) != v)
+            raise RearankError(f"{saved}: this warm start was made with other settings: {differ}; move {folder} "
+                               "aside (it holds an earlier attempt) or give another --out to make a new one")
         print(f"{name}: warm start, its evaluations and gate read back from {saved}", flush=True)
     elif args.report_only:
         raise RearankError(f"--report-only: no warm start in {saved}")

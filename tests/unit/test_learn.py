@@ -333,8 +333,11 @@ def test_a_saved_warm_start_made_with_other_settings_is_refused(tmp_path, monkey
     (tmp_path / "relevance" / "sft-model" / "config.json").write_text("{}")
     saved = {key: getattr(args, key) for key in run.WARM_START_SETTINGS}
     (tmp_path / "relevance" / "warm_start.json").write_text(json.dumps({"settings": {**saved, "sft_steps": 99}}))
-    with pytest.raises(RearankError, match="sft_steps.: 99.*delete"):
+    kept = (tmp_path / "relevance" / "warm_start.json").read_bytes()
+    with pytest.raises(RearankError, match=r"other settings: sft_steps 99 \(asked 48\); move .*relevance aside") as err:
         run.run_task("relevance", tmp_path, args, {})
+    assert "seed" not in str(err.value)  # only the settings that differ are named
+    assert (tmp_path / "relevance" / "warm_start.json").read_bytes() == kept  # the earlier attempt is left alone
 
 
 class _Inline:
