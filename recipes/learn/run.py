@@ -284,20 +284,22 @@ def run_task(task: str, out: Path, args: argparse.Namespace, planned: dict[str, 
     figures entry and every evaluation's per-item outcomes."""
     name, size = variant(task, args.set_size), args.set_size
     folder = out / file_name(name)
-    data = build_data(task, folder / "data", args)
-    print(f"{name}: {len(data['sft'])} warm-start rows, {len(data['grpo'])} GRPO prompts ({TRAIN_SET}), "
-          f"{len(data['held'])} held-out ({HELD_OUT})", flush=True)
     sft_model, saved = folder / "sft-model", folder / "warm_start.json"
     made_with = {key: getattr(args, key) for key in WARM_START_SETTINGS}
+    result = None
     if saved.is_file() and (sft_model / "config.json").is_file():  # an interrupted run resumes after its warm start
         result = json.loads(saved.read_text(encoding="utf-8"))
-        if (before := result.get("settings") or {}) != made_with:
+        if (before := result.get("settings") or {}) != made_with:  # checked before the folder's data is rewritten
             differ = ", ".join(f"{k} {before.get(k)} (asked {v})" for k, v in made_with.items() if before.get(k) != v)
             raise RearankError(f"{saved}: this warm start was made with other settings: {differ}; move {folder} "
                                "aside (it holds an earlier attempt) or give another --out to make a new one")
-        print(f"{name}: warm start, its evaluations and gate read back from {saved}", flush=True)
     elif args.report_only:
         raise RearankError(f"--report-only: no warm start in {saved}")
+    data = build_data(task, folder / "data", args)
+    print(f"{name}: {len(data['sft'])} warm-start rows, {len(data['grpo'])} GRPO prompts ({TRAIN_SET}), "
+          f"{len(data['held'])} held-out ({HELD_OUT})", flush=True)
+    if result is not None:
+        print(f"{name}: warm start, its evaluations and gate read back from {saved}", flush=True)
     else:  # in a child process, so that the memory it holds is returned before verl starts
         child = multiprocessing.get_context("spawn").Process(
             target=save_warm_start, args=(name, data, folder, args, made_with), name=f"{file_name(name)}-warm-start")

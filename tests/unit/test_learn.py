@@ -327,7 +327,8 @@ def test_a_saved_warm_start_made_with_other_settings_is_refused(tmp_path, monkey
     from rearank.errors import RearankError
     from recipes.learn import run
 
-    monkeypatch.setattr(run, "build_data", fake_data)
+    built = []
+    monkeypatch.setattr(run, "build_data", lambda *a: built.append(a) or fake_data(*a))
     args = run.build_parser().parse_args(["--out", str(tmp_path)])
     (tmp_path / "relevance" / "sft-model").mkdir(parents=True)
     (tmp_path / "relevance" / "sft-model" / "config.json").write_text("{}")
@@ -338,6 +339,7 @@ def test_a_saved_warm_start_made_with_other_settings_is_refused(tmp_path, monkey
         run.run_task("relevance", tmp_path, args, {})
     assert "seed" not in str(err.value)  # only the settings that differ are named
     assert (tmp_path / "relevance" / "warm_start.json").read_bytes() == kept  # the earlier attempt is left alone
+    assert built == []  # refused before its data folder is rewritten
 
 
 class _Inline:
