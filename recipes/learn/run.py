@@ -59,9 +59,9 @@ def sft_until(size: int) -> float:
     return round(1 / size + (1 - 1 / size) / 3, 3)
 
 
-def size_error(args: argparse.Namespace) -> str | None:
-    """What is wrong with the window size of ``args``, or None: at least 2 passages, the held-out windows and each
-    step's prompts a multiple of it, so that every position holds the best passage equally often, and the warm
+def settings_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the settings of ``args``, or None: at least 2 passages a window, the held-out windows and
+    each step's prompts a multiple of it, so that every position holds the best passage equally often, and the warm
     start's stop rule (``--sft-until``) above chance on it."""
     size = args.set_size
     if size < 2:
@@ -454,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.sft_until is None:
         args.sft_until = sft_until(args.set_size)
-    if not args.report_only and (problem := size_error(args)):
+    if not args.report_only and (problem := settings_error(args)):
         print(f"train-learn: {problem}", file=sys.stderr)
         return 1
     import os

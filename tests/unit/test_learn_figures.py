@@ -15,8 +15,9 @@ from recipes.learn.run import file_name
 FIGURES = Path(__file__).resolve().parents[2] / "docs" / "figures"
 
 
-def entries() -> list[tuple[str, dict, Path]]:
-    """(label, entry, outcomes file) of every run on record that has its per-item outcomes beside the JSON."""
+def entries() -> list:
+    """A test case (entry, outcomes file; its id the run's label) for every run on record that has its per-item
+    outcomes beside the JSON."""
     tasks = json.loads((FIGURES / "train_learn.json").read_text(encoding="utf-8"))["tasks"]
     found = []
     for name, entry in tasks.items():
@@ -24,7 +25,7 @@ def entries() -> list[tuple[str, dict, Path]]:
         files += [(run, run["outcomes_file"]) for run in entry.get("earlier_attempts", []) if "outcomes_file" in run]
         for run, outcomes in files:
             if "evaluations" in run and (FIGURES / outcomes).is_file():
-                found.append((f"{name} attempt {run.get('attempt', 'last')}", run, FIGURES / outcomes))
+                found.append(pytest.param(run, FIGURES / outcomes, id=f"{name} attempt {run.get('attempt', 'last')}"))
     return found
 
 
@@ -39,12 +40,13 @@ def by_evaluation(path: Path) -> dict[tuple[str, int], list[dict]]:
 
 
 def test_the_record_holds_runs_with_outcomes():
-    labels = [label for label, _, _ in entries()]
+    labels = [case.id for case in entries()]
     assert "relevance, 2 passages attempt 2" in labels and "relevance attempt last" in labels
 
 
-@pytest.mark.parametrize(("label", "entry", "path"), entries(), ids=[label for label, _, _ in entries()])
-def test_the_figures_recompute_from_the_outcomes(label, entry, path):
+@pytest.mark.parametrize(("entry", "path"), entries())
+def test_the_figures_recompute_from_the_outcomes(entry, path):
+    label = path.name
     runs = by_evaluation(path)
     size = entry["plan"]["settings"]["set_size"]
     assert sorted(runs) == sorted((e["stage"], e["step"]) for e in entry["evaluations"])
